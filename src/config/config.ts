@@ -1,0 +1,140 @@
+// Configuration is read once, from REEF_* environment variables and command-line flags (flags win),
+// validated with every error collected, then passed down. Nothing else reads process.env.
+import path from 'node:path';
+
+export interface Config {
+  http: { host: string; port: number; trustProxy: boolean; bodyLimitBytes: number };
+  dataDir: string;
+  /** PostgreSQL connection string; unset means the embedded SQLite store in dataDir. */
+  databaseUrl: string | null;
+  tokens: { ttlSeconds: number; secret: string | null; issuer: string };
+  adminKey: string | null;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Create the demo account (and its demo kit and simulation) on first start with an empty store. */
+  demo: boolean;
+  /** Failed logins allowed per client id in `loginWindowSeconds` before 429. */
+  loginThrottle: { maxFailures: number; windowSeconds: number };
+  maxObservationsPerRequest: number;
+  gateway: { enabled: boolean; host: string; port: number; deadlineMs: number; sessionTtlSeconds: number; maxSessionsPerAccount: number; meshDomain: string };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Source = Record<string, string | undefined>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Every setting: its variable, flag, default and parser. The README's configuration table mirrors this. */
+export const SETTINGS = [
+  { env: 'REEF_HTTP_HOST', flag: 'host', def: '127.0.0.1', doc: 'Address the HTTP server listens on' },
+  { env: 'REEF_HTTP_PORT', flag: 'port', def: '8080', doc: 'HTTP port (0 picks a free one)' },
+  { env: 'REEF_DATA_DIR', flag: 'data-dir', def: './data', doc: 'Directory of the embedded SQLite store and generated keys' },
+  { env: 'REEF_DATABASE_URL', flag: 'database-url', def: '', doc: 'postgres:// URL; unset uses embedded SQLite' },
+  { env: 'REEF_TOKEN_TTL', flag: 'token-ttl', def: '3600', doc: 'Access-token lifetime in seconds' },
+  { env: 'REEF_TOKEN_SECRET', flag: 'token-secret', def: '', doc: 'HMAC key for tokens (≥ 32 chars); unset generates one and keeps it in the store' },
+  { env: 'REEF_ADMIN_KEY', flag: 'admin-key', def: '', doc: 'Key for operator endpoints (/api/admin/*); unset disables them' },
+  { env: 'REEF_LOG_LEVEL', flag: 'log-level', def: 'info', doc: 'fatal, error, warn, info, debug, trace or silent' },
+  { env: 'REEF_DEMO', flag: 'demo', def: 'true', doc: 'Create a demo account on first start with an empty store' },
+  { env: 'REEF_TRUST_PROXY', flag: 'trust-proxy', def: 'false', doc: 'Trust X-Forwarded-* (behind a load balancer)' },
+  { env: 'REEF_BODY_LIMIT', flag: 'body-limit', def: '16777216', doc: 'Largest request body in bytes' },
+  { env: 'REEF_MAX_OBSERVATIONS', flag: 'max-observations', def: '10000', doc: 'Most observations in one upload' },
+  { env: 'REEF_LOGIN_MAX_FAILURES', flag: 'login-max-failures', def: '10', doc: 'Failed logins per client id per window before 429' },
+  { env: 'REEF_LOGIN_WINDOW', flag: 'login-window', def: '60', doc: 'Login throttle window in seconds' },
+  { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
+  { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address' },
+  { env: 'REEF_GATEWAY_PORT', flag: 'gateway-port', def: '5683', doc: 'CoAP gateway UDP port' },
+  { env: 'REEF_GATEWAY_DEADLINE_MS', flag: 'gateway-deadline', def: '30000', doc: 'Application deadline for a kit to answer (then 5.04)' },
+  { env: 'REEF_GATEWAY_SESSION_TTL', flag: 'gateway-session-ttl', def: '14400', doc: 'Gateway session lifetime in seconds' },
+  { env: 'REEF_GATEWAY_MAX_SESSIONS', flag: 'gateway-max-sessions', def: '10', doc: 'Gateway sessions per account' },
+  { env: 'REEF_MESH_DOMAIN', flag: 'mesh-domain', def: 'mesh.reef.local', doc: 'Domain of kit host names SSN<mac>.<domain>' },
+] as const;
+
+/** Parses `--name value` and `--name=value` flags into a map keyed by flag name. */
+export function parseFlags(argv: string[]): { flags: Record<string, string>; rest: string[] } {
+  const flags: Record<string, string> = {};
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (!a.startsWith('--')) { rest.push(a); continue; }
+    const eq = a.indexOf('=');
+    if (eq > 0) flags[a.slice(2, eq)] = a.slice(eq + 1);
+    else if (i + 1 < argv.length && !argv[i + 1]!.startsWith('--')) flags[a.slice(2)] = argv[++i]!;
+    else flags[a.slice(2)] = 'true';
+  }
+  return { flags, rest };
+}
+
+export function loadConfig(env: Source = process.env, argv: string[] = []): Config {
+  const { flags } = parseFlags(argv);
+  const problems: string[] = [];
+  const raw = (s: (typeof SETTINGS)[number]): string => flags[s.flag] ?? env[s.env] ?? s.def;
+  const get = (name: (typeof SETTINGS)[number]['env']) => SETTINGS.find((s) => s.env === name)!;
+
+  const int = (name: (typeof SETTINGS)[number]['env'], min: number, max: number): number => {
+    const s = get(name);
+    const v = raw(s).trim();
+    const n = Number(v);
+    if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) {
+      problems.push(`${s.env} (--${s.flag}) must be a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`);
+      return Number(s.def);
+    }
+    return n;
+  };
+  const bool = (name: (typeof SETTINGS)[number]['env']): boolean => {
+    const s = get(name);
+    const v = raw(s).trim().toLowerCase();
+    if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+    if (['0', 'false', 'no', 'off'].includes(v)) return false;
+    problems.push(`${s.env} (--${s.flag}) must be true or false, got ${JSON.stringify(v)}`);
+    return s.def === 'true';
+  };
+  const str = (name: (typeof SETTINGS)[number]['env']): string => raw(get(name)).trim();
+
+  const host = str('REEF_HTTP_HOST');
+  if (!host) problems.push('REEF_HTTP_HOST (--host) must not be empty');
+  const port = int('REEF_HTTP_PORT', 0, 65535);
+  const dataDir = path.resolve(str('REEF_DATA_DIR') || './data');
+  const databaseUrl = str('REEF_DATABASE_URL') || null;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('REEF_DATABASE_URL (--database-url) must start with postgres:// or postgresql://');
+  const ttl = int('REEF_TOKEN_TTL', 10, 30 * 86400);
+  const secret = str('REEF_TOKEN_SECRET') || null;
+  if (secret !== null && secret.length < 32) problems.push('REEF_TOKEN_SECRET (--token-secret) must be at least 32 characters');
+  const adminKey = str('REEF_ADMIN_KEY') || null;
+  if (adminKey !== null && adminKey.length < 16) problems.push('REEF_ADMIN_KEY (--admin-key) must be at least 16 characters');
+  const logLevel = str('REEF_LOG_LEVEL').toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`REEF_LOG_LEVEL (--log-level) must be one of ${LOG_LEVELS.join(', ')}`);
+
+  const config: Config = {
+    http: { host, port, trustProxy: bool('REEF_TRUST_PROXY'), bodyLimitBytes: int('REEF_BODY_LIMIT', 1024, 1 << 30) },
+    dataDir,
+    databaseUrl,
+    tokens: { ttlSeconds: ttl, secret, issuer: 'reef' },
+    adminKey,
+    logLevel: logLevel as Config['logLevel'],
+    demo: bool('REEF_DEMO'),
+    loginThrottle: { maxFailures: int('REEF_LOGIN_MAX_FAILURES', 1, 1_000_000), windowSeconds: int('REEF_LOGIN_WINDOW', 1, 86400) },
+    maxObservationsPerRequest: int('REEF_MAX_OBSERVATIONS', 1, 1_000_000),
+    gateway: {
+      enabled: bool('REEF_GATEWAY'),
+      host: str('REEF_GATEWAY_HOST'),
+      port: int('REEF_GATEWAY_PORT', 0, 65535),
+      deadlineMs: int('REEF_GATEWAY_DEADLINE_MS', 10, 3_600_000),
+      sessionTtlSeconds: int('REEF_GATEWAY_SESSION_TTL', 1, 30 * 86400),
+      maxSessionsPerAccount: int('REEF_GATEWAY_MAX_SESSIONS', 1, 10_000),
+      meshDomain: str('REEF_MESH_DOMAIN'),
+    },
+  };
+  if (problems.length) throw new ConfigError(problems);
+  return config;
+}
+
+/** A config for tests and embedding: defaults, then the given overrides. */
+export function testConfig(overrides: Partial<Config> & { dataDir: string }): Config {
+  const base = loadConfig({ REEF_LOG_LEVEL: 'silent', REEF_DEMO: 'false', REEF_HTTP_PORT: '0', REEF_GATEWAY_PORT: '0' }, []);
+  return { ...base, ...overrides };
+}

@@ -1,0 +1,97 @@
+// The one catalogue of Reef error codes. Every failure a client can see is one of these; each carries
+// its HTTP status and, where the failure can surface over CoAP (gateway, device), its CoAP response
+// code (RFC 7252 §5.9, written "c.dd"). docs/errors.md documents every entry; test/errors-doc.test.ts
+// keeps the two in step.
+
+export interface ErrorSpec {
+  readonly status: number;
+  readonly coap?: string;
+  readonly title: string;
+}
+
+export const ERRORS = {
+  // 400
+  VALIDATION_FAILED: { status: 400, coap: '4.00', title: 'A field of the request is missing or invalid' },
+  MALFORMED_JSON: { status: 400, coap: '4.00', title: 'The body is not valid JSON' },
+  INVALID_SOLUTION_NAME: { status: 400, title: 'The solution name is not allowed' },
+  INVALID_DEVICE_ID: { status: 400, title: 'A device id must be a UUID' },
+  INVALID_CURSOR: { status: 400, title: 'The paging cursor is not valid' },
+  // 401
+  TOKEN_MISSING: { status: 401, coap: '4.01', title: 'No access token was sent' },
+  TOKEN_INVALID: { status: 401, coap: '4.01', title: 'The access token is malformed, forged or not ours' },
+  TOKEN_EXPIRED: { status: 401, coap: '4.01', title: 'The access token has expired' },
+  INVALID_CREDENTIALS: { status: 401, coap: '4.01', title: 'Client id or client secret is wrong' },
+  ACCOUNT_DISABLED: { status: 401, coap: '4.01', title: 'The account is disabled' },
+  // 403
+  ADMIN_KEY_REQUIRED: { status: 403, title: 'An operator call needs the admin key' },
+  FORBIDDEN: { status: 403, coap: '4.03', title: 'The caller may not do this' },
+  // 404
+  ROUTE_NOT_FOUND: { status: 404, coap: '4.04', title: 'No such endpoint' },
+  SOLUTION_NOT_FOUND: { status: 404, title: 'No such solution for this account' },
+  DEVICE_NOT_FOUND: { status: 404, coap: '4.04', title: 'No such device in this solution' },
+  ACCOUNT_NOT_FOUND: { status: 404, title: 'No such account' },
+  NOT_FOUND: { status: 404, coap: '4.04', title: 'No such resource' },
+  // 405
+  METHOD_NOT_ALLOWED: { status: 405, coap: '4.05', title: 'The endpoint does not accept this method' },
+  // 409
+  MAC_ALREADY_PROVISIONED: { status: 409, title: 'A device with this MAC address is already provisioned' },
+  CONFLICT: { status: 409, title: 'The request conflicts with the current state' },
+  // 413
+  PAYLOAD_TOO_LARGE: { status: 413, coap: '4.13', title: 'The body is larger than allowed' },
+  TOO_MANY_OBSERVATIONS: { status: 413, title: 'More observations in one request than allowed' },
+  // 415
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, coap: '4.15', title: 'The body must be application/json' },
+  // 429
+  RATE_LIMITED: { status: 429, coap: '4.29', title: 'Too many requests; retry after the given delay' },
+  // 5xx
+  INTERNAL: { status: 500, coap: '5.00', title: 'Something went wrong on our side' },
+  BAD_GATEWAY: { status: 502, coap: '5.02', title: 'The device answered with an error' },
+  STORE_UNAVAILABLE: { status: 503, coap: '5.03', title: 'The database is unreachable; retry shortly' },
+  GATEWAY_TIMEOUT: { status: 504, coap: '5.04', title: 'The device did not answer before the deadline' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class ReefError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** The offending field, as a JSON-pointer-like path ("observations/3/timestamp"), when there is one. */
+  readonly field?: string;
+  /** Seconds after which a retry makes sense (429, 503). */
+  readonly retryAfter?: number;
+  /** Allowed methods (405). */
+  readonly allow?: string[];
+
+  constructor(
+    code: ErrorCode,
+    message?: string,
+    extra: { field?: string; retryAfter?: number; allow?: string[]; cause?: unknown } = {},
+  ) {
+    super(message ?? ERRORS[code].title, extra.cause === undefined ? undefined : { cause: extra.cause });
+    this.name = 'ReefError';
+    this.code = code;
+    this.status = ERRORS[code].status;
+    if (extra.field !== undefined) this.field = extra.field;
+    if (extra.retryAfter !== undefined) this.retryAfter = extra.retryAfter;
+    if (extra.allow !== undefined) this.allow = extra.allow;
+  }
+
+  get coap(): string {
+    const spec: ErrorSpec = ERRORS[this.code];
+    return spec.coap ?? (this.status >= 500 ? '5.00' : '4.00');
+  }
+}
+
+export function isReefError(e: unknown): e is ReefError {
+  return e instanceof ReefError;
+}
+
+/** The uniform HTTP error body (docs/errors.md). */
+export interface ErrorBody {
+  statusCode: number;
+  code: ErrorCode;
+  error: string;
+  message: string;
+  requestId: string;
+  field?: string;
+}

@@ -1,0 +1,92 @@
+// Domain types of seed §2. Wire shapes (what clients see) and stored records are kept apart: the
+// store speaks records, the HTTP layer turns them into the wire form.
+
+/** The two solution names the seed gives a meaning to (seed §1). Any other name is a user's own. */
+export const SANDBOX = 'sandbox';
+export const STUDIO_SIMULATION = 'StudioSimulation';
+
+export const DEVICE_TYPE_DEVKIT = 'NICDevKit';
+export const DEVICE_TYPE_VIRTUAL = 'VirtualDevice';
+
+export interface Location {
+  latitude: number;
+  longitude: number;
+}
+
+export interface DomainInfo {
+  location?: Location;
+  [key: string]: unknown;
+}
+
+/** seed §2: the wire names carry a vendor word, written `vendor` here as in the seed. */
+export interface ProvisioningInfo {
+  status: 'provisioned';
+  timestamp: string;
+  vendorMacAddress: string;
+  vendorNetworkDeviceType: 'MILLI';
+}
+
+/** A device as the HTTP API returns it (seed §2). */
+export interface Device {
+  id: string;
+  deviceType: string;
+  domainInfo: DomainInfo;
+  provisioningInfo?: ProvisioningInfo;
+}
+
+/** A device as stored: the wire device plus ownership. */
+export interface DeviceRecord extends Device {
+  /** Tenant that created or was provisioned the device. */
+  tenantId: string;
+  /** Tenant group of the owner: visibility is decided by group (seed §5). */
+  groupId: string;
+  solution: string;
+  /** Lower-case 16-hex MAC for dev kits, else null; globally unique. */
+  mac: string | null;
+  createdAt: number;
+}
+
+/**
+ * One observation as stored: time in epoch milliseconds, temperature split out (it is what every
+ * query and the plot use), every other field kept verbatim in `extra`.
+ */
+export interface ObservationRecord {
+  ts: number;
+  temperature: number | null;
+  extra: Record<string, unknown> | null;
+}
+
+/** An observation on the wire: `timestamp` ISO-8601 UTC with milliseconds, `temperature`, free fields. */
+export interface Observation {
+  timestamp: string;
+  temperature?: number;
+  [field: string]: unknown;
+}
+
+export interface ObservationGroup {
+  deviceId: string;
+  observations: Observation[];
+}
+
+export interface Account {
+  tenantId: string;
+  name: string;
+  groupId: string;
+  clientId: string;
+  secretHash: string;
+  disabled: boolean;
+  createdAt: number;
+}
+
+export function toWireObservation(r: ObservationRecord): Observation {
+  const o: Observation = { timestamp: new Date(r.ts).toISOString() };
+  if (r.temperature !== null) o.temperature = r.temperature;
+  if (r.extra) for (const k in r.extra) if (k !== 'timestamp' && k !== 'temperature') o[k] = r.extra[k];
+  return o;
+}
+
+export function toWireDevice(d: DeviceRecord): Device {
+  const out: Device = { id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo };
+  if (d.provisioningInfo) out.provisioningInfo = d.provisioningInfo;
+  return out;
+}

@@ -1,0 +1,80 @@
+// Value rules shared by the HTTP layer, the CLI and the store. Each returns a clean value or throws
+// a ReefError naming the field, so every entry point rejects the same inputs the same way.
+import { ReefError } from './errors.ts';
+
+/**
+ * Solution names: case sensitive (seed §1), 1..64 characters from a conservative set so a name is
+ * always safe in a URL path segment, a file name and a PostgreSQL identifier suffix.
+ */
+export const SOLUTION_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+export const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+export const MAC16 = /^[0-9a-fA-F]{16}$/;
+
+export function solutionName(name: string): string {
+  if (!SOLUTION_NAME.test(name) || name.includes('..')) {
+    throw new ReefError(
+      'INVALID_SOLUTION_NAME',
+      `solution name ${JSON.stringify(name.slice(0, 80))} is not allowed: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit`,
+      { field: 'solution' },
+    );
+  }
+  return name;
+}
+
+export function deviceId(id: string): string {
+  if (!UUID.test(id)) throw new ReefError('INVALID_DEVICE_ID', `device id ${JSON.stringify(id.slice(0, 80))} is not a UUID`, { field: 'id' });
+  return id.toLowerCase();
+}
+
+/** MAC as the seed shows it: 16 hexadecimal characters; stored lower case. */
+export function macAddress(mac: string, field = 'vendorMacAddress'): string {
+  const m = mac.replace(/[:-]/g, '');
+  if (!MAC16.test(m)) throw new ReefError('VALIDATION_FAILED', `${field} must be 16 hexadecimal characters`, { field });
+  return m.toLowerCase();
+}
+
+// ISO 8601 date-time with a zone designator. A time without a zone is ambiguous for a platform
+// that stores UTC, so it is refused rather than guessed.
+const ISO_DATETIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?([Zz]|[+-]\d{2}:?\d{2})$/;
+
+/** Parses an ISO-8601 UTC/offset timestamp to epoch ms; throws naming `field`. */
+export function isoTimestamp(value: unknown, field: string): number {
+  if (typeof value !== 'string') throw new ReefError('VALIDATION_FAILED', `${field} must be an ISO-8601 date-time string`, { field });
+  const m = ISO_DATETIME.exec(value);
+  const ms = m ? Date.parse(value.replace(' ', 'T')) : NaN;
+  if (!m || !Number.isFinite(ms)) {
+    throw new ReefError('VALIDATION_FAILED', `${field} must be an ISO-8601 date-time with a time zone, e.g. 2026-01-31T12:00:00.000Z`, { field });
+  }
+  // Date.parse rolls 2026-02-31 over to March; a calendar check refuses it.
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const day = new Date(Date.UTC(y, mo - 1, d));
+  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d || Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6] ?? 0) > 59) {
+    throw new ReefError('VALIDATION_FAILED', `${field} is not a real calendar date-time`, { field });
+  }
+  if (ms < 0 || ms > 253402300799999) throw new ReefError('VALIDATION_FAILED', `${field} must lie between 1970 and 9999`, { field });
+  return ms;
+}
+
+export function latitude(v: unknown, field = 'domainInfo.location.latitude'): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < -90 || v > 90) {
+    throw new ReefError('VALIDATION_FAILED', `${field} must be a number from -90 to 90`, { field });
+  }
+  return v;
+}
+
+export function longitude(v: unknown, field = 'domainInfo.location.longitude'): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < -180 || v > 180) {
+    throw new ReefError('VALIDATION_FAILED', `${field} must be a number from -180 to 180`, { field });
+  }
+  return v;
+}
+
+/** Temperature: a finite number, or a numeric string (some clients send "72.50"), stored as a number. */
+export function temperature(v: unknown, field: string): number {
+  let n: number;
+  if (typeof v === 'number') n = v;
+  else if (typeof v === 'string' && /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/.test(v)) n = Number(v);
+  else throw new ReefError('VALIDATION_FAILED', `${field} must be a number or a numeric string`, { field });
+  if (!Number.isFinite(n)) throw new ReefError('VALIDATION_FAILED', `${field} must be finite`, { field });
+  return n;
+}

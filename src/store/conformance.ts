@@ -1,0 +1,239 @@
+// The store conformance suite: one set of tests that every backend must pass, run by
+// test/store/<backend>.test.ts with a factory that makes a fresh, empty, migrated store.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, it, before, after } from 'node:test';
+import { isReefError } from '../core/errors.ts';
+import type { Account, ObservationRecord } from '../core/types.ts';
+import type { Store } from './store.ts';
+
+export interface StoreFactory {
+  /** A fresh, migrated, empty store. */
+  open(): Promise<Store>;
+  /** Drops whatever open() made (files, databases). */
+  cleanup(): Promise<void>;
+}
+
+function account(n: string, group?: string): Account {
+  return {
+    tenantId: `TN${n.toUpperCase()}${randomUUID().slice(0, 8)}`,
+    name: n,
+    groupId: group ?? `G-${n}`,
+    clientId: randomUUID(),
+    secretHash: 'scrypt$test',
+    disabled: false,
+    createdAt: Date.now(),
+  };
+}
+
+const T0 = Date.UTC(2026, 0, 1);
+
+function series(n: number, step = 1000, start = T0): ObservationRecord[] {
+  return Array.from({ length: n }, (_, i) => ({ ts: start + i * step, temperature: 20 + (i % 100) / 10, extra: null }));
+}
+
+async function rejectsWith(p: Promise<unknown>, code: string) {
+  await assert.rejects(p, (e: unknown) => isReefError(e) && e.code === code);
+}
+
+export function storeConformance(backend: string, factory: StoreFactory): void {
+  describe(`store conformance: ${backend}`, () => {
+    let store: Store;
+    before(async () => {
+      store = await factory.open();
+    });
+    after(async () => {
+      await store.close();
+      await factory.cleanup();
+    });
+
+    it('migrate is idempotent', async () => {
+      await store.migrate();
+      await store.migrate();
+      await store.ping();
+    });
+
+    it('creates and finds accounts by client id and tenant id', async () => {
+      const a = account('alice');
+      await store.createAccount(a);
+      assert.deepEqual(await store.getAccountByClientId(a.clientId), a);
+      assert.deepEqual(await store.getAccountByTenantId(a.tenantId), a);
+      assert.equal(await store.getAccountByClientId(randomUUID()), null);
+      assert.ok((await store.listAccounts()).some((x) => x.tenantId === a.tenantId));
+      assert.ok((await store.countAccounts()) >= 1);
+    });
+
+    it('rotates secrets and disables accounts; unknown accounts are ACCOUNT_NOT_FOUND', async () => {
+      const a = account('bob');
+      await store.createAccount(a);
+      await store.setAccountSecret(a.tenantId, 'scrypt$new');
+      await store.setAccountDisabled(a.tenantId, true);
+      const got = await store.getAccountByTenantId(a.tenantId);
+      assert.equal(got?.secretHash, 'scrypt$new');
+      assert.equal(got?.disabled, true);
+      await rejectsWith(store.setAccountDisabled('TNNOPE', true), 'ACCOUNT_NOT_FOUND');
+      await rejectsWith(store.setAccountSecret('TNNOPE', 'x'), 'ACCOUNT_NOT_FOUND');
+    });
+
+    it('a duplicate client id is a CONFLICT', async () => {
+      const a = account('carol');
+      await store.createAccount(a);
+      await rejectsWith(store.createAccount({ ...account('carol2'), clientId: a.clientId }), 'CONFLICT');
+    });
+
+    it('keeps signing keys; adding one twice keeps one', async () => {
+      const k = { kid: randomUUID(), secret: 'x'.repeat(43), createdAt: Date.now() };
+      await store.addSigningKey(k);
+      await store.addSigningKey(k);
+      const keys = (await store.listSigningKeys()).filter((x) => x.kid === k.kid);
+      assert.deepEqual(keys, [k]);
+    });
+
+    it('creates devices, their solution, and lists them by group and solution', async () => {
+      const a = account('dave');
+      const id = randomUUID();
+      assert.equal(await store.solutionExists(a.groupId, 'mySolution'), false);
+      const d = await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'mySolution', deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 1.5, longitude: -2.25 } } });
+      assert.equal(d.id, id);
+      assert.equal(await store.solutionExists(a.groupId, 'mySolution'), true);
+      assert.equal(await store.solutionExists(a.groupId, 'mysolution'), false, 'solution names are case sensitive');
+      const list = await store.listDevices(a.groupId, 'mySolution');
+      assert.equal(list.length, 1);
+      assert.deepEqual(list[0]!.domainInfo, { location: { latitude: 1.5, longitude: -2.25 } });
+      assert.deepEqual(await store.listDevices(a.groupId, 'mysolution'), []);
+      assert.deepEqual(await store.listDevices('G-other', 'mySolution'), []);
+      assert.equal((await store.getDevice(a.groupId, 'mySolution', id))?.id, id);
+      assert.equal(await store.getDevice('G-other', 'mySolution', id), null);
+    });
+
+    it('filters devices by type and keeps provisioning info and MAC', async () => {
+      const a = account('erin');
+      const mac = randomUUID().replace(/-/g, '').slice(0, 16);
+      const pi = { status: 'provisioned' as const, timestamp: new Date(T0).toISOString(), vendorMacAddress: mac, vendorNetworkDeviceType: 'MILLI' as const };
+      await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, provisioningInfo: pi, mac });
+      await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'sandbox', deviceType: 'Other', domainInfo: {} });
+      const kits = await store.listDevices(a.groupId, 'sandbox', 'NICDevKit');
+      assert.equal(kits.length, 1);
+      assert.deepEqual(kits[0]!.provisioningInfo, pi);
+      assert.equal((await store.getDeviceByMac(mac))?.id, kits[0]!.id);
+      assert.equal(await store.getDeviceByMac('0000000000000000'), null);
+      await rejectsWith(
+        store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: 'G-x', solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, mac }),
+        'MAC_ALREADY_PROVISIONED',
+      );
+    });
+
+    it('stores a batch and reads it newest first with keyset paging: no gap, no duplicate', async () => {
+      const a = account('frank');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      const rows = series(2500);
+      assert.deepEqual(await store.insertObservations(id, rows), { written: 2500 });
+      const seen: number[] = [];
+      let before: number | undefined;
+      for (;;) {
+        const page = await store.queryObservations(id, { limit: 1000, ...(before === undefined ? {} : { before }) });
+        seen.push(...page.observations.map((o) => o.ts));
+        if (page.nextBefore === null) break;
+        before = page.nextBefore;
+      }
+      assert.equal(seen.length, 2500);
+      assert.equal(new Set(seen).size, 2500);
+      assert.deepEqual(seen, rows.map((r) => r.ts).reverse());
+    });
+
+    it('from is inclusive, to exclusive', async () => {
+      const a = account('gina');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(id, series(10));
+      const page = await store.queryObservations(id, { from: T0 + 2000, to: T0 + 5000, limit: 100 });
+      assert.deepEqual(page.observations.map((o) => o.ts), [T0 + 4000, T0 + 3000, T0 + 2000]);
+      assert.equal(page.nextBefore, null);
+    });
+
+    it('re-sending the same timestamps replaces instead of duplicating (last write wins)', async () => {
+      const a = account('hank');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(id, series(5));
+      await store.insertObservations(id, series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })));
+      const page = await store.queryObservations(id, { limit: 100 });
+      assert.equal(page.observations.length, 5);
+      assert.ok(page.observations.every((o) => o.temperature === 99 && (o.extra as any).humidity === 40));
+    });
+
+    it('keeps free-form fields verbatim and null temperatures', async () => {
+      const a = account('ivy');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      const extra = { humidity: 41.5, accelerometer: { x: 1, y: -2, z: 0.5 }, note: 'ünïcødé ✓', tags: ['a', 'b'] };
+      await store.insertObservations(id, [{ ts: T0, temperature: null, extra }, { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } }]);
+      const page = await store.queryObservations(id, { limit: 10 });
+      assert.deepEqual(page.observations, [
+        { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
+        { ts: T0, temperature: null, extra },
+      ]);
+      const tagged = await store.queryObservations(id, { limit: 10, tag: 'a' });
+      assert.deepEqual(tagged.observations.map((o) => o.ts), [T0]);
+    });
+
+    it('latest of all devices follows the newest timestamp, not the last insert', async () => {
+      const a = account('jack');
+      const [d1, d2, d3] = [randomUUID(), randomUUID(), randomUUID()];
+      for (const id of [d1, d2, d3]) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'latest', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(d1, series(3));
+      await store.insertObservations(d1, [{ ts: T0 - 5000, temperature: -1, extra: null }]); // older: latest unchanged
+      await store.insertObservations(d2, [{ ts: T0 + 7, temperature: 7, extra: { k: 1 } }]);
+      const latest = await store.latestObservations(a.groupId, 'latest');
+      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 7]].sort());
+      assert.deepEqual(latest.find((l) => l.deviceId === d2)!.observation, { ts: T0 + 7, temperature: 7, extra: { k: 1 } });
+      assert.deepEqual(await store.latestObservations('G-other', 'latest'), []);
+    });
+
+    it('a batch for an unknown device stores nothing and says DEVICE_NOT_FOUND', async () => {
+      await rejectsWith(store.insertObservations(randomUUID(), series(3)), 'DEVICE_NOT_FOUND');
+      await rejectsWith(store.queryObservations(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');
+    });
+
+    it('deleting a device removes it, its observations and its latest', async () => {
+      const a = account('kim');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'del', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(id, series(10));
+      assert.equal(await store.deleteDevice('G-other', 'del', id), false, 'another group cannot delete it');
+      assert.equal(await store.deleteDevice(a.groupId, 'del', id), true);
+      assert.equal(await store.deleteDevice(a.groupId, 'del', id), false);
+      assert.equal(await store.getDevice(a.groupId, 'del', id), null);
+      assert.deepEqual(await store.latestObservations(a.groupId, 'del'), []);
+      await rejectsWith(store.queryObservations(id, { limit: 1 }), 'DEVICE_NOT_FOUND');
+    });
+
+    it('buckets give min/avg/max per interval, oldest first, skipping empty ones', async () => {
+      const a = account('lee');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'b', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(id, [
+        { ts: T0, temperature: 1, extra: null },
+        { ts: T0 + 500, temperature: 3, extra: null },
+        { ts: T0 + 2500, temperature: 10, extra: null },
+      ]);
+      const b = await store.bucketObservations(id, { from: T0, to: T0 + 3000, bucketMs: 1000 });
+      assert.deepEqual(b, [
+        { ts: T0, count: 2, min: 1, avg: 2, max: 3 },
+        { ts: T0 + 2000, count: 1, min: 10, avg: 10, max: 10 },
+      ]);
+    });
+
+    it('keeps job state by key and lists it by prefix', async () => {
+      await store.setState('sim:1', '{"a":1}');
+      await store.setState('sim:2', '{"a":2}');
+      await store.setState('other', 'x');
+      await store.setState('sim:1', '{"a":3}');
+      assert.equal(await store.getState('sim:1'), '{"a":3}');
+      assert.deepEqual(await store.listState('sim:'), [{ key: 'sim:1', value: '{"a":3}' }, { key: 'sim:2', value: '{"a":2}' }]);
+      await store.deleteState('sim:1');
+      assert.equal(await store.getState('sim:1'), null);
+    });
+  });
+}

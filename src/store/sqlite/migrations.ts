@@ -1,0 +1,64 @@
+// Versioned schema of the SQLite backend. Append only: a released migration is never edited.
+// Times are epoch milliseconds (INTEGER); JSON documents are TEXT.
+
+export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: 'initial',
+    sql: `
+CREATE TABLE accounts (
+  tenant_id   TEXT PRIMARY KEY,
+  name        TEXT NOT NULL,
+  group_id    TEXT NOT NULL,
+  client_id   TEXT NOT NULL UNIQUE,
+  secret_hash TEXT NOT NULL,
+  disabled    INTEGER NOT NULL DEFAULT 0,
+  created_at  INTEGER NOT NULL
+);
+CREATE TABLE signing_keys (
+  kid        TEXT PRIMARY KEY,
+  secret     TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE solutions (
+  group_id   TEXT NOT NULL,
+  name       TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (group_id, name)
+) WITHOUT ROWID;
+CREATE TABLE devices (
+  pk                INTEGER PRIMARY KEY,
+  id                TEXT NOT NULL UNIQUE,
+  tenant_id         TEXT NOT NULL,
+  group_id          TEXT NOT NULL,
+  solution          TEXT NOT NULL,
+  device_type       TEXT NOT NULL,
+  domain_info       TEXT NOT NULL,
+  provisioning_info TEXT,
+  mac               TEXT UNIQUE,
+  created_at        INTEGER NOT NULL
+);
+CREATE INDEX devices_by_solution ON devices (group_id, solution, pk);
+-- (device, time) is the key: one observation per device per millisecond, which is the dedupe rule.
+CREATE TABLE observations (
+  device_pk   INTEGER NOT NULL,
+  ts          INTEGER NOT NULL,
+  temperature REAL,
+  extra       TEXT,
+  PRIMARY KEY (device_pk, ts)
+) WITHOUT ROWID;
+-- The latest observation of each device, kept in the insert's transaction so that
+-- "latest of all devices" (seed §4.2) never scans history.
+CREATE TABLE latest (
+  device_pk   INTEGER PRIMARY KEY,
+  ts          INTEGER NOT NULL,
+  temperature REAL,
+  extra       TEXT
+);
+CREATE TABLE state (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+`,
+  },
+];

@@ -1,0 +1,332 @@
+// The embedded default store: one SQLite file in WAL mode through better-sqlite3. Calls are
+// synchronous underneath; the async interface lets the same callers use the PostgreSQL backend.
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { ReefError } from '../../core/errors.ts';
+import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
+import type { Bucket, BucketQuery, InsertResult, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import { MIGRATIONS } from './migrations.ts';
+
+export interface SqliteOptions {
+  /** File path, or ':memory:'. */
+  file: string;
+  /**
+   * FULL fsyncs every commit, so an acknowledged upload survives a power cut; NORMAL survives a
+   * process crash only (SQLite docs, "WAL mode and synchronous").
+   */
+  synchronous?: 'FULL' | 'NORMAL';
+}
+
+type Row = Record<string, any>;
+
+function accountFromRow(r: Row): Account {
+  return {
+    tenantId: r.tenant_id,
+    name: r.name,
+    groupId: r.group_id,
+    clientId: r.client_id,
+    secretHash: r.secret_hash,
+    disabled: r.disabled === 1,
+    createdAt: r.created_at,
+  };
+}
+
+function deviceFromRow(r: Row): DeviceRecord {
+  const d: DeviceRecord = {
+    id: r.id,
+    deviceType: r.device_type,
+    domainInfo: JSON.parse(r.domain_info),
+    tenantId: r.tenant_id,
+    groupId: r.group_id,
+    solution: r.solution,
+    mac: r.mac ?? null,
+    createdAt: r.created_at,
+  };
+  if (r.provisioning_info) d.provisioningInfo = JSON.parse(r.provisioning_info);
+  return d;
+}
+
+function obsFromRow(r: Row): ObservationRecord {
+  return { ts: r.ts, temperature: r.temperature ?? null, extra: r.extra ? JSON.parse(r.extra) : null };
+}
+
+/** Driver errors → the catalogue. */
+function translate(e: unknown): never {
+  const code = (e as { code?: string })?.code ?? '';
+  const msg = (e as Error)?.message ?? '';
+  if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
+    if (msg.includes('devices.mac')) throw new ReefError('MAC_ALREADY_PROVISIONED', undefined, { field: 'vendorMacAddress', cause: e });
+    throw new ReefError('CONFLICT', 'an entry with the same key exists', { cause: e });
+  }
+  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_IOERR' || code === 'SQLITE_FULL') {
+    throw new ReefError('STORE_UNAVAILABLE', 'the database is busy or unavailable; retry shortly', { retryAfter: 1, cause: e });
+  }
+  throw e;
+}
+
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
+  private db: Database.Database;
+  private s!: ReturnType<SqliteStore['prepare']>;
+
+  constructor(private readonly opts: SqliteOptions) {
+    if (opts.file !== ':memory:') fs.mkdirSync(path.dirname(opts.file), { recursive: true });
+    this.db = new Database(opts.file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma(`synchronous = ${opts.synchronous ?? 'FULL'}`);
+    // A CLI command (reef account create) may write while the server runs: wait, don't fail.
+    this.db.pragma('busy_timeout = 5000');
+    this.db.pragma('foreign_keys = ON');
+  }
+
+  private prepare() {
+    const p = (sql: string) => this.db.prepare(sql);
+    return {
+      insertAccount: p('INSERT INTO accounts (tenant_id, name, group_id, client_id, secret_hash, disabled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      accountByClient: p('SELECT * FROM accounts WHERE client_id = ?'),
+      accountByTenant: p('SELECT * FROM accounts WHERE tenant_id = ?'),
+      listAccounts: p('SELECT * FROM accounts ORDER BY created_at, tenant_id'),
+      setSecret: p('UPDATE accounts SET secret_hash = ? WHERE tenant_id = ?'),
+      setDisabled: p('UPDATE accounts SET disabled = ? WHERE tenant_id = ?'),
+      countAccounts: p('SELECT count(*) AS n FROM accounts'),
+      listKeys: p('SELECT * FROM signing_keys ORDER BY created_at, kid'),
+      addKey: p('INSERT INTO signing_keys (kid, secret, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING'),
+      solutionExists: p('SELECT 1 FROM solutions WHERE group_id = ? AND name = ?'),
+      ensureSolution: p('INSERT INTO solutions (group_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
+      insertDevice: p(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, provisioning_info, mac, created_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      listDevices: p('SELECT * FROM devices WHERE group_id = ? AND solution = ? ORDER BY pk'),
+      listDevicesByType: p('SELECT * FROM devices WHERE group_id = ? AND solution = ? AND device_type = ? ORDER BY pk'),
+      getDevice: p('SELECT * FROM devices WHERE group_id = ? AND solution = ? AND id = ?'),
+      deviceByMac: p('SELECT * FROM devices WHERE mac = ?'),
+      devicePk: p('SELECT pk FROM devices WHERE id = ?').pluck(),
+      deleteObs: p('DELETE FROM observations WHERE device_pk = ?'),
+      deleteLatest: p('DELETE FROM latest WHERE device_pk = ?'),
+      deleteDevice: p('DELETE FROM devices WHERE pk = ?'),
+      upsertObs: p(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`),
+      upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra) VALUES (?, ?, ?, ?)
+                       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra
+                       WHERE excluded.ts >= latest.ts`),
+      latestOfSolution: p(`SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
+                           WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk`),
+      page: p(`SELECT ts, temperature, extra FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?
+               ORDER BY ts DESC LIMIT ?`),
+      pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
+                     AND extra IS NOT NULL AND json_valid(extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = ?)
+                     ORDER BY ts DESC LIMIT ?`),
+      buckets: p(`SELECT CAST(ts - @from AS INTEGER) / CAST(@size AS INTEGER) * @size + @from AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
+                  FROM observations WHERE device_pk = @pk AND ts >= @from AND ts < @to GROUP BY b ORDER BY b`),
+      getState: p('SELECT value FROM state WHERE key = ?').pluck(),
+      setState: p('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
+      deleteState: p('DELETE FROM state WHERE key = ?'),
+      listState: p("SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key"),
+    };
+  }
+
+  async migrate(): Promise<void> {
+    try {
+      this.db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+      // BEGIN IMMEDIATE takes the write lock first, so two processes starting at once apply each
+      // migration exactly once (the second waits on busy_timeout, then sees it applied).
+      const apply = this.db.transaction(() => {
+        const done = new Set(this.db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[]);
+        for (const m of MIGRATIONS) {
+          if (done.has(m.version)) continue;
+          this.db.exec(m.sql);
+          this.db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+        }
+      });
+      apply.immediate();
+    } catch (e) {
+      translate(e);
+    }
+    this.s = this.prepare();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  async ping(): Promise<void> {
+    try {
+      this.db.prepare('SELECT 1').get();
+    } catch (e) {
+      translate(e);
+    }
+  }
+
+  private run<T>(f: () => T): Promise<T> {
+    try {
+      return Promise.resolve(f());
+    } catch (e) {
+      try {
+        translate(e);
+      } catch (t) {
+        return Promise.reject(t);
+      }
+    }
+  }
+
+  createAccount(a: Account) {
+    return this.run(() => {
+      this.s.insertAccount.run(a.tenantId, a.name, a.groupId, a.clientId, a.secretHash, a.disabled ? 1 : 0, a.createdAt);
+      return a;
+    });
+  }
+  getAccountByClientId(clientId: string) {
+    return this.run(() => {
+      const r = this.s.accountByClient.get(clientId) as Row | undefined;
+      return r ? accountFromRow(r) : null;
+    });
+  }
+  getAccountByTenantId(tenantId: string) {
+    return this.run(() => {
+      const r = this.s.accountByTenant.get(tenantId) as Row | undefined;
+      return r ? accountFromRow(r) : null;
+    });
+  }
+  listAccounts() {
+    return this.run(() => (this.s.listAccounts.all() as Row[]).map(accountFromRow));
+  }
+  setAccountSecret(tenantId: string, secretHash: string) {
+    return this.run(() => {
+      if (this.s.setSecret.run(secretHash, tenantId).changes === 0) throw new ReefError('ACCOUNT_NOT_FOUND');
+    });
+  }
+  setAccountDisabled(tenantId: string, disabled: boolean) {
+    return this.run(() => {
+      if (this.s.setDisabled.run(disabled ? 1 : 0, tenantId).changes === 0) throw new ReefError('ACCOUNT_NOT_FOUND');
+    });
+  }
+  countAccounts() {
+    return this.run(() => (this.s.countAccounts.get() as Row).n as number);
+  }
+
+  listSigningKeys() {
+    return this.run(() => (this.s.listKeys.all() as Row[]).map((r): SigningKey => ({ kid: r.kid, secret: r.secret, createdAt: r.created_at })));
+  }
+  addSigningKey(k: SigningKey) {
+    return this.run(() => {
+      this.s.addKey.run(k.kid, k.secret, k.createdAt);
+    });
+  }
+
+  solutionExists(groupId: string, solution: string) {
+    return this.run(() => this.s.solutionExists.get(groupId, solution) !== undefined);
+  }
+
+  createDevice(d: NewDevice) {
+    return this.run(() => {
+      const now = Date.now();
+      const tx = this.db.transaction(() => {
+        this.s.ensureSolution.run(d.groupId, d.solution, now);
+        this.s.insertDevice.run(
+          d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo),
+          d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now,
+        );
+      });
+      tx();
+      const rec: DeviceRecord = {
+        id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId,
+        solution: d.solution, mac: d.mac ?? null, createdAt: now,
+      };
+      if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
+      return rec;
+    });
+  }
+  listDevices(groupId: string, solution: string, deviceType?: string) {
+    return this.run(() => {
+      const rows = (deviceType === undefined ? this.s.listDevices.all(groupId, solution) : this.s.listDevicesByType.all(groupId, solution, deviceType)) as Row[];
+      return rows.map(deviceFromRow);
+    });
+  }
+  getDevice(groupId: string, solution: string, id: string) {
+    return this.run(() => {
+      const r = this.s.getDevice.get(groupId, solution, id) as Row | undefined;
+      return r ? deviceFromRow(r) : null;
+    });
+  }
+  getDeviceByMac(mac: string) {
+    return this.run(() => {
+      const r = this.s.deviceByMac.get(mac) as Row | undefined;
+      return r ? deviceFromRow(r) : null;
+    });
+  }
+  deleteDevice(groupId: string, solution: string, id: string) {
+    return this.run(() => {
+      const r = this.s.getDevice.get(groupId, solution, id) as Row | undefined;
+      if (!r) return false;
+      this.db.transaction(() => {
+        this.s.deleteObs.run(r.pk);
+        this.s.deleteLatest.run(r.pk);
+        this.s.deleteDevice.run(r.pk);
+      })();
+      return true;
+    });
+  }
+
+  insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult> {
+    return this.run(() => {
+      const pk = this.s.devicePk.get(deviceId) as number | undefined;
+      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
+      if (batch.length === 0) return { written: 0 };
+      const upsert = this.s.upsertObs;
+      let newest = batch[0]!;
+      this.db.transaction(() => {
+        for (const o of batch) {
+          upsert.run(pk, o.ts, o.temperature, o.extra ? JSON.stringify(o.extra) : null);
+          if (o.ts >= newest.ts) newest = o;
+        }
+        this.s.upsertLatest.run(pk, newest.ts, newest.temperature, newest.extra ? JSON.stringify(newest.extra) : null);
+      })();
+      return { written: batch.length };
+    });
+  }
+
+  latestObservations(groupId: string, solution: string) {
+    return this.run(() =>
+      (this.s.latestOfSolution.all(groupId, solution) as Row[]).map((r) => ({ deviceId: r.id as string, observation: obsFromRow(r) })),
+    );
+  }
+
+  queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage> {
+    return this.run(() => {
+      const pk = this.s.devicePk.get(deviceId) as number | undefined;
+      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
+      const from = q.from ?? 0;
+      const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
+      // One more than asked tells whether another page exists without a second query.
+      const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as Row[];
+      const more = rows.length > q.limit;
+      if (more) rows.pop();
+      return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+    });
+  }
+
+  bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {
+    return this.run(() => {
+      const pk = this.s.devicePk.get(deviceId) as number | undefined;
+      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
+      return (this.s.buckets.all({ from: q.from, size: q.bucketMs, pk, to: q.to }) as Row[]).map((r) => ({ ts: r.b, count: r.n, min: r.lo, avg: r.mean, max: r.hi }));
+    });
+  }
+
+  getState(key: string) {
+    return this.run(() => (this.s.getState.get(key) as string | undefined) ?? null);
+  }
+  setState(key: string, value: string) {
+    return this.run(() => {
+      this.s.setState.run(key, value);
+    });
+  }
+  deleteState(key: string) {
+    return this.run(() => {
+      this.s.deleteState.run(key);
+    });
+  }
+  listState(prefix: string) {
+    return this.run(() => this.s.listState.all({ p: prefix }) as { key: string; value: string }[]);
+  }
+}

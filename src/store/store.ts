@@ -1,0 +1,116 @@
+// The Store interface: everything Reef persists, behind one contract that every backend (sqlite/,
+// postgres/) implements and that src/store/conformance.ts checks. Backends translate their driver
+// errors into the catalogue of src/core/errors.ts (unique violations → CONFLICT-family codes,
+// connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
+import type { Account, DeviceRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
+
+export interface NewDevice {
+  id: string;
+  tenantId: string;
+  groupId: string;
+  solution: string;
+  deviceType: string;
+  domainInfo: DomainInfo;
+  provisioningInfo?: ProvisioningInfo;
+  /** Lower-case 16-hex MAC; unique across the whole store. */
+  mac?: string | null;
+}
+
+export interface ObservationQuery {
+  /** Inclusive lower bound, epoch ms. */
+  from?: number;
+  /** Exclusive upper bound, epoch ms. */
+  to?: number;
+  /** Keyset cursor: only observations strictly older than this (newest-first order). */
+  before?: number;
+  limit: number;
+  /** Only observations whose `tags` field contains this tag (wire §1). */
+  tag?: string;
+}
+
+export interface ObservationPage {
+  observations: ObservationRecord[];
+  /** The cursor for the next page, or null when nothing older remains. */
+  nextBefore: number | null;
+}
+
+export interface BucketQuery {
+  from: number;
+  to: number;
+  bucketMs: number;
+}
+
+export interface Bucket {
+  /** Bucket start, epoch ms. */
+  ts: number;
+  count: number;
+  min: number | null;
+  avg: number | null;
+  max: number | null;
+}
+
+export interface InsertResult {
+  /** Rows written (new or replacing an earlier observation at the same timestamp). */
+  written: number;
+}
+
+export interface SigningKey {
+  kid: string;
+  secret: string;
+  createdAt: number;
+}
+
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Applies pending migrations; safe when several processes start at once. */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+  /** Cheap liveness probe of the backing database (for /readyz). */
+  ping(): Promise<void>;
+
+  // accounts (tenants)
+  createAccount(a: Account): Promise<Account>;
+  getAccountByClientId(clientId: string): Promise<Account | null>;
+  getAccountByTenantId(tenantId: string): Promise<Account | null>;
+  listAccounts(): Promise<Account[]>;
+  setAccountSecret(tenantId: string, secretHash: string): Promise<void>;
+  setAccountDisabled(tenantId: string, disabled: boolean): Promise<void>;
+  countAccounts(): Promise<number>;
+
+  // token signing keys (shared by every node that uses the store)
+  listSigningKeys(): Promise<SigningKey[]>;
+  addSigningKey(k: SigningKey): Promise<void>;
+
+  // solutions: a name per tenant group, created with its first device
+  solutionExists(groupId: string, solution: string): Promise<boolean>;
+
+  // devices
+  /** Creates the device (and its solution). A MAC already in use → MAC_ALREADY_PROVISIONED. */
+  createDevice(d: NewDevice): Promise<DeviceRecord>;
+  listDevices(groupId: string, solution: string, deviceType?: string): Promise<DeviceRecord[]>;
+  getDevice(groupId: string, solution: string, id: string): Promise<DeviceRecord | null>;
+  /** Any group: for the gateway, which addresses kits by MAC. */
+  getDeviceByMac(mac: string): Promise<DeviceRecord | null>;
+  /** Deletes the device and all its observations; false when there was none. */
+  deleteDevice(groupId: string, solution: string, id: string): Promise<boolean>;
+
+  // observations
+  /**
+   * Stores a batch for one device in one transaction: all or nothing. An observation with the same
+   * device and timestamp as a stored one replaces it (last write wins), so a re-sent batch never
+   * duplicates. Keeps the device's latest observation current in the same transaction.
+   */
+  insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult>;
+  /** The latest observation of every device of the solution that has one. */
+  latestObservations(groupId: string, solution: string): Promise<{ deviceId: string; observation: ObservationRecord }[]>;
+  /** One device, newest first, keyset-paged. */
+  queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage>;
+  /** Per-bucket min/avg/max of temperature over [from, to), oldest first, empty buckets omitted. */
+  bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]>;
+
+  // small key-value state for background jobs (simulations, gateway) that must survive restarts
+  getState(key: string): Promise<string | null>;
+  setState(key: string, value: string): Promise<void>;
+  deleteState(key: string): Promise<void>;
+  listState(prefix: string): Promise<{ key: string; value: string }[]>;
+}
