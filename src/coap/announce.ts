@@ -1,0 +1,89 @@
+// The kit announcement (docs/device.md "Announcement"): how a network module tells a gateway that a
+// kit exists and where its CoAP port is. A NON `POST /kits` to the configured gateway address, sent
+// from the kit's own CoAP socket, content-format 50 (application/json), payload:
+//   {"v":1,"mac":"<16 lower-case hex>","host":"127.0.0.1","port":4849,"prefix":"snsr",
+//    "fw":"1.2.1000.117958","cf":0,"seq":3,"boot":1700000000,"period":60}
+// repeated every `period` seconds so that a restarted gateway relearns every kit. Fields: v format
+// version (1); mac the kit's MAC; host/port the module's CoAP address as bound; prefix the first
+// Uri-Path segment the module accepts (`snsr`/`sensor`, seed §9); fw the module firmware version;
+// cf the content-format of readings (0 text, 60 CBOR); seq counts announcements since boot (0 first);
+// boot the kit's boot time in epoch seconds (a new value means the kit restarted); period the
+// announcement interval in seconds (a gateway may forget a kit after missing ~3 of them).
+import { Code } from './codes.ts';
+import { CoapMessage, getUintOption, NON, uintOption, uriPath } from './message.ts';
+import { ContentFormat, Option } from './options.ts';
+import { stringOption } from './message.ts';
+
+export const ANNOUNCE_PATH = ['kits'] as const;
+export const ANNOUNCE_VERSION = 1;
+
+export interface Announcement {
+  v: 1;
+  mac: string;
+  host: string;
+  port: number;
+  prefix: 'snsr' | 'sensor';
+  fw: string;
+  cf: number;
+  seq: number;
+  boot: number;
+  period: number;
+}
+
+export class AnnouncementError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AnnouncementError';
+  }
+}
+
+export function encodeAnnouncement(a: Announcement): Buffer {
+  const { v, mac, host, port, prefix, fw, cf, seq, boot, period } = a;
+  return Buffer.from(JSON.stringify({ v, mac, host, port, prefix, fw, cf, seq, boot, period }), 'utf8');
+}
+
+/** Validates and decodes an announcement payload; throws AnnouncementError naming every bad field. */
+export function decodeAnnouncement(payload: Uint8Array): Announcement {
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(Buffer.from(payload).toString('utf8'));
+  } catch {
+    throw new AnnouncementError('announcement is not JSON');
+  }
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new AnnouncementError('announcement is not a JSON object');
+  const bad: string[] = [];
+  const int = (k: string, min: number, max: number): void => {
+    const x = o[k];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < min || x > max) bad.push(k);
+  };
+  if (o.v !== ANNOUNCE_VERSION) bad.push('v');
+  if (typeof o.mac !== 'string' || !/^[0-9a-f]{16}$/.test(o.mac)) bad.push('mac');
+  if (typeof o.host !== 'string' || o.host.length === 0 || o.host.length > 255) bad.push('host');
+  int('port', 1, 65535);
+  if (o.prefix !== 'snsr' && o.prefix !== 'sensor') bad.push('prefix');
+  if (typeof o.fw !== 'string' || !/^\d+\.\d+\.\d+\.\d+$/.test(o.fw)) bad.push('fw');
+  int('cf', 0, 65535);
+  int('seq', 0, Number.MAX_SAFE_INTEGER);
+  int('boot', 0, 0xffffffff);
+  int('period', 1, 0xffffffff);
+  if (bad.length) throw new AnnouncementError(`announcement fields invalid: ${bad.join(', ')}`);
+  return o as unknown as Announcement;
+}
+
+/** The NON POST /kits message carrying an announcement (the caller sets mid and token). */
+export function announcementMessage(a: Announcement, mid: number, token: Buffer): CoapMessage {
+  return {
+    type: NON,
+    code: Code.POST,
+    mid,
+    token,
+    options: [...ANNOUNCE_PATH.map((s) => stringOption(Option.URI_PATH, s)), uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)],
+    payload: encodeAnnouncement(a),
+  };
+}
+
+/** True when a request is an announcement (POST /kits); a gateway then calls decodeAnnouncement. */
+export function isAnnouncement(m: CoapMessage): boolean {
+  const p = uriPath(m);
+  return m.code === Code.POST && p.length === 1 && p[0] === ANNOUNCE_PATH[0] && (getUintOption(m, Option.CONTENT_FORMAT) ?? ContentFormat.JSON) === ContentFormat.JSON;
+}

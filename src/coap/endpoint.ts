@@ -1,0 +1,505 @@
+// A small CoAP endpoint over node:dgram (RFC 7252 §4, §5): Message ID allocation, CON
+// retransmission with exponential back-off (§4.2, §4.8), de-duplication of received CON/NON by
+// (peer, MID) for EXCHANGE_LIFETIME / NON_LIFETIME (§4.5), request/response matching by token
+// (§5.3.2), piggy-backed and separate responses, the RFC answers to malformed datagrams
+// (classifyDatagram), and a client-side observe (RFC 7641 §3). Used by the kit's network module,
+// by tests and by the gateway.
+import dgram from 'node:dgram';
+import { EventEmitter } from 'node:events';
+import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
+import { ACK, classifyDatagram, CoapMessage, CoapOption, CON, emptyMessage, getUintOption, NON, parseMessage, RST, serializeMessage, uintOption, uriOptions } from './message.ts';
+import { Option, RECOGNIZED_OPTIONS } from './options.ts';
+import { derivedTimes, DerivedTimes, initialTimeout, TransmissionParams, transmissionParams } from './timing.ts';
+
+export interface Peer {
+  address: string;
+  port: number;
+}
+
+export function peerKey(p: Peer): string {
+  return `${p.address}|${p.port}`;
+}
+
+export interface ResponseSpec {
+  code: number;
+  options?: CoapOption[];
+  payload?: Buffer;
+}
+
+/** Returns the response, or undefined for none (a CON then gets an empty ACK, a NON nothing). */
+export type RequestHandler = (req: CoapMessage, peer: Peer) => ResponseSpec | undefined | Promise<ResponseSpec | undefined>;
+
+export interface EndpointOptions {
+  transmission?: Partial<TransmissionParams>;
+  recognizedOptions?: ReadonlySet<number>;
+  random?: () => number;
+  /** Larger datagrams are refused: 4.13 with Size1 for a request, dropped otherwise (RFC 7252 §4.6, §5.9.2.9). */
+  maxMessageSize?: number;
+  /** Bound on remembered (peer, MID) pairs, so a flood of distinct MIDs cannot grow memory without end. */
+  dedupCapacity?: number;
+  /** Called for every message sent and received, for debug traces. */
+  trace?: (dir: 'in' | 'out', msg: CoapMessage, peer: Peer) => void;
+  /** Called for every datagram refused, with the reason (format error, bad option, oversized). */
+  onRefused?: (reason: string, peer: Peer, action: 'reset' | 'ignore' | 'respond') => void;
+}
+
+export interface RequestOptions {
+  method: number;
+  /** Path and query, e.g. "/snsr/arduino/temp?sens". */
+  uri?: string;
+  options?: CoapOption[];
+  payload?: Buffer;
+  /** CON (default) or NON. */
+  confirmable?: boolean;
+  /** Application deadline for the response (default: EXCHANGE_LIFETIME for CON, NON_LIFETIME for NON). */
+  timeoutMs?: number;
+  token?: Buffer;
+}
+
+export class CoapTimeoutError extends Error {
+  constructor(message = 'no response before the deadline') {
+    super(message);
+    this.name = 'CoapTimeoutError';
+  }
+}
+
+export class CoapResetError extends Error {
+  constructor(message = 'the peer answered RST') {
+    super(message);
+    this.name = 'CoapResetError';
+  }
+}
+
+export type DeliveryResult = 'ack' | 'reset' | 'timeout';
+
+export interface EndpointStats {
+  received: number;
+  sent: number;
+  retransmitted: number;
+  duplicates: number;
+  refused: number;
+  resets: number;
+}
+
+interface Transaction {
+  peer: Peer;
+  data: Buffer;
+  timer: NodeJS.Timeout | undefined;
+  timeout: number;
+  tries: number;
+  done: (r: DeliveryResult, ack?: CoapMessage) => void;
+}
+
+interface Pending {
+  peer: Peer;
+  resolve: (m: CoapMessage) => void;
+  reject: (e: Error) => void;
+  deadline: NodeJS.Timeout | undefined;
+  /** Observe: keeps the token alive across notifications. */
+  onNotify?: (m: CoapMessage) => void;
+  answered: boolean;
+}
+
+interface Remembered {
+  expires: number;
+  /** The serialized response, once there is one (a duplicate then gets it again). */
+  reply?: Buffer;
+}
+
+export interface Observation {
+  token: Buffer;
+  /** The registration's first response. */
+  first: Promise<CoapMessage>;
+  /** Proactive cancellation (RFC 7641 §3.6): GET with Observe=1 and the same token. */
+  cancel(): Promise<CoapMessage | undefined>;
+  /** Forget the token locally; the next notification is answered RST (reactive cancellation). */
+  forget(): void;
+}
+
+export class CoapEndpoint extends EventEmitter {
+  readonly socket: dgram.Socket;
+  readonly params: TransmissionParams;
+  readonly times: DerivedTimes;
+  readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0 };
+  private handler: RequestHandler | undefined;
+  private mid: number;
+  private readonly random: () => number;
+  private readonly recognized: ReadonlySet<number>;
+  private readonly maxSize: number;
+  private readonly dedupCap: number;
+  private readonly traceFn: EndpointOptions['trace'];
+  private readonly refusedFn: EndpointOptions['onRefused'];
+  private readonly transactions = new Map<string, Transaction>();
+  private readonly pending = new Map<string, Pending>();
+  private readonly seen = new Map<string, Remembered>();
+  /** MIDs of NON messages we sent recently, so a RST to one can be reported (RFC 7641 §3.6). */
+  private readonly sentNon = new Map<string, number>();
+  private closed = false;
+
+  constructor(socket: dgram.Socket, opts: EndpointOptions = {}) {
+    super();
+    this.socket = socket;
+    this.params = transmissionParams(opts.transmission);
+    this.times = derivedTimes(this.params);
+    this.random = opts.random ?? Math.random;
+    this.mid = Math.floor(this.random() * 0x10000);
+    this.recognized = opts.recognizedOptions ?? RECOGNIZED_OPTIONS;
+    this.maxSize = opts.maxMessageSize ?? 1152;
+    this.dedupCap = opts.dedupCapacity ?? 8192;
+    this.traceFn = opts.trace;
+    this.refusedFn = opts.onRefused;
+    socket.on('message', (buf, rinfo) => this.receive(buf, { address: rinfo.address, port: rinfo.port }));
+    socket.on('error', (e) => this.emit('error', e));
+  }
+
+  /** Binds a new UDP socket (port 0 for an ephemeral one) and wraps it. */
+  static async create(opts: EndpointOptions & { port?: number; host?: string } = {}): Promise<CoapEndpoint> {
+    const host = opts.host ?? '127.0.0.1';
+    const socket = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.bind(opts.port ?? 0, host, () => {
+        socket.off('error', reject);
+        resolve();
+      });
+    });
+    return new CoapEndpoint(socket, opts);
+  }
+
+  address(): Peer {
+    const a = this.socket.address();
+    return { address: a.address, port: a.port };
+  }
+
+  /** Installs the server-side request handler. */
+  handle(handler: RequestHandler): this {
+    this.handler = handler;
+    return this;
+  }
+
+  nextMid(): number {
+    this.mid = (this.mid + 1) & 0xffff;
+    return this.mid;
+  }
+
+  newToken(len = 4): Buffer {
+    const t = Buffer.alloc(len);
+    for (let i = 0; i < len; i++) t[i] = Math.floor(this.random() * 256);
+    return t;
+  }
+
+  /** Sends a message as it is (no reliability, no bookkeeping). */
+  sendRaw(peer: Peer, msg: CoapMessage): void {
+    this.write(peer, serializeMessage(msg), msg);
+  }
+
+  /** Sends a NON and remembers its MID for NON_LIFETIME so a RST to it is reported as 'reset'. */
+  sendNon(peer: Peer, msg: CoapMessage): void {
+    msg.type = NON;
+    this.remember(this.sentNon, `${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
+    this.sendRaw(peer, msg);
+  }
+
+  /**
+   * Sends a CON and retransmits it (RFC 7252 §4.2) until an ACK or RST arrives or MAX_RETRANSMIT
+   * is exhausted. Resolves 'ack', 'reset' or 'timeout'.
+   */
+  sendCon(peer: Peer, msg: CoapMessage): Promise<{ result: DeliveryResult; ack?: CoapMessage }> {
+    msg.type = CON;
+    const key = `${peerKey(peer)}|${msg.mid}`;
+    return new Promise((resolve) => {
+      const t: Transaction = {
+        peer,
+        data: serializeMessage(msg),
+        timer: undefined,
+        timeout: initialTimeout(this.params, this.random),
+        tries: 0,
+        done: (result, ack) => {
+          if (t.timer) clearTimeout(t.timer);
+          this.transactions.delete(key);
+          resolve(ack ? { result, ack } : { result });
+        },
+      };
+      this.transactions.get(key)?.done('timeout');
+      this.transactions.set(key, t);
+      const fire = (): void => {
+        if (this.closed) return t.done('timeout');
+        if (t.tries > this.params.maxRetransmit) return t.done('timeout');
+        if (t.tries > 0) this.stats.retransmitted++;
+        this.write(peer, t.data, t.tries === 0 ? msg : undefined);
+        t.tries++;
+        // After the last retransmission one more (doubled) timeout is waited for the ACK, which
+        // makes the whole span MAX_TRANSMIT_WAIT (§4.8.2).
+        t.timer = setTimeout(fire, t.timeout);
+        t.timeout *= 2;
+      };
+      fire();
+    });
+  }
+
+  /** Client request; resolves with the response (piggy-backed or separate), matched by token. */
+  request(peer: Peer, o: RequestOptions): Promise<CoapMessage> {
+    return this.startRequest(peer, o).promise;
+  }
+
+  /** Registers an observation (RFC 7641 §3.1): GET with Observe=0; onNotify sees every later notification. */
+  observe(peer: Peer, o: Omit<RequestOptions, 'method'> & { method?: number }, onNotify: (m: CoapMessage) => void): Observation {
+    const token = o.token ?? this.newToken();
+    const options = [...(o.options ?? []).filter((x) => x.number !== Option.OBSERVE), uintOption(Option.OBSERVE, 0)];
+    const { promise } = this.startRequest(peer, { ...o, method: o.method ?? Code.GET, token, options }, onNotify);
+    const key = `${peerKey(peer)}|${token.toString('hex')}`;
+    const forget = (): void => {
+      const p = this.pending.get(key);
+      if (p?.deadline) clearTimeout(p.deadline);
+      this.pending.delete(key);
+    };
+    return {
+      token,
+      first: promise,
+      forget,
+      cancel: async () => {
+        forget();
+        const opts = [...(o.options ?? []).filter((x) => x.number !== Option.OBSERVE), uintOption(Option.OBSERVE, 1)];
+        try {
+          return await this.request(peer, { ...o, method: o.method ?? Code.GET, token, options: opts });
+        } catch {
+          return undefined;
+        }
+      },
+    };
+  }
+
+  private startRequest(peer: Peer, o: RequestOptions, onNotify?: (m: CoapMessage) => void): { promise: Promise<CoapMessage> } {
+    const token = o.token ?? this.newToken();
+    const confirmable = o.confirmable ?? true;
+    const msg: CoapMessage = {
+      type: confirmable ? CON : NON,
+      code: o.method,
+      mid: this.nextMid(),
+      token,
+      options: [...(o.uri !== undefined ? uriOptions(o.uri) : []), ...(o.options ?? [])],
+      payload: o.payload ?? Buffer.alloc(0),
+    };
+    const key = `${peerKey(peer)}|${token.toString('hex')}`;
+    const promise = new Promise<CoapMessage>((resolve, reject) => {
+      const p: Pending = { peer, resolve, reject, deadline: undefined, answered: false };
+      if (onNotify) p.onNotify = onNotify;
+      const limit = o.timeoutMs ?? (confirmable ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs);
+      p.deadline = setTimeout(() => {
+        this.pending.delete(key);
+        reject(new CoapTimeoutError());
+      }, limit);
+      this.pending.get(key)?.reject(new CoapResetError('superseded by a request with the same token'));
+      this.pending.set(key, p);
+    });
+    if (confirmable) {
+      void this.sendCon(peer, msg).then(({ result }) => {
+        const p = this.pending.get(key);
+        if (!p || p.answered) return;
+        if (result === 'reset') this.fail(key, new CoapResetError());
+        else if (result === 'timeout') this.fail(key, new CoapTimeoutError('no ACK after MAX_RETRANSMIT retransmissions'));
+      });
+    } else {
+      this.sendNon(peer, msg);
+    }
+    return { promise };
+  }
+
+  private fail(key: string, e: Error): void {
+    const p = this.pending.get(key);
+    if (!p) return;
+    if (p.deadline) clearTimeout(p.deadline);
+    this.pending.delete(key);
+    p.reject(e);
+  }
+
+  close(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.closed = true;
+    for (const t of this.transactions.values()) t.done('timeout');
+    for (const key of [...this.pending.keys()]) this.fail(key, new CoapTimeoutError('endpoint closed'));
+    return new Promise((resolve) => this.socket.close(() => resolve()));
+  }
+
+  // ---- receiving ------------------------------------------------------------------------------
+
+  private write(peer: Peer, data: Buffer, msg?: CoapMessage): void {
+    if (this.closed) return;
+    this.stats.sent++;
+    if (msg && this.traceFn) this.traceFn('out', msg, peer);
+    this.socket.send(data, peer.port, peer.address);
+  }
+
+  private remember<V>(map: Map<string, V>, key: string, value: V): void {
+    map.delete(key);
+    map.set(key, value);
+    // Oldest first in insertion order: evict expired and over-capacity entries from the front.
+    const now = Date.now();
+    for (const [k, v] of map) {
+      const exp = typeof v === 'number' ? v : (v as Remembered).expires;
+      if (map.size <= this.dedupCap && exp > now) break;
+      map.delete(k);
+    }
+  }
+
+  private refuse(reason: string, peer: Peer, action: 'reset' | 'ignore' | 'respond'): void {
+    this.stats.refused++;
+    this.refusedFn?.(reason, peer, action);
+  }
+
+  private receive(buf: Buffer, peer: Peer): void {
+    if (this.closed) return;
+    this.stats.received++;
+    if (buf.length > this.maxSize) return this.oversized(buf, peer);
+    const c = classifyDatagram(buf, this.recognized);
+    if (c.kind === 'ignore') return this.refuse(c.reason, peer, 'ignore');
+    if (c.kind === 'reset') {
+      this.refuse(c.reason, peer, 'reset');
+      return this.sendRaw(peer, emptyMessage(RST, c.mid));
+    }
+    if (c.kind === 'respond') {
+      this.refuse(c.diagnostic, peer, 'respond');
+      return this.sendRaw(peer, { type: ACK, code: c.code, mid: c.msg.mid, token: c.msg.token, options: [], payload: Buffer.from(c.diagnostic) });
+    }
+    const m = c.msg;
+    this.traceFn?.('in', m, peer);
+    if (m.code === Code.EMPTY) return this.receiveEmpty(m, peer);
+    if (isRequestCode(m.code)) return this.receiveRequest(m, peer);
+    if (isResponseCode(m.code)) return this.receiveResponse(m, peer);
+    // Class 0 codes 0.08-0.31 are unassigned methods: a server answers 4.05 (§5.8), via the handler.
+    return this.receiveRequest(m, peer);
+  }
+
+  private oversized(buf: Buffer, peer: Peer): void {
+    let m: CoapMessage | undefined;
+    try {
+      m = parseMessage(buf);
+    } catch {
+      m = undefined;
+    }
+    if (m && isRequestCode(m.code) && (m.type === CON || m.type === NON)) {
+      this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'respond');
+      // §5.9.2.9: 4.13 with Size1 telling the largest acceptable size.
+      return this.sendRaw(peer, {
+        type: m.type === CON ? ACK : NON,
+        code: Code.REQUEST_ENTITY_TOO_LARGE,
+        mid: m.type === CON ? m.mid : this.nextMid(),
+        token: m.token,
+        options: [uintOption(Option.SIZE1, this.maxSize)],
+        payload: Buffer.alloc(0),
+      });
+    }
+    this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'ignore');
+  }
+
+  private receiveEmpty(m: CoapMessage, peer: Peer): void {
+    if (m.type === CON) {
+      // §4.3: an empty CON is a ping; the answer is RST.
+      return this.sendRaw(peer, emptyMessage(RST, m.mid));
+    }
+    const key = `${peerKey(peer)}|${m.mid}`;
+    const t = this.transactions.get(key);
+    if (m.type === RST) this.stats.resets++;
+    if (t) return t.done(m.type === ACK ? 'ack' : 'reset', m);
+    if (m.type === RST && this.sentNon.has(key)) {
+      this.sentNon.delete(key);
+      this.emit('reset', m.mid, peer);
+    }
+  }
+
+  private receiveRequest(m: CoapMessage, peer: Peer): void {
+    const dkey = `${peerKey(peer)}|${m.mid}`;
+    const prior = this.seen.get(dkey);
+    if (prior && prior.expires > Date.now()) {
+      // §4.5: a duplicate CON gets the same answer again; a duplicate NON is ignored, as is a
+      // duplicate whose answer is still being worked on.
+      this.stats.duplicates++;
+      if (prior.reply && m.type === CON) this.write(peer, prior.reply);
+      return;
+    }
+    const life = m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs;
+    const entry: Remembered = { expires: Date.now() + life };
+    this.remember(this.seen, dkey, entry);
+    const handler = this.handler;
+    if (!handler) {
+      if (m.type === CON) this.sendRaw(peer, emptyMessage(RST, m.mid));
+      return;
+    }
+    let out: ResponseSpec | undefined | Promise<ResponseSpec | undefined>;
+    try {
+      out = handler(m, peer);
+    } catch (e) {
+      out = { code: Code.INTERNAL_SERVER_ERROR, payload: Buffer.from(String((e as Error).message ?? e).slice(0, 64)) };
+    }
+    if (out instanceof Promise) {
+      out.then(
+        (r) => this.respond(m, peer, entry, r),
+        (e) => this.respond(m, peer, entry, { code: Code.INTERNAL_SERVER_ERROR, payload: Buffer.from(String((e as Error)?.message ?? e).slice(0, 64)) }),
+      );
+    } else this.respond(m, peer, entry, out);
+  }
+
+  private respond(req: CoapMessage, peer: Peer, entry: Remembered, r: ResponseSpec | undefined): void {
+    if (this.closed) return;
+    let msg: CoapMessage;
+    if (r === undefined) {
+      if (req.type !== CON) return;
+      msg = emptyMessage(ACK, req.mid);
+    } else {
+      msg = {
+        type: req.type === CON ? ACK : NON,
+        code: r.code,
+        mid: req.type === CON ? req.mid : this.nextMid(),
+        token: req.token,
+        options: r.options ?? [],
+        payload: r.payload ?? Buffer.alloc(0),
+      };
+    }
+    const data = serializeMessage(msg);
+    entry.reply = data;
+    if (msg.type === NON) this.remember(this.sentNon, `${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
+    this.write(peer, data, msg);
+  }
+
+  private receiveResponse(m: CoapMessage, peer: Peer): void {
+    if (m.type === ACK) {
+      const t = this.transactions.get(`${peerKey(peer)}|${m.mid}`);
+      if (t) t.done('ack', m);
+      this.deliver(m, peer);
+      return;
+    }
+    if (m.type === RST) return;
+    const dkey = `${peerKey(peer)}|${m.mid}`;
+    const prior = this.seen.get(dkey);
+    if (prior && prior.expires > Date.now()) {
+      this.stats.duplicates++;
+      if (prior.reply) this.write(peer, prior.reply);
+      return;
+    }
+    const entry: Remembered = { expires: Date.now() + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs) };
+    this.remember(this.seen, dkey, entry);
+    const known = this.deliver(m, peer);
+    // §5.3.2: a separate response or notification nobody waits for is rejected with RST, which
+    // also ends an unwanted observation (RFC 7641 §3.6); a wanted CON one is acknowledged.
+    const reply = emptyMessage(known ? ACK : RST, m.mid);
+    if (known && m.type === NON) return;
+    entry.reply = serializeMessage(reply);
+    this.sendRaw(peer, reply);
+  }
+
+  private deliver(m: CoapMessage, peer: Peer): boolean {
+    const key = `${peerKey(peer)}|${m.token.toString('hex')}`;
+    const p = this.pending.get(key);
+    if (!p) return false;
+    if (p.onNotify && p.answered) {
+      p.onNotify(m);
+      return true;
+    }
+    p.answered = true;
+    if (p.deadline) clearTimeout(p.deadline);
+    // An observation stays registered while responses carry Observe and are successful (RFC 7641 §3.2).
+    if (!(p.onNotify && getUintOption(m, Option.OBSERVE) !== undefined && codeClass(m.code) === 2)) this.pending.delete(key);
+    p.resolve(m);
+    return true;
+  }
+}

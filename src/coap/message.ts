@@ -1,0 +1,319 @@
+// RFC 7252 §3 message codec, written by hand. parseMessage() refuses message format errors with a
+// typed CoapFormatError whose `disposition` says what RFC 7252 §4.2/§4.3 asks of the receiver;
+// checkOptions() then finds options that must be treated as unrecognized (§5.4.1, §5.4.3, §5.4.5),
+// and classifyDatagram() combines both into the one answer a server gives.
+import { Code, codeClass, codeToString, isRequestCode, METHOD_NAMES } from './codes.ts';
+import { decodeUint, encodeUint, isCritical, Option, OPTION_DEFS, optionName, RECOGNIZED_OPTIONS } from './options.ts';
+
+export const CON = 0;
+export const NON = 1;
+export const ACK = 2;
+export const RST = 3;
+export type MessageType = 0 | 1 | 2 | 3;
+export const TYPE_NAMES = ['CON', 'NON', 'ACK', 'RST'] as const;
+
+export interface CoapOption {
+  number: number;
+  value: Buffer;
+}
+
+export interface CoapMessage {
+  type: MessageType;
+  code: number;
+  mid: number;
+  token: Buffer;
+  /** In ascending option-number order after parsing; any order when building (serialize sorts). */
+  options: CoapOption[];
+  payload: Buffer;
+}
+
+/**
+ * What the receiver does with a message it cannot parse:
+ * - `ignore`: silently drop (RFC 7252 §3: unknown version; §4.2: ACK/RST with errors; too short to
+ *   carry a Message ID; §4.3: a NON may be ignored);
+ * - `reset`: answer RST with the message's ID (§4.2: a CON with a format error is rejected).
+ */
+export type FormatDisposition = 'ignore' | 'reset';
+
+export class CoapFormatError extends Error {
+  readonly disposition: FormatDisposition;
+  readonly mid?: number;
+  readonly type?: MessageType;
+  constructor(message: string, disposition: FormatDisposition, mid?: number, type?: MessageType) {
+    super(message);
+    this.name = 'CoapFormatError';
+    this.disposition = disposition;
+    if (mid !== undefined) this.mid = mid;
+    if (type !== undefined) this.type = type;
+  }
+}
+
+/** Upper bound this codec accepts; RFC 7252 §4.6 suggests 1152 bytes; larger is a caller's 4.13. */
+export const MAX_MESSAGE_SIZE = 65507;
+
+/**
+ * Parses one datagram. Throws CoapFormatError on a message format error; reserved code classes
+ * (1, 6, 7) and malformed empty messages count as format errors (RFC 7252 §4.1, §12.1).
+ */
+export function parseMessage(buf: Uint8Array): CoapMessage {
+  const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  if (b.length < 4) throw new CoapFormatError(`datagram of ${b.length} bytes is shorter than the 4-byte header`, 'ignore');
+  const version = b[0] >> 6;
+  const type = ((b[0] >> 4) & 3) as MessageType;
+  const tkl = b[0] & 0x0f;
+  const code = b[1];
+  const mid = b.readUInt16BE(2);
+  // §3: messages with unknown version numbers MUST be silently ignored.
+  if (version !== 1) throw new CoapFormatError(`unknown CoAP version ${version}`, 'ignore', mid, type);
+  // §4.2/§4.3: rejecting a CON is a RST; an ACK or RST is never rejected, only ignored; a NON may be
+  // rejected by RST too, which also tells an observing sender to stop (RFC 7641 §3.6).
+  const fail = (why: string): never => {
+    throw new CoapFormatError(why, type === CON || type === NON ? 'reset' : 'ignore', mid, type);
+  };
+  if (tkl > 8) fail(`token length ${tkl} is reserved (9-15)`);
+  const cls = codeClass(code);
+  if (cls === 1 || cls === 6 || cls === 7) fail(`code ${codeToString(code)} is in a reserved class`);
+  if (code === Code.EMPTY) {
+    // §4.1: an Empty message has TKL 0 and nothing after the header.
+    if (tkl !== 0 || b.length !== 4) fail('empty message with token, options or payload');
+    if (type === NON) fail('empty NON message');
+    return { type, code, mid, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
+  }
+  if (b.length < 4 + tkl) fail('datagram shorter than its token length');
+  const token = Buffer.from(b.subarray(4, 4 + tkl));
+  const options: CoapOption[] = [];
+  let i = 4 + tkl;
+  let num = 0;
+  let payload = Buffer.alloc(0);
+  while (i < b.length) {
+    const byte = b[i];
+    if (byte === 0xff) {
+      // §3: a marker followed by a zero-length payload MUST be processed as a format error.
+      if (i + 1 >= b.length) fail('payload marker followed by an empty payload');
+      payload = Buffer.from(b.subarray(i + 1));
+      break;
+    }
+    i++;
+    let delta = byte >> 4;
+    let len = byte & 0x0f;
+    // §3.1: nibble 15 is reserved except as the whole payload-marker byte.
+    if (delta === 15) fail('option delta 15 without a payload marker');
+    if (len === 15) fail('option length 15 is reserved');
+    if (delta === 13) {
+      if (i >= b.length) fail('truncated extended option delta');
+      delta = b[i++] + 13;
+    } else if (delta === 14) {
+      if (i + 1 >= b.length) fail('truncated extended option delta');
+      delta = b.readUInt16BE(i) + 269;
+      i += 2;
+    }
+    if (len === 13) {
+      if (i >= b.length) fail('truncated extended option length');
+      len = b[i++] + 13;
+    } else if (len === 14) {
+      if (i + 1 >= b.length) fail('truncated extended option length');
+      len = b.readUInt16BE(i) + 269;
+      i += 2;
+    }
+    num += delta;
+    if (num > 0xffff) fail(`option number ${num} exceeds 65535`);
+    if (i + len > b.length) fail(`option ${num} value runs past the end of the datagram`);
+    options.push({ number: num, value: Buffer.from(b.subarray(i, i + len)) });
+    i += len;
+  }
+  return { type, code, mid, token, options, payload };
+}
+
+function extended(v: number): [nibble: number, ext: number[]] {
+  if (v < 13) return [v, []];
+  if (v < 269) return [13, [v - 13]];
+  const x = v - 269;
+  return [14, [x >> 8, x & 0xff]];
+}
+
+/** Serializes a message; options are sorted by number (stable, so repeated options keep their order). */
+export function serializeMessage(m: CoapMessage): Buffer {
+  if (m.token.length > 8) throw new RangeError('token longer than 8 bytes');
+  const opts = m.options.map((o, k) => ({ o, k })).sort((a, b) => a.o.number - b.o.number || a.k - b.k);
+  const parts: Buffer[] = [Buffer.from([0x40 | (m.type << 4) | m.token.length, m.code, m.mid >> 8, m.mid & 0xff]), m.token];
+  let prev = 0;
+  for (const { o } of opts) {
+    const [dn, dx] = extended(o.number - prev);
+    const [ln, lx] = extended(o.value.length);
+    parts.push(Buffer.from([(dn << 4) | ln, ...dx, ...lx]), o.value);
+    prev = o.number;
+  }
+  if (m.payload.length > 0) parts.push(Buffer.from([0xff]), m.payload);
+  return Buffer.concat(parts);
+}
+
+// ---- option helpers -------------------------------------------------------------------------
+
+export function getOption(m: CoapMessage, n: number): Buffer | undefined {
+  return m.options.find((o) => o.number === n)?.value;
+}
+
+export function getOptions(m: CoapMessage, n: number): Buffer[] {
+  return m.options.filter((o) => o.number === n).map((o) => o.value);
+}
+
+export function hasOption(m: CoapMessage, n: number): boolean {
+  return m.options.some((o) => o.number === n);
+}
+
+export function getUintOption(m: CoapMessage, n: number): number | undefined {
+  const v = getOption(m, n);
+  return v === undefined ? undefined : decodeUint(v);
+}
+
+/** Replaces every occurrence of option n with the given values (none removes it). */
+export function setOption(m: CoapMessage, n: number, ...values: Buffer[]): void {
+  m.options = m.options.filter((o) => o.number !== n).concat(values.map((value) => ({ number: n, value })));
+}
+
+export function uintOption(n: number, v: number): CoapOption {
+  return { number: n, value: encodeUint(v) };
+}
+
+export function stringOption(n: number, s: string): CoapOption {
+  return { number: n, value: Buffer.from(s, 'utf8') };
+}
+
+/** Uri-Path segments, decoded. */
+export function uriPath(m: CoapMessage): string[] {
+  return getOptions(m, Option.URI_PATH).map((v) => v.toString('utf8'));
+}
+
+/** Uri-Query items, decoded. */
+export function uriQuery(m: CoapMessage): string[] {
+  return getOptions(m, Option.URI_QUERY).map((v) => v.toString('utf8'));
+}
+
+/** "/a/b" into Uri-Path options ("/" or "" gives none). */
+export function pathOptions(path: string): CoapOption[] {
+  return path
+    .split('/')
+    .filter((s) => s.length > 0)
+    .map((s) => stringOption(Option.URI_PATH, s));
+}
+
+/** "a&b=c" (with or without "?") into Uri-Query options. */
+export function queryOptions(query: string): CoapOption[] {
+  return query
+    .replace(/^\?/, '')
+    .split('&')
+    .filter((s) => s.length > 0)
+    .map((s) => stringOption(Option.URI_QUERY, s));
+}
+
+/** "/a/b?x&y" into Uri-Path and Uri-Query options. */
+export function uriOptions(pathAndQuery: string): CoapOption[] {
+  const q = pathAndQuery.indexOf('?');
+  return q < 0 ? pathOptions(pathAndQuery) : [...pathOptions(pathAndQuery.slice(0, q)), ...queryOptions(pathAndQuery.slice(q + 1))];
+}
+
+export interface OptionProblem {
+  number: number;
+  critical: boolean;
+  reason: 'unrecognized' | 'bad-length' | 'repeated';
+}
+
+/**
+ * Options that RFC 7252 makes "unrecognized": unknown numbers (§5.4.1), a known option whose value
+ * length is out of range (§5.4.3), and each supernumerary occurrence of a non-repeatable option
+ * (§5.4.5). Elective ones are to be ignored by the caller; critical ones reject the message.
+ */
+export function checkOptions(m: CoapMessage, recognized: ReadonlySet<number> = RECOGNIZED_OPTIONS): OptionProblem[] {
+  const problems: OptionProblem[] = [];
+  const seen = new Set<number>();
+  for (const o of m.options) {
+    const critical = isCritical(o.number);
+    const def = OPTION_DEFS.get(o.number);
+    if (!recognized.has(o.number) || def === undefined) {
+      problems.push({ number: o.number, critical, reason: 'unrecognized' });
+    } else if (o.value.length < def.min || o.value.length > def.max) {
+      problems.push({ number: o.number, critical, reason: 'bad-length' });
+    } else if (!def.repeatable && seen.has(o.number)) {
+      problems.push({ number: o.number, critical, reason: 'repeated' });
+    }
+    seen.add(o.number);
+  }
+  return problems;
+}
+
+/** Removes the options checkOptions() found unusable (the elective ones a receiver ignores). */
+export function withoutProblemOptions(m: CoapMessage, problems: OptionProblem[]): CoapMessage {
+  if (problems.length === 0) return m;
+  const seen = new Set<number>();
+  const keep: CoapOption[] = [];
+  for (const o of m.options) {
+    const def = OPTION_DEFS.get(o.number);
+    const bad =
+      def === undefined ||
+      problems.some((p) => p.number === o.number && p.reason === 'unrecognized') ||
+      o.value.length < def.min ||
+      o.value.length > def.max ||
+      (!def.repeatable && seen.has(o.number));
+    seen.add(o.number);
+    if (!bad) keep.push(o);
+  }
+  return { ...m, options: keep };
+}
+
+/**
+ * What a server does with an incoming datagram, per RFC 7252 §4.2, §4.3, §5.4.1:
+ * - `message`: process it (unusable elective options already removed);
+ * - `respond`: send `code` (4.02 for a CON request with an unrecognized critical option) with the
+ *   diagnostic payload, piggy-backed;
+ * - `reset`: send RST with `mid`;
+ * - `ignore`: drop silently.
+ */
+export type Classified =
+  | { kind: 'message'; msg: CoapMessage }
+  | { kind: 'respond'; msg: CoapMessage; code: number; diagnostic: string }
+  | { kind: 'reset'; mid: number; reason: string }
+  | { kind: 'ignore'; reason: string };
+
+export function classifyDatagram(buf: Uint8Array, recognized: ReadonlySet<number> = RECOGNIZED_OPTIONS): Classified {
+  let msg: CoapMessage;
+  try {
+    msg = parseMessage(buf);
+  } catch (e) {
+    if (!(e instanceof CoapFormatError)) throw e;
+    if (e.disposition === 'reset' && e.mid !== undefined) return { kind: 'reset', mid: e.mid, reason: e.message };
+    return { kind: 'ignore', reason: e.message };
+  }
+  const problems = checkOptions(msg, recognized);
+  const critical = problems.filter((p) => p.critical);
+  if (critical.length > 0) {
+    const names = critical.map((p) => `${optionName(p.number)} (${p.reason})`).join(', ');
+    // §5.4.1: 4.02 for a CON request; any other message carrying one is rejected (§4.2, §4.3).
+    if (msg.type === CON && isRequestCode(msg.code)) return { kind: 'respond', msg, code: Code.BAD_OPTION, diagnostic: `bad option: ${names}` };
+    if (msg.type === CON || msg.type === NON) return { kind: 'reset', mid: msg.mid, reason: `unrecognized critical option: ${names}` };
+    return { kind: 'ignore', reason: `unrecognized critical option: ${names}` };
+  }
+  return { kind: 'message', msg: withoutProblemOptions(msg, problems) };
+}
+
+// ---- builders ---------------------------------------------------------------------------------
+
+export function emptyMessage(type: MessageType, mid: number): CoapMessage {
+  return { type, code: Code.EMPTY, mid, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
+}
+
+export function isEmpty(m: CoapMessage): boolean {
+  return m.code === Code.EMPTY;
+}
+
+/** A one-line trace of a message, for debug logs. */
+export function describeMessage(m: CoapMessage): string {
+  const code = isRequestCode(m.code) ? METHOD_NAMES[m.code] : codeToString(m.code);
+  const opts = m.options
+    .map((o) => {
+      const def = OPTION_DEFS.get(o.number);
+      const v = def?.format === 'uint' ? String(decodeUint(o.value)) : def?.format === 'string' ? JSON.stringify(o.value.toString('utf8')) : o.value.toString('hex');
+      return `${optionName(o.number)}:${v}`;
+    })
+    .join(' ');
+  return `${TYPE_NAMES[m.type]} ${code} mid=${m.mid} tok=${m.token.toString('hex') || '-'}${opts ? ' ' + opts : ''}${m.payload.length ? ` [${m.payload.length}B]` : ''}`;
+}
