@@ -1,0 +1,106 @@
+// Access tokens: HS256 JWTs (RFC 7519) signed with a key shared through the store, so every node
+// that uses the same database accepts every other node's tokens. Claims follow what the original
+// platform's tokens carried (wire §1): iss, sub (tenant id, "TN..."), scope "api", jti, iat, exp.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { SignJWT, jwtVerify, errors as joseErrors, decodeProtectedHeader } from 'jose';
+import { ReefError } from '../core/errors.ts';
+import type { SigningKey, Store } from '../store/store.ts';
+
+export interface TokenClaims {
+  sub: string;
+  jti: string;
+  iat: number;
+  exp: number;
+}
+
+export interface IssuedToken {
+  accessToken: string;
+  tokenType: 'Bearer';
+  expiresIn: number;
+}
+
+export class TokenService {
+  private keys = new Map<string, Uint8Array>();
+  private current!: SigningKey;
+  private lastRefresh = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly opts: { ttlSeconds: number; issuer: string; secret: string | null },
+  ) {}
+
+  /**
+   * Loads the signing keys. With REEF_TOKEN_SECRET the key is the configured one (kid derived from
+   * it); otherwise the newest stored key is used, and one is generated and stored on first start.
+   */
+  async init(): Promise<void> {
+    if (this.opts.secret) {
+      const kid = 'cfg-' + createHash('sha256').update(this.opts.secret).digest('hex').slice(0, 16);
+      this.current = { kid, secret: this.opts.secret, createdAt: 0 };
+      this.keys.set(kid, new TextEncoder().encode(this.opts.secret));
+    }
+    await this.refresh();
+    if (!this.current) {
+      await this.store.addSigningKey({ kid: randomUUID(), secret: randomBytes(32).toString('base64url'), createdAt: Date.now() });
+      await this.refresh();
+    }
+  }
+
+  /** Re-reads stored keys: picks up a rotation done by another node. */
+  async refresh(): Promise<void> {
+    const stored = await this.store.listSigningKeys();
+    for (const k of stored) this.keys.set(k.kid, new TextEncoder().encode(k.secret));
+    if (!this.opts.secret && stored.length) this.current = stored[stored.length - 1]!;
+    this.lastRefresh = Date.now();
+  }
+
+  /** Adds a new signing key; tokens signed with older keys stay valid until they expire. */
+  async rotate(): Promise<string> {
+    const k = { kid: randomUUID(), secret: randomBytes(32).toString('base64url'), createdAt: Date.now() };
+    await this.store.addSigningKey(k);
+    await this.refresh();
+    return k.kid;
+  }
+
+  async issue(tenantId: string): Promise<IssuedToken> {
+    const now = Math.floor(Date.now() / 1000);
+    const key = this.keys.get(this.current.kid)!;
+    const accessToken = await new SignJWT({ scope: 'api' })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT', kid: this.current.kid })
+      .setIssuer(this.opts.issuer)
+      .setSubject(tenantId)
+      .setJti(randomUUID())
+      .setIssuedAt(now)
+      .setExpirationTime(now + this.opts.ttlSeconds)
+      .sign(key);
+    return { accessToken, tokenType: 'Bearer', expiresIn: this.opts.ttlSeconds };
+  }
+
+  /** Verifies signature, issuer and expiry; every failure is a 401-family ReefError. */
+  async verify(token: string): Promise<TokenClaims> {
+    let kid: string | undefined;
+    try {
+      kid = decodeProtectedHeader(token).kid;
+    } catch {
+      throw new ReefError('TOKEN_INVALID', 'the access token is not a well-formed JWT');
+    }
+    if (typeof kid !== 'string') throw new ReefError('TOKEN_INVALID', 'the access token names no signing key');
+    let key = this.keys.get(kid);
+    // A key rotated in by another node: look once more, at most every few seconds.
+    if (!key && Date.now() - this.lastRefresh > 2000) {
+      await this.refresh();
+      key = this.keys.get(kid);
+    }
+    if (!key) throw new ReefError('TOKEN_INVALID', 'the access token was not signed by this service');
+    try {
+      const { payload } = await jwtVerify(token, key, { issuer: this.opts.issuer, algorithms: ['HS256'] });
+      if (typeof payload.sub !== 'string' || typeof payload.exp !== 'number') throw new ReefError('TOKEN_INVALID');
+      return { sub: payload.sub, jti: String(payload.jti ?? ''), iat: payload.iat ?? 0, exp: payload.exp };
+    } catch (e) {
+      if (e instanceof ReefError) throw e;
+      if (e instanceof joseErrors.JWTExpired) throw new ReefError('TOKEN_EXPIRED', 'the access token has expired; request a new one');
+      throw new ReefError('TOKEN_INVALID', 'the access token signature or claims are invalid');
+    }
+  }
+}
+

@@ -1,0 +1,51 @@
+// `reef serve`: the whole platform on one process. Config from REEF_* variables and flags, checked
+// once; SIGTERM/SIGINT drain in-flight requests and close the store.
+import { SETTINGS, loadConfig } from '../config/config.ts';
+import { startServer, type ComponentFactory } from '../server.ts';
+import { parseArgs } from './args.ts';
+
+/** Parts of the service beyond the HTTP API; each is optional and loaded on demand. */
+export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [];
+
+const HELP = `Usage: reef serve [options]
+
+Runs the Reef platform service. Every option can also be set by its environment variable.
+
+${SETTINGS.map((s) => `  --${s.flag.padEnd(22)} ${s.env.padEnd(26)} ${s.doc} (default: ${s.def || 'unset'})`).join('\n')}
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, SETTINGS.map((s) => s.flag));
+  if (args.flags.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const config = loadConfig(process.env, argv);
+  const components = await Promise.all(COMPONENTS.map((c) => c.load()));
+  const server = await startServer(config, { components });
+  const log = server.services.log;
+  log.info({ url: server.url, store: server.services.store.kind }, 'reef is listening');
+  const lines = [`Reef is running at ${server.url}  (store: ${server.services.store.kind === 'sqlite' ? config.dataDir : 'postgres'})`];
+  lines.push(`  API docs:  ${server.url}/api/docs`);
+  if (server.demo) {
+    lines.push('  Demo account (keep the secret private; it is stored only in the data directory):');
+    lines.push(`    client id:     ${server.demo.clientId}`);
+    lines.push(`    client secret: ${server.demo.clientSecret}`);
+    lines.push(`  Try: curl -s -X POST ${server.url}/api/tokens -H 'content-type: application/json' \\`);
+    lines.push(`         -d '{"clientId":"${server.demo.clientId}","clientSecret":"${server.demo.clientSecret}"}'`);
+  }
+  process.stdout.write(lines.join('\n') + '\n');
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'shutting down');
+      server.close().then(resolve, (err) => {
+        log.error({ err }, 'shutdown failed');
+        resolve();
+      });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  return 0;
+}

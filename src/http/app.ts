@@ -1,0 +1,132 @@
+// buildApp(deps) assembles the HTTP service and never listens: src/main.ts (and tests) decide where.
+import { randomBytes } from 'node:crypto';
+import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
+import cors from '@fastify/cors';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { ReefError } from '../core/errors.ts';
+import type { Config } from '../config/config.ts';
+import type { Authenticator } from '../auth/accounts.ts';
+import type { EventBus } from '../events/bus.ts';
+import type { Store } from '../store/store.ts';
+import { requireAccount } from './auth-hook.ts';
+import { installErrorHandling, sendError } from './errors.ts';
+import * as schemas from './schemas.ts';
+import { adminRoutes } from './routes/admin.ts';
+import { deviceRoutes } from './routes/devices.ts';
+import { healthRoutes } from './routes/health.ts';
+import { observationRoutes } from './routes/observations.ts';
+import { tokenRoutes } from './routes/tokens.ts';
+
+export interface AppDeps {
+  config: Config;
+  store: Store;
+  auth: Authenticator;
+  events: EventBus;
+  /** A pino logger or Fastify logger options; defaults to config.logLevel on stdout. */
+  logger?: FastifyServerOptions['loggerInstance'];
+  /** Routes that need an authenticated caller (request.account), e.g. simulations, the CoAP bridge. */
+  apiPlugins?: FastifyPluginAsync[];
+  /** Routes outside authentication, e.g. the browser app's static files. */
+  plugins?: FastifyPluginAsync[];
+}
+
+const REQUEST_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, store, auth, events } = deps;
+  const app = Fastify({
+    ...(deps.logger
+      ? { loggerInstance: deps.logger }
+      : {
+          logger: {
+            level: config.logLevel,
+            // Secrets are never logged (brief: Standards).
+            redact: { paths: ['req.headers.authorization', 'req.headers["x-reef-admin-key"]', '*.clientSecret', '*.accessToken'], censor: '[redacted]' },
+          },
+        }),
+    // Access logs at debug: at info a busy ingest node would spend its time logging.
+    logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
+    trustProxy: config.http.trustProxy,
+    bodyLimit: config.http.bodyLimitBytes,
+    // A caller's own request id is kept when it is sane, so a trace spans services.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomBytes(8).toString('hex');
+    },
+    ajv: { customOptions: { allErrors: false, coerceTypes: 'array', removeAdditional: false } },
+  });
+
+  // The JavaScript SDK sends Content-Type: application/json on every request, GET and DELETE
+  // included (wire §1): an empty JSON body is "no body", not an error.
+  const defaultJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    return defaultJson(request, body as string, done);
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  installErrorHandling(app);
+
+  // Browser clients read next_page and Retry-After only if they are exposed (wire §1).
+  await app.register(cors, {
+    origin: true,
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'Accept', 'X-Request-Id'],
+    exposedHeaders: ['next_page', 'Retry-After', 'X-Request-Id', 'Location'],
+    maxAge: 600,
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'Reef platform API', version: '1', description: 'Devices and observations of constrained sensors (docs/api.md)' },
+      components: {
+        securitySchemes: { token: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'The access token from POST /api/tokens, raw or as "Bearer <token>"' } },
+      },
+      security: [{ token: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _base, _frag, i) => String(json.$id ?? `def-${i}`) },
+  });
+  for (const s of [schemas.errorBody, schemas.device, schemas.observation]) app.addSchema(s);
+  await app.register(swaggerUi, { routePrefix: '/api/docs' });
+  app.get('/api/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  // Every registered path and its methods, to answer other methods with 405 and an Allow header.
+  const routes = new Map<string, Set<string>>();
+  app.addHook('onRoute', (r) => {
+    const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const set = routes.get(r.url) ?? new Set<string>();
+    for (const m of methods) set.add(m);
+    routes.set(r.url, set);
+  });
+
+  await app.register(healthRoutes, { store });
+  await app.register(tokenRoutes, { auth });
+  await app.register(async (api) => {
+    requireAccount(api, auth);
+    await api.register(deviceRoutes, { store, events });
+    await api.register(observationRoutes, { store, events, config });
+    for (const p of deps.apiPlugins ?? []) await api.register(p);
+  });
+  await app.register(adminRoutes, { store, events, adminKey: config.adminKey });
+  for (const p of deps.plugins ?? []) await app.register(p);
+
+  for (const [url, have] of [...routes]) {
+    if (url.includes('*') || url.startsWith('/api/docs')) continue;
+    const missing = METHODS.filter((m) => !have.has(m));
+    if (!missing.length || missing.length === METHODS.length) continue;
+    const allow = [...have].filter((m) => m !== 'OPTIONS').sort();
+    app.route({
+      method: missing,
+      url,
+      schema: { hide: true },
+      handler: async (request, reply) => sendError(reply, new ReefError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow.join(', ')}`, { allow })),
+    });
+  }
+  return app;
+}

@@ -1,0 +1,72 @@
+// Every failure leaves as the one error body {statusCode, code, error, message, requestId[, field]}.
+// Fastify's own errors (validation, content type, body size, JSON syntax) are mapped into the
+// catalogue here; anything unexpected is logged with its stack and answered 500 without it.
+import { STATUS_CODES } from 'node:http';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ERRORS, ReefError, isReefError, type ErrorBody, type ErrorCode } from '../core/errors.ts';
+
+export function toReefError(err: FastifyError | Error): ReefError {
+  if (isReefError(err)) return err;
+  const fe = err as FastifyError & { validation?: { instancePath?: string; params?: Record<string, unknown>; message?: string }[]; validationContext?: string };
+  if (fe.validation && fe.validation.length) {
+    const v = fe.validation[0]!;
+    const ctx = fe.validationContext ?? 'body';
+    let path = (v.instancePath ?? '').replace(/^\//, '');
+    const missing = v.params?.missingProperty;
+    if (typeof missing === 'string') path = path ? `${path}/${missing}` : missing;
+    const field = path ? `${ctx}/${path}` : ctx;
+    return new ReefError('VALIDATION_FAILED', `${field} ${v.message ?? 'is invalid'}`, { field: path || ctx });
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new ReefError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json');
+      return new ReefError('VALIDATION_FAILED', 'the Content-Length does not match the body');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ReefError('PAYLOAD_TOO_LARGE', 'the body is larger than this server accepts');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ReefError('VALIDATION_FAILED', 'the body is empty', { field: 'body' });
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ReefError('MALFORMED_JSON', 'the body is not valid JSON');
+  }
+  if (err instanceof SyntaxError || fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return new ReefError('MALFORMED_JSON', 'the body is not valid JSON');
+  const status = fe.statusCode ?? 500;
+  if (status === 413) return new ReefError('PAYLOAD_TOO_LARGE');
+  if (status === 415) return new ReefError('UNSUPPORTED_MEDIA_TYPE');
+  if (status === 404) return new ReefError('NOT_FOUND');
+  if (status >= 400 && status < 500) return new ReefError('VALIDATION_FAILED', 'the request is malformed');
+  return new ReefError('INTERNAL', 'something went wrong; the request id identifies it in our logs', { cause: err });
+}
+
+export function errorBody(e: ReefError, requestId: string): ErrorBody {
+  const body: ErrorBody = {
+    statusCode: e.status,
+    code: e.code,
+    error: STATUS_CODES[e.status] ?? 'Error',
+    message: e.message,
+    requestId,
+  };
+  if (e.field !== undefined) body.field = e.field;
+  return body;
+}
+
+export function sendError(reply: FastifyReply, e: ReefError): FastifyReply {
+  if (e.retryAfter !== undefined) reply.header('retry-after', String(e.retryAfter));
+  if (e.allow) reply.header('allow', e.allow.join(', '));
+  return reply.code(e.status).type('application/json; charset=utf-8').send(errorBody(e, String(reply.request.id)));
+}
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const e = toReefError(err);
+    if (e.status >= 500) request.log.error({ err, code: e.code }, 'request failed');
+    else request.log.debug({ code: e.code, msg: e.message }, 'request refused');
+    return sendError(reply, e);
+  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, new ReefError('ROUTE_NOT_FOUND', `no endpoint ${request.method} ${request.url.split('?')[0]}`)));
+}
+
+/** Used by docs tests: every catalogue code with its status. */
+export function catalogue(): { code: ErrorCode; status: number; coap?: string }[] {
+  return (Object.keys(ERRORS) as ErrorCode[]).map((code) => ({ code, status: ERRORS[code].status, ...('coap' in ERRORS[code] ? { coap: (ERRORS[code] as { coap: string }).coap } : {}) }));
+}

@@ -1,0 +1,58 @@
+// Operator endpoints, guarded by the admin key from config (REEF_ADMIN_KEY), compared in constant
+// time. Without a configured key they are refused: an operator opts in.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ReefError } from '../../core/errors.ts';
+import { toWireDevice } from '../../core/types.ts';
+import { createAccount, findAccount } from '../../auth/accounts.ts';
+import type { EventBus } from '../../events/bus.ts';
+import { provisionKit } from '../../service/devices.ts';
+import type { Store } from '../../store/store.ts';
+import { errors } from '../schemas.ts';
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+export async function adminRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; adminKey: string | null }) {
+  const { store, events, adminKey } = opts;
+  const expected = adminKey ? digest(adminKey) : null;
+
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    if (!expected) throw new ReefError('ADMIN_KEY_REQUIRED', 'operator endpoints are disabled: start the service with REEF_ADMIN_KEY');
+    const given = request.headers['x-reef-admin-key'];
+    // Hashing both sides gives equal lengths, so the comparison is constant time whatever was sent.
+    if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
+      throw new ReefError('ADMIN_KEY_REQUIRED', 'send the operator key in the X-Reef-Admin-Key header');
+    }
+  });
+
+  app.post('/api/admin/accounts', {
+    schema: {
+      tags: ['admin'],
+      summary: 'Create an account; the client secret is in this response only',
+      body: { type: 'object', properties: { name: { type: 'string', maxLength: 200 }, group: { type: 'string', maxLength: 64 } }, required: ['name'] },
+      response: {
+        201: { type: 'object', properties: { tenantId: { type: 'string' }, clientId: { type: 'string' }, clientSecret: { type: 'string' }, groupId: { type: 'string' } } },
+        ...errors(400, 403),
+      },
+    },
+  }, async (request, reply) => {
+    const { name, group } = request.body as { name: string; group?: string };
+    const c = await createAccount(store, { name, ...(group === undefined ? {} : { group }) });
+    return reply.code(201).header('cache-control', 'no-store').send(c);
+  });
+
+  app.post('/api/admin/provision', {
+    schema: {
+      tags: ['admin'],
+      summary: "Provision a dev kit (NICDevKit) to an account's sandbox, as on order fulfillment (seed §3)",
+      body: { type: 'object', properties: { clientId: { type: 'string', maxLength: 100 }, mac: { type: 'string', maxLength: 32 } }, required: ['clientId', 'mac'] },
+      response: { 201: { $ref: 'Device#' }, ...errors(400, 403, 404, 409) },
+    },
+  }, async (request, reply) => {
+    const { clientId, mac } = request.body as { clientId: string; mac: string };
+    const account = await findAccount(store, clientId);
+    return reply.code(201).send(toWireDevice(await provisionKit(store, events, account, mac)));
+  });
+}

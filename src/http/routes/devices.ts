@@ -1,0 +1,66 @@
+// Devices of a solution (seed §4.1; wire §1 for create and delete).
+import type { FastifyInstance } from 'fastify';
+import { toWireDevice } from '../../core/types.ts';
+import type { EventBus } from '../../events/bus.ts';
+import { createDevice, deleteDevice, findDevice, resolveSolution } from '../../service/devices.ts';
+import type { Store } from '../../store/store.ts';
+import { deviceParams, errors, solutionParams } from '../schemas.ts';
+
+export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus }) {
+  const { store, events } = opts;
+
+  app.get('/api/solutions/:solution/devices', {
+    schema: {
+      tags: ['devices'],
+      summary: 'List the devices of a solution',
+      params: solutionParams,
+      querystring: { type: 'object', properties: { deviceType: { type: 'string', maxLength: 64 } } },
+      response: { 200: { type: 'object', properties: { devices: { type: 'array', items: { $ref: 'Device#' } } } }, ...errors(400, 401, 404) },
+    },
+  }, async (request) => {
+    const { solution } = request.params as { solution: string };
+    const { deviceType } = request.query as { deviceType?: string };
+    await resolveSolution(store, request.account, solution);
+    const list = await store.listDevices(request.account.groupId, solution, deviceType || undefined);
+    return { devices: list.map(toWireDevice) };
+  });
+
+  const createSchema = {
+    tags: ['devices'],
+    summary: 'Create a device (its solution is created with its first device)',
+    params: solutionParams,
+    body: {
+      type: 'object',
+      properties: {
+        deviceType: { type: 'string', maxLength: 64 },
+        domainInfo: { type: 'object', additionalProperties: true },
+        provisioningInfo: {},
+      },
+      required: ['deviceType'],
+    },
+    response: { 201: { $ref: 'Device#' }, ...errors(400, 401, 413, 415) },
+  };
+  const create = async (request: any, reply: any) => {
+    const { solution } = request.params as { solution: string };
+    const d = await createDevice(store, events, request.account, solution, request.body);
+    return reply.code(201).header('location', `/api/solutions/${encodeURIComponent(solution)}/devices/${d.id}`).send(toWireDevice(d));
+  };
+  // The original clients post to ".../devices/" with a trailing slash (wire §1): serve both.
+  app.post('/api/solutions/:solution/devices', { schema: createSchema, bodyLimit: 64 * 1024 }, create);
+  app.post('/api/solutions/:solution/devices/', { schema: { ...createSchema, hide: true }, bodyLimit: 64 * 1024 }, create);
+
+  app.get('/api/solutions/:solution/devices/:id', {
+    schema: { tags: ['devices'], summary: 'One device', params: deviceParams, response: { 200: { $ref: 'Device#' }, ...errors(400, 401, 404) } },
+  }, async (request) => {
+    const { solution, id } = request.params as { solution: string; id: string };
+    return toWireDevice(await findDevice(store, request.account, solution, id));
+  });
+
+  app.delete('/api/solutions/:solution/devices/:id', {
+    schema: { tags: ['devices'], summary: 'Delete a device and its observations', params: deviceParams, response: { 204: { type: 'null' }, ...errors(400, 401, 404) } },
+  }, async (request, reply) => {
+    const { solution, id } = request.params as { solution: string; id: string };
+    await deleteDevice(store, events, request.account, solution, id);
+    return reply.code(204).send();
+  });
+}

@@ -1,0 +1,165 @@
+// Observations: upload (wire §1, 201), latest of all devices (seed §4.2), one device's range newest
+// first with keyset paging through the next_page header (seed §4.3, wire §1), per-bucket aggregates
+// for long plots, and a Server-Sent Events stream of new observations.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { solutionName } from '../../core/validate.ts';
+import type { Config } from '../../config/config.ts';
+import type { EventBus, ReefEvent } from '../../events/bus.ts';
+import { findDevice, resolveSolution } from '../../service/devices.ts';
+import { deviceBuckets, deviceObservations, latestOfSolution, parseBatch, storeObservations, type RangeQuery } from '../../service/observations.ts';
+import type { Store } from '../../store/store.ts';
+import { deviceParams, errors, solutionParams } from '../schemas.ts';
+
+const rangeQuery = {
+  type: 'object',
+  properties: {
+    limit: { type: 'integer', minimum: 1, description: 'Most observations in the page (capped at 10000; default 1000)' },
+    from: { type: 'string', maxLength: 64, description: 'Inclusive lower bound, ISO-8601' },
+    to: { type: 'string', maxLength: 64, description: 'Exclusive upper bound, ISO-8601' },
+    after: { type: 'string', maxLength: 64, description: 'Paging cursor from the next_page header' },
+    tags: { type: 'string', maxLength: 200, description: 'Only observations whose tags contain this tag' },
+    bucket: { type: 'string', maxLength: 16, description: 'Aggregate into buckets (10s, 5m, 1h...): needs from and to' },
+  },
+} as const;
+
+/** The next page's full URL: same path and query, with the cursor replaced (wire §1). */
+function nextPageUrl(request: FastifyRequest, after: string): string {
+  const raw = request.url;
+  const q = new URLSearchParams(raw.includes('?') ? raw.slice(raw.indexOf('?') + 1) : '');
+  q.set('after', after);
+  q.delete('access_token');
+  return `${request.protocol}://${request.host}${raw.split('?')[0]}?${q.toString()}`;
+}
+
+export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config }) {
+  const { store, events, config } = opts;
+
+  app.post('/api/solutions/:solution/devices/:id/observations', {
+    schema: {
+      tags: ['observations'],
+      summary: 'Upload observations of one device (all stored or none)',
+      params: deviceParams,
+      body: {
+        type: 'object',
+        properties: { observations: { type: 'array', items: { type: 'object' } } },
+        required: ['observations'],
+      },
+      response: { 201: { type: 'object', properties: { stored: { type: 'integer' } } }, ...errors(400, 401, 404, 413, 415) },
+    },
+  }, async (request, reply) => {
+    const { solution, id } = request.params as { solution: string; id: string };
+    const device = await findDevice(store, request.account, solution, id);
+    const batch = parseBatch(request.body, config.maxObservationsPerRequest);
+    const stored = await storeObservations(store, events, device, batch);
+    return reply.code(201).send({ stored });
+  });
+
+  app.get('/api/solutions/:solution/observations', {
+    schema: {
+      tags: ['observations'],
+      summary: 'The latest observation of every device of the solution',
+      params: solutionParams,
+      querystring: rangeQuery,
+      response: {
+        200: {
+          type: 'array',
+          items: { type: 'object', properties: { deviceId: { type: 'string' }, observations: { type: 'array', items: { $ref: 'Observation#' } } } },
+        },
+        ...errors(400, 401, 404),
+      },
+    },
+  }, async (request) => {
+    const { solution } = request.params as { solution: string };
+    await resolveSolution(store, request.account, solution);
+    return latestOfSolution(store, request.account, solution);
+  });
+
+  app.get('/api/solutions/:solution/devices/:id/observations', {
+    schema: {
+      tags: ['observations'],
+      summary: "One device's observations, newest first; the next page's URL comes in the next_page header",
+      params: deviceParams,
+      querystring: rangeQuery,
+      response: {
+        200: {
+          type: 'object',
+          properties: {
+            observations: { type: 'array', items: { $ref: 'Observation#' } },
+            buckets: {
+              type: 'array',
+              items: {
+                type: 'object',
+                properties: {
+                  timestamp: { type: 'string' },
+                  count: { type: 'integer' },
+                  min: { type: ['number', 'null'] },
+                  avg: { type: ['number', 'null'] },
+                  max: { type: ['number', 'null'] },
+                },
+              },
+            },
+          },
+        },
+        ...errors(400, 401, 404),
+      },
+    },
+  }, async (request, reply) => {
+    const { solution, id } = request.params as { solution: string; id: string };
+    const q = request.query as RangeQuery & { bucket?: string };
+    const device = await findDevice(store, request.account, solution, id);
+    if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
+    const page = await deviceObservations(store, device, q);
+    if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter));
+    return { observations: page.observations };
+  });
+
+  // Live updates as Server-Sent Events: `observations` events carry {deviceId, observations}.
+  app.get('/api/solutions/:solution/events', {
+    schema: {
+      tags: ['observations'],
+      summary: 'Server-Sent Events: new observations (and device changes) of the solution as they are stored',
+      params: solutionParams,
+      querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64 }, access_token: { type: 'string' } } },
+    },
+  }, async (request, reply) => {
+    const { solution } = request.params as { solution: string };
+    const { deviceId } = request.query as { deviceId?: string };
+    solutionName(solution);
+    if (deviceId !== undefined) await findDevice(store, request.account, solution, deviceId);
+    else await resolveSolution(store, request.account, solution);
+    const groupId = request.account.groupId;
+    const wanted = deviceId?.toLowerCase();
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      ...corsHeaders(request),
+    });
+    res.write(': connected\n\n');
+    const send = (e: ReefEvent) => {
+      if (e.groupId !== groupId || e.solution !== solution) return;
+      if (wanted && 'deviceId' in e && e.deviceId !== wanted) return;
+      if (e.kind === 'observations') res.write(`event: observations\ndata: ${JSON.stringify({ deviceId: e.deviceId, observations: e.observations })}\n\n`);
+      else if (e.kind === 'device') res.write(`event: device\ndata: ${JSON.stringify({ deviceId: e.deviceId, action: e.action })}\n\n`);
+      else res.write(`event: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
+    };
+    const unsubscribe = events.subscribe(send);
+    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+    const end = () => {
+      clearInterval(heartbeat);
+      unsubscribe();
+    };
+    request.raw.on('close', end);
+    res.on('error', end);
+  });
+}
+
+// A hijacked reply skips Fastify's hooks, so the CORS headers of @fastify/cors are set by hand.
+function corsHeaders(request: FastifyRequest): Record<string, string> {
+  const origin = request.headers.origin;
+  return origin ? { 'access-control-allow-origin': origin, vary: 'Origin' } : {};
+}
+

@@ -1,0 +1,116 @@
+// The running service: store, auth, events, HTTP (and, as they land, the CoAP gateway and the
+// simulation scheduler), started together and stopped together.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import pino, { type Logger } from 'pino';
+import type { Config } from './config/config.ts';
+import { Authenticator, createAccount } from './auth/accounts.ts';
+import { TokenService } from './auth/tokens.ts';
+import { LocalEventBus, type EventBus } from './events/bus.ts';
+import { buildApp } from './http/app.ts';
+import { openStore } from './store/open.ts';
+import type { Store } from './store/store.ts';
+
+export interface Services {
+  config: Config;
+  store: Store;
+  events: EventBus;
+  auth: Authenticator;
+  tokens: TokenService;
+  log: Logger;
+}
+
+/** A part of the running service (gateway, simulations...) with its own start and stop. */
+export interface Component {
+  name: string;
+  /** HTTP routes needing an authenticated caller. */
+  apiPlugin?: FastifyPluginAsync;
+  /** HTTP routes outside authentication. */
+  plugin?: FastifyPluginAsync;
+  start?(): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  services: Services;
+  url: string;
+  demo: DemoCredentials | null;
+  close(): Promise<void>;
+}
+
+export interface DemoCredentials {
+  tenantId: string;
+  clientId: string;
+  clientSecret: string;
+}
+
+export async function openServices(config: Config, log?: Logger): Promise<Services> {
+  const logger = log ?? pino({ level: config.logLevel, redact: ['*.clientSecret', '*.accessToken', 'req.headers.authorization'] });
+  const store = await openStore(config);
+  const tokens = new TokenService(store, config.tokens);
+  await tokens.init();
+  const auth = new Authenticator(store, tokens, config.loginThrottle);
+  const events: EventBus = new LocalEventBus();
+  return { config, store, events, auth, tokens, log: logger };
+}
+
+/**
+ * First start with an empty store: a demo account whose credentials are kept (mode 0600) in the
+ * data directory, so a local restart can print them again.
+ */
+async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
+  if (!s.config.demo) return null;
+  const file = path.join(s.config.dataDir, 'demo-account.json');
+  if ((await s.store.countAccounts()) === 0) {
+    const c = await createAccount(s.store, { name: 'demo' });
+    const demo = { tenantId: c.tenantId, clientId: c.clientId, clientSecret: c.clientSecret };
+    fs.mkdirSync(s.config.dataDir, { recursive: true });
+    fs.writeFileSync(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
+    return demo;
+  }
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8')) as DemoCredentials;
+  } catch {
+    return null;
+  }
+}
+
+export type ComponentFactory = (s: Services, demo: DemoCredentials | null) => Promise<Component | null>;
+
+export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger } = {}): Promise<RunningServer> {
+  const services = await openServices(config, opts.log);
+  const demo = await ensureDemo(services);
+  const components: Component[] = [];
+  for (const make of opts.components ?? []) {
+    const c = await make(services, demo);
+    if (c) components.push(c);
+  }
+  const app = await buildApp({
+    config,
+    store: services.store,
+    auth: services.auth,
+    events: services.events,
+    logger: services.log,
+    apiPlugins: components.flatMap((c) => (c.apiPlugin ? [c.apiPlugin] : [])),
+    plugins: components.flatMap((c) => (c.plugin ? [c.plugin] : [])),
+  });
+  await app.listen({ host: config.http.host, port: config.http.port });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
+  const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
+  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+  for (const c of components) await c.start?.();
+
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    (closing ??= (async () => {
+      // Stop producers first, then let in-flight HTTP requests finish, then close the store.
+      for (const c of [...components].reverse()) await c.stop?.().catch((err) => services.log.error({ err }, `stopping ${c.name} failed`));
+      await app.close();
+      await services.events.close();
+      await services.store.close();
+    })());
+  return { app, services, url, demo, close };
+}

@@ -1,0 +1,116 @@
+// Device operations shared by the HTTP routes, the CLI, the gateway and simulations: one place
+// decides what a valid device is, how a solution is resolved and what a caller may see.
+import { randomUUID } from 'node:crypto';
+import { ReefError } from '../core/errors.ts';
+import { DEVICE_TYPE_DEVKIT, SANDBOX, STUDIO_SIMULATION, type Account, type DeviceRecord, type DomainInfo, type ProvisioningInfo } from '../core/types.ts';
+import { deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
+import type { EventBus } from '../events/bus.ts';
+import type { Store } from '../store/store.ts';
+
+const DEVICE_TYPE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+const MAX_DOMAIN_INFO_BYTES = 16 * 1024;
+
+/** The two solutions of seed §1 exist for every account even before they hold a device. */
+export function isBuiltInSolution(name: string): boolean {
+  return name === SANDBOX || name === STUDIO_SIMULATION;
+}
+
+/**
+ * Validates the solution name and that the caller's group has it. Unknown solutions are 404; the
+ * built-in ones always exist (an empty one lists no devices rather than failing).
+ */
+export async function resolveSolution(store: Store, account: Account, name: string): Promise<string> {
+  solutionName(name);
+  if (isBuiltInSolution(name)) return name;
+  if (!(await store.solutionExists(account.groupId, name))) {
+    throw new ReefError('SOLUTION_NOT_FOUND', `no solution ${JSON.stringify(name)} in this account (names are case sensitive)`);
+  }
+  return name;
+}
+
+/** A device of the caller's group, or 404 — another group's device answers exactly like none. */
+export async function findDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRecord> {
+  solutionName(solution);
+  const d = await store.getDevice(account.groupId, solution, checkDeviceId(id));
+  if (!d) throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
+  return d;
+}
+
+export interface DeviceInput {
+  deviceType?: unknown;
+  domainInfo?: unknown;
+  provisioningInfo?: unknown;
+}
+
+export function parseDomainInfo(v: unknown): DomainInfo {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw new ReefError('VALIDATION_FAILED', 'domainInfo must be an object', { field: 'domainInfo' });
+  const info = v as DomainInfo;
+  if (info.location !== undefined) {
+    const loc = info.location as unknown;
+    if (typeof loc !== 'object' || loc === null || Array.isArray(loc)) {
+      throw new ReefError('VALIDATION_FAILED', 'domainInfo.location must be an object with latitude and longitude', { field: 'domainInfo.location' });
+    }
+    const l = loc as Record<string, unknown>;
+    info.location = { ...l, latitude: latitude(l.latitude), longitude: longitude(l.longitude) };
+  }
+  if (JSON.stringify(info).length > MAX_DOMAIN_INFO_BYTES) {
+    throw new ReefError('VALIDATION_FAILED', `domainInfo must be at most ${MAX_DOMAIN_INFO_BYTES} bytes of JSON`, { field: 'domainInfo' });
+  }
+  return info;
+}
+
+export async function createDevice(store: Store, events: EventBus, account: Account, solution: string, input: DeviceInput): Promise<DeviceRecord> {
+  solutionName(solution);
+  if (typeof input.deviceType !== 'string' || !DEVICE_TYPE.test(input.deviceType)) {
+    throw new ReefError('VALIDATION_FAILED', "deviceType must be 1-64 letters, digits, '_', '-' or '.'", { field: 'deviceType' });
+  }
+  if (input.provisioningInfo !== undefined) {
+    throw new ReefError('VALIDATION_FAILED', 'provisioningInfo is set by provisioning a dev kit (reef provision), not by clients', { field: 'provisioningInfo' });
+  }
+  const d = await store.createDevice({
+    id: randomUUID(),
+    tenantId: account.tenantId,
+    groupId: account.groupId,
+    solution,
+    deviceType: input.deviceType,
+    domainInfo: parseDomainInfo(input.domainInfo),
+  });
+  events.publish({ kind: 'device', groupId: d.groupId, solution, deviceId: d.id, action: 'created' });
+  return d;
+}
+
+export async function deleteDevice(store: Store, events: EventBus, account: Account, solution: string, id: string): Promise<void> {
+  solutionName(solution);
+  const ok = await store.deleteDevice(account.groupId, solution, checkDeviceId(id));
+  if (!ok) throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
+  events.publish({ kind: 'device', groupId: account.groupId, solution, deviceId: id.toLowerCase(), action: 'deleted' });
+}
+
+/**
+ * Dev-kit provisioning (seed §3, "on order fulfillment"): a NICDevKit in the account's sandbox with
+ * provisioningInfo. A MAC is provisioned once across the whole platform.
+ */
+export async function provisionKit(store: Store, events: EventBus | null, account: Account, mac: string): Promise<DeviceRecord> {
+  const m = macAddress(mac, 'mac');
+  const existing = await store.getDeviceByMac(m);
+  if (existing) throw new ReefError('MAC_ALREADY_PROVISIONED', `a dev kit with MAC ${m} is already provisioned`, { field: 'mac' });
+  const provisioningInfo: ProvisioningInfo = {
+    status: 'provisioned',
+    timestamp: new Date().toISOString(),
+    vendorMacAddress: m,
+    vendorNetworkDeviceType: 'MILLI',
+  };
+  const d = await store.createDevice({
+    id: randomUUID(),
+    tenantId: account.tenantId,
+    groupId: account.groupId,
+    solution: SANDBOX,
+    deviceType: DEVICE_TYPE_DEVKIT,
+    domainInfo: {},
+    provisioningInfo,
+    mac: m,
+  });
+  events?.publish({ kind: 'device', groupId: d.groupId, solution: SANDBOX, deviceId: d.id, action: 'created' });
+  return d;
+}

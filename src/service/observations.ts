@@ -1,0 +1,121 @@
+// Observation operations: validating an upload batch (all or nothing), storing it through the one
+// store path every producer uses (HTTP uploads, the gateway's kit readings, simulations), and the
+// read side (latest of all, one device's range with keyset paging, per-bucket aggregates).
+import { ReefError } from '../core/errors.ts';
+import { toWireObservation, type Account, type DeviceRecord, type Observation, type ObservationRecord } from '../core/types.ts';
+import { isoTimestamp, temperature } from '../core/validate.ts';
+import type { EventBus } from '../events/bus.ts';
+import type { Store } from '../store/store.ts';
+
+/**
+ * Validates every observation before anything is stored, so one bad entry rejects the batch.
+ * timestamp: ISO-8601 with zone, stored at millisecond precision (the dedupe key with the device).
+ * temperature: number or numeric string, stored as a number. Other fields: kept verbatim.
+ */
+export function parseBatch(body: unknown, max: number): ObservationRecord[] {
+  const list = (body as { observations?: unknown } | null)?.observations;
+  if (!Array.isArray(list)) throw new ReefError('VALIDATION_FAILED', 'the body must be {"observations": [...]}', { field: 'observations' });
+  if (list.length > max) {
+    throw new ReefError('TOO_MANY_OBSERVATIONS', `at most ${max} observations per request, got ${list.length}; split the upload`, { field: 'observations' });
+  }
+  const out: ObservationRecord[] = new Array(list.length);
+  for (let i = 0; i < list.length; i++) {
+    const o = list[i] as Record<string, unknown>;
+    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
+      throw new ReefError('VALIDATION_FAILED', `observations[${i}] must be an object`, { field: `observations/${i}` });
+    }
+    const ts = isoTimestamp(o.timestamp, `observations[${i}].timestamp`);
+    const t = o.temperature === undefined || o.temperature === null ? null : temperature(o.temperature, `observations[${i}].temperature`);
+    let extra: Record<string, unknown> | null = null;
+    for (const k in o) {
+      if (k === 'timestamp' || k === 'temperature') continue;
+      extra ??= {};
+      extra[k] = o[k];
+    }
+    out[i] = { ts, temperature: t, extra };
+  }
+  return out;
+}
+
+export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): Promise<number> {
+  const { written } = await store.insertObservations(device.id, batch);
+  if (events && batch.length) {
+    events.publish({
+      kind: 'observations',
+      groupId: device.groupId,
+      solution: device.solution,
+      deviceId: device.id,
+      observations: batch.map(toWireObservation),
+    });
+  }
+  return written;
+}
+
+export async function latestOfSolution(store: Store, account: Account, solution: string) {
+  const rows = await store.latestObservations(account.groupId, solution);
+  return rows.map((r) => ({ deviceId: r.deviceId, observations: [toWireObservation(r.observation)] }));
+}
+
+export interface RangeQuery {
+  limit?: number;
+  from?: string;
+  to?: string;
+  after?: string;
+  tags?: string;
+}
+
+export const DEFAULT_PAGE = 1000;
+export const MAX_PAGE = 10000;
+
+/**
+ * One device's observations, newest first. `after` is the keyset cursor: the timestamp of the
+ * last observation of the previous page; the page holds strictly older ones (wire §1 paging).
+ */
+export async function deviceObservations(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ observations: Observation[]; nextAfter: string | null }> {
+  const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
+  const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
+  if (from !== undefined && to !== undefined && from > to) throw new ReefError('VALIDATION_FAILED', 'from must not be after to', { field: 'from' });
+  let before: number | undefined;
+  if (q.after !== undefined) {
+    try {
+      before = isoTimestamp(q.after, 'after');
+    } catch {
+      throw new ReefError('INVALID_CURSOR', 'after must be the cursor from a next_page link (an ISO-8601 timestamp)', { field: 'after' });
+    }
+  }
+  // A limit beyond the page cap is served page by page through next_page rather than refused.
+  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
+  const page = await store.queryObservations(device.id, {
+    limit,
+    ...(from === undefined ? {} : { from }),
+    ...(to === undefined ? {} : { to }),
+    ...(before === undefined ? {} : { before }),
+    ...(q.tags === undefined ? {} : { tag: q.tags }),
+  });
+  return {
+    observations: page.observations.map(toWireObservation),
+    nextAfter: page.nextBefore === null ? null : new Date(page.nextBefore).toISOString(),
+  };
+}
+
+const BUCKET_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** "10s", "5m", "1h", or plain milliseconds. */
+export function parseDuration(v: string, field: string): number {
+  const m = /^(\d{1,10})(ms|s|m|h|d)?$/.exec(v.trim());
+  const ms = m ? Number(m[1]) * BUCKET_UNITS[m[2] ?? 'ms']! : NaN;
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw new ReefError('VALIDATION_FAILED', `${field} must be a duration such as 500ms, 10s, 5m, 1h or 1d`, { field });
+  return ms;
+}
+
+/** Per-bucket min/avg/max of temperature over [from, to): what the plot asks for on long ranges. */
+export async function deviceBuckets(store: Store, device: DeviceRecord, q: { from?: string; to?: string; bucket: string }) {
+  if (q.from === undefined || q.to === undefined) throw new ReefError('VALIDATION_FAILED', 'bucket needs both from and to', { field: q.from === undefined ? 'from' : 'to' });
+  const from = isoTimestamp(q.from, 'from');
+  const to = isoTimestamp(q.to, 'to');
+  if (from >= to) throw new ReefError('VALIDATION_FAILED', 'from must be before to', { field: 'from' });
+  const bucketMs = parseDuration(q.bucket, 'bucket');
+  if ((to - from) / bucketMs > 100_000) throw new ReefError('VALIDATION_FAILED', 'at most 100000 buckets per request: widen the bucket', { field: 'bucket' });
+  const rows = await store.bucketObservations(device.id, { from, to, bucketMs });
+  return rows.map((b) => ({ timestamp: new Date(b.ts).toISOString(), count: b.count, min: b.min, avg: b.avg, max: b.max }));
+}
