@@ -1,0 +1,58 @@
+// A real Reef service for tests: a temp data dir (SQLite file) or a throw-away PostgreSQL database,
+// listening on an ephemeral port, plus helpers to make accounts and tokens.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { testConfig, type Config } from '../../src/config/config.ts';
+import { createAccount, type NewCredentials } from '../../src/auth/accounts.ts';
+import { startServer, type ComponentFactory, type RunningServer } from '../../src/server.ts';
+
+export interface TestServer extends RunningServer {
+  dataDir: string;
+  /** A fresh account (own group unless `group` is given). */
+  account(name?: string, group?: string): Promise<NewCredentials>;
+  /** A fresh account and a token for it. */
+  login(name?: string, group?: string): Promise<NewCredentials & { token: string }>;
+  token(c: { clientId: string; clientSecret: string }): Promise<string>;
+  /** fetch against the server with an optional token; JSON bodies are encoded. */
+  request(method: string, urlPath: string, opts?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
+}
+
+export function tempDir(prefix = 'reef-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export async function startTestServer(overrides: Partial<Config> = {}, components: ComponentFactory[] = []): Promise<TestServer> {
+  const dataDir = overrides.dataDir ?? tempDir();
+  const config = testConfig({ ...overrides, dataDir, gateway: { ...testConfig({ dataDir }).gateway, enabled: false, ...(overrides.gateway ?? {}) } });
+  const server = await startServer(config, { components });
+  const t: TestServer = {
+    ...server,
+    dataDir,
+    async close() {
+      await server.close();
+      if (!overrides.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+    account: (name = 'test', group) => createAccount(server.services.store, { name, ...(group ? { group } : {}) }),
+    async token(c) {
+      const r = await fetch(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(c) });
+      if (r.status !== 201) throw new Error(`token request failed: ${r.status} ${await r.text()}`);
+      return ((await r.json()) as { accessToken: string }).accessToken;
+    },
+    async login(name, group) {
+      const c = await t.account(name, group);
+      return { ...c, token: await t.token(c) };
+    },
+    request(method, urlPath, opts = {}) {
+      const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+      if (opts.token) headers.authorization = opts.token;
+      let body: string | undefined;
+      if (opts.body !== undefined) {
+        body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+        headers['content-type'] ??= 'application/json';
+      }
+      return fetch(`${server.url}${urlPath}`, { method, headers, ...(body === undefined ? {} : { body }) });
+    },
+  };
+  return t;
+}
