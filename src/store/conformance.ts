@@ -225,6 +225,75 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       ]);
     });
 
+    it('repeated timestamps within one batch: the later row wins, nothing duplicates', async () => {
+      const a = account('mia');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(id, [
+        { ts: T0, temperature: 1, extra: null },
+        { ts: T0 + 1, temperature: 2, extra: null },
+        { ts: T0, temperature: 3, extra: { v: 'second' } },
+      ]);
+      const page = await store.queryObservations(id, { limit: 10 });
+      assert.deepEqual(page.observations, [
+        { ts: T0 + 1, temperature: 2, extra: null },
+        { ts: T0, temperature: 3, extra: { v: 'second' } },
+      ]);
+    });
+
+    it('any timestamp from 1970 to 9999 and any double temperature round-trip exactly', async () => {
+      const a = account('ned');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      const rows: ObservationRecord[] = [
+        { ts: 0, temperature: 0.1 + 0.2, extra: null },
+        { ts: Date.UTC(1999, 11, 31, 23, 59, 59, 999), temperature: -273.15, extra: null },
+        { ts: Date.UTC(2038, 0, 19, 3, 14, 8, 1), temperature: 1e-300, extra: null },
+        { ts: Date.UTC(9999, 11, 31, 23, 59, 59, 999), temperature: 123456.7891, extra: { big: 12345678901234567 } },
+      ];
+      await store.insertObservations(id, rows);
+      const page = await store.queryObservations(id, { limit: 10 });
+      assert.deepEqual(page.observations, [...rows].reverse());
+      const latest = await store.latestObservations(a.groupId, 's');
+      assert.deepEqual(latest.find((l) => l.deviceId === id)?.observation, rows[3]);
+    });
+
+    it('retention: expired observations of a solution go, other solutions keep theirs', async () => {
+      const now = Date.now();
+      const a = account('olga');
+      const [short1, short2, long1] = [randomUUID(), randomUUID(), randomUUID()];
+      const mk = (id: string, solution: string) => store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution, deviceType: 'VirtualDevice', domainInfo: {} });
+      await mk(short1, 'short');
+      await mk(long1, 'long');
+      const ancient = Date.UTC(1971, 5, 1);
+      const old = now - 400 * 86_400_000;
+      const recent = now - 3_600_000;
+      const obs = (ts: number, t: number): ObservationRecord => ({ ts, temperature: t, extra: null });
+      await store.insertObservations(short1, [obs(ancient, 1), obs(old, 2), obs(recent, 3)]);
+      await store.insertObservations(long1, [obs(ancient, 1), obs(old, 2), obs(recent, 3)]);
+      await rejectsWith(store.setRetention(a.groupId, 'nope', 7), 'SOLUTION_NOT_FOUND');
+      await rejectsWith(store.setRetention(a.groupId, 'short', 0), 'VALIDATION_FAILED');
+      assert.equal(await store.getRetention(a.groupId, 'short'), null);
+      await store.setRetention(a.groupId, 'short', 7);
+      assert.equal(await store.getRetention(a.groupId, 'short'), 7);
+      assert.equal(await store.getRetention(a.groupId, 'long'), null);
+      // A device made after the setting follows it too; one whose only observation expires loses its latest.
+      await mk(short2, 'short');
+      await store.insertObservations(short2, [obs(old, 5)]);
+      await store.maintain(now);
+      const tss = async (id: string) => (await store.queryObservations(id, { limit: 10 })).observations.map((o) => o.ts);
+      assert.deepEqual(await tss(short1), [recent]);
+      assert.deepEqual(await tss(short2), []);
+      assert.deepEqual(await tss(long1), [recent, old, ancient]);
+      const latest = await store.latestObservations(a.groupId, 'short');
+      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]), [[short1, recent]]);
+      // Lifting the retention keeps what arrives from then on.
+      await store.setRetention(a.groupId, 'short', null);
+      await store.insertObservations(short1, [obs(old, 9)]);
+      await store.maintain(now);
+      assert.deepEqual(await tss(short1), [recent, old]);
+    });
+
     it('keeps job state by key and lists it by prefix', async () => {
       await store.setState('sim:1', '{"a":1}');
       await store.setState('sim:2', '{"a":2}');

@@ -60,6 +60,16 @@ export interface SigningKey {
   createdAt: number;
 }
 
+/** What one run of Store.maintain did. */
+export interface MaintenanceReport {
+  /** Time partitions made ahead of need (PostgreSQL; always 0 on SQLite). */
+  partitionsCreated: number;
+  /** Expired time partitions dropped whole (PostgreSQL; always 0 on SQLite). */
+  partitionsDropped: number;
+  /** Expired observations deleted one by one (SQLite; PostgreSQL only for out-of-range stragglers). */
+  rowsDeleted: number;
+}
+
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
   /** Applies pending migrations; safe when several processes start at once. */
@@ -107,6 +117,21 @@ export interface Store {
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage>;
   /** Per-bucket min/avg/max of temperature over [from, to), oldest first, empty buckets omitted. */
   bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]>;
+
+  // retention (docs/operations.md): per solution, enforced by maintain()
+  /**
+   * Keeps a solution's observations for `days` (a whole number, 1..36500), or forever with null.
+   * SOLUTION_NOT_FOUND when the group has no such solution.
+   */
+  setRetention(groupId: string, solution: string, days: number | null): Promise<void>;
+  getRetention(groupId: string, solution: string): Promise<number | null>;
+  /**
+   * Upkeep, run by one node at a time (the leader): removes observations older than their
+   * solution's retention as of `now` (PostgreSQL drops whole partitions, so an expired observation
+   * may outlive its retention by up to one partition period) together with a latest observation
+   * that expired, and prepares upcoming time partitions.
+   */
+  maintain(now?: number): Promise<MaintenanceReport>;
 
   // small key-value state for background jobs (simulations, gateway) that must survive restarts
   getState(key: string): Promise<string | null>;

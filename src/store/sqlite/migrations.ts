@@ -61,4 +61,10 @@ CREATE TABLE state (
 ) WITHOUT ROWID;
 `,
   },
+  {
+    version: 2,
+    name: 'retention',
+    // Days to keep a solution's observations (Store.setRetention); NULL keeps them forever.
+    sql: 'ALTER TABLE solutions ADD COLUMN retention_days INTEGER;',
+  },
 ];

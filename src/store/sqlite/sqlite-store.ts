@@ -5,7 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
 import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
 import { MIGRATIONS } from './migrations.ts';
 
 export interface SqliteOptions {
@@ -118,6 +118,11 @@ export class SqliteStore implements Store {
                      ORDER BY ts DESC LIMIT ?`),
       buckets: p(`SELECT CAST(ts - @from AS INTEGER) / CAST(@size AS INTEGER) * @size + @from AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
                   FROM observations WHERE device_pk = @pk AND ts >= @from AND ts < @to GROUP BY b ORDER BY b`),
+      setRetention: p('UPDATE solutions SET retention_days = ? WHERE group_id = ? AND name = ?'),
+      getRetention: p('SELECT retention_days AS days FROM solutions WHERE group_id = ? AND name = ?'),
+      retentions: p('SELECT group_id, name, retention_days AS days FROM solutions WHERE retention_days IS NOT NULL'),
+      expireObs: p('DELETE FROM observations WHERE ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)'),
+      expireLatest: p('DELETE FROM latest WHERE ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)'),
       getState: p('SELECT value FROM state WHERE key = ?').pluck(),
       setState: p('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
       deleteState: p('DELETE FROM state WHERE key = ?'),
@@ -310,6 +315,36 @@ export class SqliteStore implements Store {
       const pk = this.s.devicePk.get(deviceId) as number | undefined;
       if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
       return (this.s.buckets.all({ from: q.from, size: q.bucketMs, pk, to: q.to }) as Row[]).map((r) => ({ ts: r.b, count: r.n, min: r.lo, avg: r.mean, max: r.hi }));
+    });
+  }
+
+  setRetention(groupId: string, solution: string, days: number | null) {
+    return this.run(() => {
+      if (days !== null && (!Number.isInteger(days) || days < 1 || days > 36500)) {
+        throw new ReefError('VALIDATION_FAILED', 'retention must be a whole number of days from 1 to 36500, or null', { field: 'retention' });
+      }
+      if (this.s.setRetention.run(days, groupId, solution).changes === 0) throw new ReefError('SOLUTION_NOT_FOUND');
+    });
+  }
+  getRetention(groupId: string, solution: string) {
+    return this.run(() => {
+      const r = this.s.getRetention.get(groupId, solution) as Row | undefined;
+      if (!r) throw new ReefError('SOLUTION_NOT_FOUND');
+      return (r.days ?? null) as number | null;
+    });
+  }
+  /** SQLite has no partitions: expired observations are deleted by time range, per solution. */
+  maintain(now = Date.now()): Promise<MaintenanceReport> {
+    return this.run(() => {
+      let rowsDeleted = 0;
+      for (const r of this.s.retentions.all() as Row[]) {
+        const cutoff = now - (r.days as number) * 86_400_000;
+        this.db.transaction(() => {
+          rowsDeleted += this.s.expireObs.run(cutoff, r.group_id, r.name).changes;
+          this.s.expireLatest.run(cutoff, r.group_id, r.name);
+        })();
+      }
+      return { partitionsCreated: 0, partitionsDropped: 0, rowsDeleted };
     });
   }
 

@@ -1,0 +1,134 @@
+// Versioned schema of the PostgreSQL backend. Append only: a released migration is never edited.
+// Applied by PostgresStore.migrate() under a session advisory lock, so nodes starting together
+// apply each migration exactly once.
+//
+// Times are epoch milliseconds (bigint), exactly as the SQLite backend stores them: no time-zone or
+// float conversion can move an observation across a millisecond. JSON documents are jsonb.
+//
+// Observations are partitioned in two levels (native declarative partitioning):
+//   observations            PARTITION BY LIST (tier)      tier = retention in days, 0 = forever
+//     obs_t<tier>           PARTITION BY RANGE (ts)       one per retention in use
+//       obs_t<tier>_<date>  a month (or a week for retentions up to 93 days)
+//       obs_t<tier>_default timestamps outside every range partition (uploads may carry any time)
+// so retention drops whole partitions of a tier, never deletes row by row, and a solution's
+// retention is the tier of its devices (devices.tier, kept in step by setRetention).
+
+/** Advisory-lock keys (pg_advisory_lock(bigint)); distinct from any other application's by prefix. */
+export const LOCK_MIGRATE = 0x5265_6566_0001n; // "Reef" 1
+export const LOCK_PARTITIONS = 0x5265_6566_0002n;
+export const LOCK_LEADER = 0x5265_6566_0003n;
+
+export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: 'initial',
+    sql: `
+CREATE TABLE accounts (
+  tenant_id   text COLLATE "C" PRIMARY KEY,
+  name        text NOT NULL,
+  group_id    text COLLATE "C" NOT NULL,
+  client_id   text COLLATE "C" NOT NULL UNIQUE,
+  secret_hash text NOT NULL,
+  disabled    boolean NOT NULL DEFAULT false,
+  created_at  bigint NOT NULL
+);
+CREATE TABLE signing_keys (
+  kid        text COLLATE "C" PRIMARY KEY,
+  secret     text NOT NULL,
+  created_at bigint NOT NULL
+);
+CREATE TABLE solutions (
+  group_id       text COLLATE "C" NOT NULL,
+  name           text COLLATE "C" NOT NULL,
+  created_at     bigint NOT NULL,
+  -- Days to keep observations; NULL keeps them forever.
+  retention_days integer,
+  PRIMARY KEY (group_id, name)
+);
+CREATE TABLE devices (
+  pk                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id                text COLLATE "C" NOT NULL UNIQUE,
+  tenant_id         text COLLATE "C" NOT NULL,
+  group_id          text COLLATE "C" NOT NULL,
+  solution          text COLLATE "C" NOT NULL,
+  device_type       text COLLATE "C" NOT NULL,
+  domain_info       jsonb NOT NULL,
+  provisioning_info jsonb,
+  mac               text COLLATE "C" CONSTRAINT devices_mac_key UNIQUE,
+  created_at        bigint NOT NULL,
+  -- The observation partition tier: the solution's retention in days, 0 = forever.
+  tier              integer NOT NULL DEFAULT 0
+);
+CREATE INDEX devices_by_solution ON devices (group_id, solution, pk);
+
+CREATE TABLE observations (
+  device_pk   bigint NOT NULL,
+  ts          bigint NOT NULL,
+  temperature double precision,
+  extra       jsonb,
+  tier        integer NOT NULL DEFAULT 0
+) PARTITION BY LIST (tier);
+-- (device, time) is the key (one observation per device per millisecond: the dedupe rule), newest
+-- first for the newest-first reads. A unique index on a partitioned table must hold every partition
+-- key, hence tier; a device is in exactly one tier at a time, so (device_pk, ts) stays unique.
+CREATE UNIQUE INDEX observations_device_ts ON observations (device_pk, ts DESC, tier);
+
+-- The latest observation of each device, kept in the insert's statement so that "latest of all
+-- devices" (seed §4.2) never scans history.
+CREATE TABLE latest (
+  device_pk   bigint PRIMARY KEY,
+  ts          bigint NOT NULL,
+  temperature double precision,
+  extra       jsonb
+);
+CREATE TABLE state (
+  key   text COLLATE "C" PRIMARY KEY,
+  value text NOT NULL
+);
+
+-- A tier: the LIST partition of one retention, range-partitioned by time, with a default partition.
+CREATE FUNCTION reef_ensure_tier(p_tier integer) RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE
+  parent text := 'obs_t' || p_tier;
+BEGIN
+  IF to_regclass(parent) IS NOT NULL THEN RETURN false; END IF;
+  PERFORM pg_advisory_xact_lock(${LOCK_PARTITIONS});
+  BEGIN
+    EXECUTE format('CREATE TABLE %I PARTITION OF observations FOR VALUES IN (%s) PARTITION BY RANGE (ts)', parent, p_tier);
+    EXECUTE format('CREATE TABLE %I PARTITION OF %I DEFAULT', parent || '_default', parent);
+  EXCEPTION WHEN duplicate_table THEN
+    RETURN false; -- another node made it first
+  END;
+  RETURN true;
+END
+$fn$;
+
+-- A range partition [p_start, p_end) of a tier. Built beside the table and then attached, which
+-- takes a SHARE UPDATE EXCLUSIVE lock on the tier (inserts go on) where CREATE TABLE ... PARTITION OF
+-- would block them. Rows of the range that earlier landed in the default partition move over first.
+CREATE FUNCTION reef_ensure_partition(p_tier integer, p_start bigint, p_end bigint) RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE
+  parent text := 'obs_t' || p_tier;
+  dflt   text := 'obs_t' || p_tier || '_default';
+  part   text := 'obs_t' || p_tier || '_' || to_char(to_timestamp(p_start / 1000) AT TIME ZONE 'UTC', 'YYYYMMDD');
+BEGIN
+  IF to_regclass(part) IS NOT NULL THEN RETURN false; END IF;
+  PERFORM pg_advisory_xact_lock(${LOCK_PARTITIONS});
+  BEGIN
+    EXECUTE format('CREATE TABLE %I (LIKE observations INCLUDING DEFAULTS)', part);
+    EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (tier = %s AND ts >= %s AND ts < %s)', part, part || '_range', p_tier, p_start, p_end);
+    EXECUTE format('WITH moved AS (DELETE FROM %I WHERE ts >= %s AND ts < %s RETURNING device_pk, ts, temperature, extra, tier) INSERT INTO %I (device_pk, ts, temperature, extra, tier) SELECT * FROM moved', dflt, p_start, p_end, part);
+    EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%s) TO (%s)', parent, part, p_start, p_end);
+  EXCEPTION WHEN duplicate_table OR invalid_object_definition THEN
+    -- Made by another node meanwhile, or the range overlaps an existing partition: nothing to do,
+    -- the rows of this range are routed to that partition or to the default one.
+    RETURN false;
+  END;
+  RETURN true;
+END
+$fn$;
+
+SELECT reef_ensure_tier(0);
+`,
+  },
+];
