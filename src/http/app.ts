@@ -1,6 +1,7 @@
 // buildApp(deps) assembles the HTTP service and never listens: src/main.ts (and tests) decide where.
 import { randomBytes } from 'node:crypto';
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
+import Ajv from 'ajv';
 import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -55,8 +56,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomBytes(8).toString('hex');
     },
-    ajv: { customOptions: { allErrors: false, coerceTypes: 'array', removeAdditional: false } },
   });
+
+  // Query strings and paths are text and are coerced to the declared types; JSON bodies are not,
+  // so {"deviceType": 7} is refused rather than silently turned into "7".
+  const ajvOptions = { removeAdditional: false, allErrors: false, strict: false, useDefaults: true } as const;
+  const bodyAjv = new Ajv({ ...ajvOptions, coerceTypes: false });
+  const textAjv = new Ajv({ ...ajvOptions, coerceTypes: 'array' });
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
 
   // The JavaScript SDK sends Content-Type: application/json on every request, GET and DELETE
   // included (wire §1): an empty JSON body is "no body", not an error.
