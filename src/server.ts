@@ -7,7 +7,10 @@ import pino, { type Logger } from 'pino';
 import type { Config } from './config/config.ts';
 import { Authenticator, createAccount } from './auth/accounts.ts';
 import { TokenService } from './auth/tokens.ts';
-import { LocalEventBus, type EventBus } from './events/bus.ts';
+import type { EventBus } from './events/bus.ts';
+import { openCoordination } from './jobs/coordination.ts';
+import type { Leadership } from './jobs/leader.ts';
+import { upkeepJob } from './jobs/upkeep.ts';
 import { buildApp } from './http/app.ts';
 import { openStore } from './store/open.ts';
 import type { Store } from './store/store.ts';
@@ -18,6 +21,8 @@ export interface Services {
   events: EventBus;
   auth: Authenticator;
   tokens: TokenService;
+  /** Background jobs run where this says (one node at a time on PostgreSQL). */
+  leadership: Leadership;
   log: Logger;
 }
 
@@ -52,8 +57,10 @@ export async function openServices(config: Config, log?: Logger): Promise<Servic
   const tokens = new TokenService(store, config.tokens);
   await tokens.init();
   const auth = new Authenticator(store, tokens, config.loginThrottle);
-  const events: EventBus = new LocalEventBus();
-  return { config, store, events, auth, tokens, log: logger };
+  // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
+  const { events, leadership } = await openCoordination(store, { onError: (err, what) => logger.warn({ err }, what) });
+  leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
+  return { config, store, events, auth, tokens, leadership, log: logger };
 }
 
 /**
@@ -102,12 +109,14 @@ export async function startServer(config: Config, opts: { components?: Component
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   for (const c of components) await c.start?.();
+  await services.leadership.start();
 
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
       // Stop producers first, then let in-flight HTTP requests finish, then close the store.
       for (const c of [...components].reverse()) await c.stop?.().catch((err) => services.log.error({ err }, `stopping ${c.name} failed`));
+      await services.leadership.close();
       await app.close();
       await services.events.close();
       await services.store.close();

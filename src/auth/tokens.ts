@@ -49,7 +49,11 @@ export class TokenService {
   /** Re-reads stored keys: picks up a rotation done by another node. */
   async refresh(): Promise<void> {
     const stored = await this.store.listSigningKeys();
-    for (const k of stored) this.keys.set(k.kid, new TextEncoder().encode(k.secret));
+    // Rebuilt, not added to: a key retired by rotation (deleted from the store) stops verifying.
+    const keys = new Map<string, Uint8Array>();
+    if (this.opts.secret && this.current) keys.set(this.current.kid, new TextEncoder().encode(this.opts.secret));
+    for (const k of stored) keys.set(k.kid, new TextEncoder().encode(k.secret));
+    this.keys = keys;
     if (!this.opts.secret && stored.length) this.current = stored[stored.length - 1]!;
     this.lastRefresh = Date.now();
   }
@@ -63,6 +67,8 @@ export class TokenService {
   }
 
   async issue(tenantId: string): Promise<IssuedToken> {
+    // Sign with the newest key even when another node rotated it in (src/jobs/upkeep.ts KEY_REFRESH_MS).
+    if (Date.now() - this.lastRefresh > 60_000) await this.refresh();
     const now = Math.floor(Date.now() / 1000);
     const key = this.keys.get(this.current.kid)!;
     const accessToken = await new SignJWT({ scope: 'api' })

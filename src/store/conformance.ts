@@ -89,6 +89,19 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(keys, [k]);
     });
 
+    it('lists signing keys oldest first and deletes a retired one', async () => {
+      const base = Date.now() + 1_000_000;
+      const k1 = { kid: `k1-${randomUUID()}`, secret: 'a'.repeat(43), createdAt: base };
+      const k2 = { kid: `k2-${randomUUID()}`, secret: 'b'.repeat(43), createdAt: base + 1 };
+      await store.addSigningKey(k2);
+      await store.addSigningKey(k1);
+      const mine = (await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid);
+      assert.deepEqual(mine, [k1, k2]);
+      await store.deleteSigningKey(k1.kid);
+      await store.deleteSigningKey('no-such-key');
+      assert.deepEqual((await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid), [k2]);
+    });
+
     it('creates devices, their solution, and lists them by group and solution', async () => {
       const a = account('dave');
       const id = randomUUID();

@@ -90,6 +90,8 @@ export interface Store {
   // token signing keys (shared by every node that uses the store)
   listSigningKeys(): Promise<SigningKey[]>;
   addSigningKey(k: SigningKey): Promise<void>;
+  /** Retires a key (rotation, src/jobs/upkeep.ts); tokens it signed are refused from then on. */
+  deleteSigningKey(kid: string): Promise<void>;
 
   // solutions: a name per tenant group, created with its first device
   solutionExists(groupId: string, solution: string): Promise<boolean>;

@@ -131,4 +131,11 @@ $fn$;
 SELECT reef_ensure_tier(0);
 `,
   },
+  {
+    version: 2,
+    name: 'event payloads',
+    // Live-update events too large for a NOTIFY payload (8000 bytes) wait here for the other nodes
+    // (src/events/pg-bus.ts); rows older than a few minutes are swept by the sender.
+    sql: 'CREATE TABLE event_payloads (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, created_at bigint NOT NULL, payload text NOT NULL);',
+  },
 ];

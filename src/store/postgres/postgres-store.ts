@@ -276,6 +276,10 @@ export class PostgresStore implements Store {
     await this.q('INSERT INTO signing_keys (kid, secret, created_at) VALUES ($1, $2, $3) ON CONFLICT (kid) DO NOTHING', [k.kid, k.secret, k.createdAt]);
   }
 
+  async deleteSigningKey(kid: string): Promise<void> {
+    await this.q('DELETE FROM signing_keys WHERE kid = $1', [kid]);
+  }
+
   // ---- solutions and devices ----------------------------------------------------------------
 
   async solutionExists(groupId: string, solution: string): Promise<boolean> {

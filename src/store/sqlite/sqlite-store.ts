@@ -62,6 +62,9 @@ function translate(e: unknown): never {
   if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_IOERR' || code === 'SQLITE_FULL') {
     throw new ReefError('STORE_UNAVAILABLE', 'the database is busy or unavailable; retry shortly', { retryAfter: 1, cause: e });
   }
+  if (e instanceof TypeError && /database connection is not open/.test(msg)) {
+    throw new ReefError('STORE_UNAVAILABLE', 'the database is closed (the service is shutting down)', { retryAfter: 1, cause: e });
+  }
   throw e;
 }
 
@@ -91,6 +94,7 @@ export class SqliteStore implements Store {
       setDisabled: p('UPDATE accounts SET disabled = ? WHERE tenant_id = ?'),
       countAccounts: p('SELECT count(*) AS n FROM accounts'),
       listKeys: p('SELECT * FROM signing_keys ORDER BY created_at, kid'),
+      deleteKey: p('DELETE FROM signing_keys WHERE kid = ?'),
       addKey: p('INSERT INTO signing_keys (kid, secret, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING'),
       solutionExists: p('SELECT 1 FROM solutions WHERE group_id = ? AND name = ?'),
       ensureSolution: p('INSERT INTO solutions (group_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
@@ -215,6 +219,12 @@ export class SqliteStore implements Store {
   addSigningKey(k: SigningKey) {
     return this.run(() => {
       this.s.addKey.run(k.kid, k.secret, k.createdAt);
+    });
+  }
+
+  deleteSigningKey(kid: string) {
+    return this.run(() => {
+      this.s.deleteKey.run(kid);
     });
   }
 
