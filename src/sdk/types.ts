@@ -1,0 +1,108 @@
+// Wire shapes of the Reef HTTP API as clients see them (seed §2, wire §1, docs/api.md). Copied here
+// on purpose: the SDK depends on nothing but `fetch`, so it imports nothing from the server side.
+
+/** Names the seed gives a meaning to (seed §1); any other solution name is a user's own. */
+export const SANDBOX = 'sandbox';
+export const STUDIO_SIMULATION = 'StudioSimulation';
+
+export interface Location {
+  latitude: number;
+  longitude: number;
+  [key: string]: unknown;
+}
+
+export interface DomainInfo {
+  location?: Location;
+  [key: string]: unknown;
+}
+
+/** seed §2: the wire names carry a vendor word, written `vendor` as in the seed. */
+export interface ProvisioningInfo {
+  status: 'provisioned' | string;
+  timestamp: string;
+  vendorMacAddress: string;
+  vendorNetworkDeviceType: 'MILLI' | string;
+  [key: string]: unknown;
+}
+
+export interface Device {
+  id: string;
+  /** `NICDevKit` (a provisioned dev kit), `VirtualDevice` (simulated), or a user's own type. */
+  deviceType: string;
+  domainInfo: DomainInfo;
+  provisioningInfo?: ProvisioningInfo;
+}
+
+export interface NewDevice {
+  deviceType: string;
+  domainInfo?: DomainInfo;
+}
+
+/**
+ * One reading: `timestamp` ISO-8601 UTC with milliseconds, `temperature`, and free-form fields
+ * (`humidity`, `batteryLevel`, `accelerometer: {x, y, z}`...). On upload `temperature` may also be a
+ * numeric string ("72.50"), as some clients send it; it is stored as a number.
+ */
+export interface Observation {
+  timestamp: string;
+  temperature?: number;
+  [field: string]: unknown;
+}
+
+export interface UploadObservation {
+  timestamp: string | Date;
+  temperature?: number | string;
+  [field: string]: unknown;
+}
+
+/** An element of "latest observations of all devices" (seed §4.2). */
+export interface ObservationGroup {
+  deviceId: string;
+  observations: Observation[];
+}
+
+/** One bucket of `?bucket=`: min/avg/max of temperature over [timestamp, timestamp + bucket). */
+export interface Bucket {
+  timestamp: string;
+  count: number;
+  min: number | null;
+  avg: number | null;
+  max: number | null;
+}
+
+export interface ObservationQuery {
+  /** Inclusive lower bound. */
+  from?: string | Date;
+  /** Exclusive upper bound. */
+  to?: string | Date;
+  /** Only observations whose tags contain this tag. */
+  tags?: string;
+}
+
+export interface ObservationPage {
+  observations: Observation[];
+  /** The next page's full URL from the `next_page` header, or null on the last page. */
+  nextPage: string | null;
+}
+
+/** The uniform error body of every failed request (docs/errors.md). */
+export interface ErrorBody {
+  statusCode: number;
+  code: string;
+  error: string;
+  message: string;
+  requestId: string;
+  field?: string;
+}
+
+export interface TokenResponse {
+  accessToken: string;
+  tokenType?: string;
+  expiresIn?: number;
+}
+
+/** Events of the live stream (`GET /api/solutions/{S}/events`, Server-Sent Events). */
+export type StreamEvent =
+  | { type: 'observations'; deviceId: string; observations: Observation[] }
+  | { type: 'device'; deviceId: string; action: 'created' | 'deleted' | string }
+  | { type: string; data: unknown; [key: string]: unknown };
