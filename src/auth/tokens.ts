@@ -41,7 +41,9 @@ export class TokenService {
     }
     await this.refresh();
     if (!this.current) {
-      await this.store.addSigningKey({ kid: randomUUID(), secret: randomBytes(32).toString('base64url'), createdAt: Date.now() });
+      // A fixed kid for the first key: nodes starting together on one database all try to add it,
+      // one insert wins (the others are no-ops) and every node reads back and signs with that key.
+      await this.store.addSigningKey({ kid: 'initial', secret: randomBytes(32).toString('base64url'), createdAt: Date.now() });
       await this.refresh();
     }
   }
