@@ -5,7 +5,9 @@ import { startServer, type ComponentFactory } from '../server.ts';
 import { parseArgs } from './args.ts';
 
 /** Parts of the service beyond the HTTP API; each is optional and loaded on demand. */
-export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [];
+export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [
+  { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
+];
 
 const HELP = `Usage: reef serve [options]
 
