@@ -1,0 +1,146 @@
+// The devices table: sortable by every column, filtered by a free text, rows kept (not rebuilt) so
+// live updates do not steal keyboard focus. A row click plots that device alone; the checkbox adds
+// it to (or removes it from) the comparison.
+import type { Device } from './api.ts';
+import { el, fmtAge, fmtTemp, shortId, whereOf, type Unit } from './format.ts';
+
+export interface Latest {
+  ts: number;
+  temp: number | null;
+}
+
+type SortKey = 'id' | 'type' | 'where' | 'temp' | 'age';
+
+export class DeviceTable {
+  private rows = new Map<string, HTMLTableRowElement>();
+  private devices: Device[] = [];
+  private sortKey: SortKey = 'id';
+  private sortDir: 1 | -1 = 1;
+  private filter = '';
+
+  constructor(
+    private readonly table: HTMLTableElement,
+    private readonly filterInput: HTMLInputElement,
+    private readonly ctx: {
+      latest: Map<string, Latest>;
+      selected: () => string[];
+      unit: () => Unit;
+      select: (id: string, mode: 'only' | 'toggle') => void;
+    },
+  ) {
+    for (const b of table.querySelectorAll<HTMLButtonElement>('thead button[data-sort]')) {
+      b.addEventListener('click', () => {
+        const k = b.dataset.sort as SortKey;
+        if (this.sortKey === k) this.sortDir = this.sortDir === 1 ? -1 : 1;
+        else {
+          this.sortKey = k;
+          this.sortDir = k === 'age' || k === 'temp' ? -1 : 1;
+        }
+        this.order();
+      });
+    }
+    filterInput.addEventListener('input', () => {
+      this.filter = filterInput.value.trim().toLowerCase();
+      this.order();
+    });
+  }
+
+  setDevices(devices: Device[]): void {
+    this.devices = devices;
+    const keep = new Set(devices.map((d) => d.id));
+    for (const [id, tr] of this.rows) if (!keep.has(id)) {
+      tr.remove();
+      this.rows.delete(id);
+    }
+    for (const d of devices) if (!this.rows.has(d.id)) this.rows.set(d.id, this.makeRow(d));
+    this.refresh();
+  }
+
+  private makeRow(d: Device): HTMLTableRowElement {
+    const box = el('input', { type: 'checkbox', 'aria-label': `Compare device ${d.id}` });
+    box.addEventListener('click', (e) => {
+      e.stopPropagation();
+      this.ctx.select(d.id, 'toggle');
+    });
+    const idCell = el('th', { scope: 'row', class: 'mono', title: d.id }, el('span', { class: 'id-short' }, shortId(d.id)), el('span', { class: 'id-rest' }, d.id.slice(8)));
+    const tr = el('tr', { tabindex: '0', 'data-id': d.id, 'aria-selected': 'false' },
+      el('td', { class: 'c-pick' }, box),
+      idCell,
+      el('td', {}, d.deviceType),
+      el('td', { class: 'mono where' }, whereOf(d)),
+      el('td', { class: 'num temp' }),
+      el('td', { class: 'num age' }),
+    );
+    tr.addEventListener('click', (e) => this.ctx.select(d.id, e.ctrlKey || e.metaKey || e.shiftKey ? 'toggle' : 'only'));
+    tr.addEventListener('keydown', (e) => {
+      if (e.target !== tr) return;
+      if (e.key === 'Enter' || e.key === ' ') {
+        e.preventDefault();
+        this.ctx.select(d.id, e.shiftKey ? 'toggle' : 'only');
+      } else if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+        e.preventDefault();
+        const next = (e.key === 'ArrowDown' ? tr.nextElementSibling : tr.previousElementSibling) as HTMLElement | null;
+        next?.focus();
+      }
+    });
+    return tr;
+  }
+
+  /** Latest values, ages, selection marks and the order. */
+  refresh(): void {
+    const unit = this.ctx.unit();
+    const sel = new Set(this.ctx.selected());
+    const now = Date.now();
+    for (const [id, tr] of this.rows) {
+      const l = this.ctx.latest.get(id);
+      const cells = tr.cells;
+      cells[4]!.textContent = fmtTemp(l?.temp, unit);
+      cells[5]!.textContent = fmtAge(l?.ts, now);
+      const on = sel.has(id);
+      tr.setAttribute('aria-selected', String(on));
+      (cells[0]!.firstChild as HTMLInputElement).checked = on;
+    }
+    this.order();
+  }
+
+  /** Only ages change with time: cheap enough to run every few seconds. */
+  tick(): void {
+    const now = Date.now();
+    for (const [id, tr] of this.rows) tr.cells[5]!.textContent = fmtAge(this.ctx.latest.get(id)?.ts, now);
+  }
+
+  private key(d: Device): string | number {
+    const l = this.ctx.latest.get(d.id);
+    switch (this.sortKey) {
+      case 'id': return d.id;
+      case 'type': return d.deviceType;
+      case 'where': return whereOf(d);
+      case 'temp': return l?.temp ?? -Infinity;
+      case 'age': return l?.ts ?? -Infinity;
+    }
+  }
+
+  private order(): void {
+    const f = this.filter;
+    const shown = this.devices.filter((d) => !f || `${d.id} ${d.deviceType} ${whereOf(d)}`.toLowerCase().includes(f));
+    shown.sort((a, b) => {
+      const ka = this.key(a);
+      const kb = this.key(b);
+      const c = typeof ka === 'number' && typeof kb === 'number' ? ka - kb : String(ka).localeCompare(String(kb));
+      return c * this.sortDir || a.id.localeCompare(b.id);
+    });
+    const body = this.table.tBodies[0]!;
+    const want = shown.map((d) => this.rows.get(d.id)!);
+    // Move rows only when the order changed: moving a focused row would blur it.
+    const have = [...body.rows];
+    if (have.length !== want.length || have.some((r, i) => r !== want[i])) body.replaceChildren(...want);
+    for (const th of this.table.querySelectorAll<HTMLTableCellElement>('thead th[aria-sort]')) {
+      const k = th.querySelector('button')?.dataset.sort;
+      th.setAttribute('aria-sort', k === this.sortKey ? (this.sortDir === 1 ? 'ascending' : 'descending') : 'none');
+    }
+  }
+
+  focusRow(id: string): void {
+    this.rows.get(id)?.scrollIntoView({ block: 'nearest' });
+  }
+}
