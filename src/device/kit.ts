@@ -1,0 +1,137 @@
+// One software dev kit: the network module (primary station, UDP side) and the application
+// processor (secondary station, CoAP server) joined by an HDLC link over a byte stream (in process
+// by default; two serial/pty paths optionally). start() is the reset: the serial-monitor window
+// opens (seed §4.4: debug output only when a monitor attaches within it), the CoAP server starts
+// when a monitor attaches or the window ends, and the module sets the link up with SNRM.
+import { Peer } from '../coap/index.ts';
+import { DeviceConfig, macPlus } from './config.ts';
+import { describeFrame } from './hdlc/frame.ts';
+import { FrameTrace, PrimaryStation, SecondaryStation } from './hdlc/link.ts';
+import { ByteStream, duplexPair, openSerialPort } from './hdlc/transport.ts';
+import { DeviceLog, LogSink } from './log.ts';
+import { NetworkModule, prefixFor } from './module.ts';
+import { Sensor } from './sensor.ts';
+import { seedFrom, TemperatureModel } from './temperature-model.ts';
+
+export interface KitOptions {
+  /** Index in a fleet: MAC + index, port + index (unless port 0). */
+  index?: number;
+  /** A serial monitor attached at reset (the terminal of `reef device`). */
+  monitor?: LogSink;
+  random?: () => number;
+}
+
+export class Kit {
+  readonly mac: string;
+  readonly log: DeviceLog;
+  readonly sensor: Sensor;
+  readonly module: NetworkModule;
+  readonly primary: PrimaryStation;
+  readonly secondary: SecondaryStation;
+  readonly streams: [ByteStream, ByteStream];
+  private resetAt = 0;
+  private monitorWaiter: (() => void) | undefined;
+  private started = false;
+
+  constructor(
+    readonly config: DeviceConfig,
+    o: KitOptions = {},
+  ) {
+    const i = o.index ?? 0;
+    this.mac = macPlus(config.mac, i);
+    this.log = new DeviceLog(config.logLevel, config.count > 1 ? `[${this.mac}] ` : '');
+    if (o.monitor) this.log.sink = o.monitor;
+    const trace = (side: string): FrameTrace => (dir, f) => {
+      if (this.log.on(7)) this.log.debug(`hdlc ${side} ${dir} ${describeFrame(f)}`);
+    };
+    this.streams = config.serial ? [openSerialPort(config.serial[0]), openSerialPort(config.serial[1])] : duplexPair();
+    const bootEpoch = Date.now();
+    this.sensor = new Sensor({
+      version: config.appVersion,
+      prefix: prefixFor(config.firmware),
+      cbor: config.cbor,
+      maxAgeSec: config.maxAgeSec,
+      periodMs: config.periodMs,
+      conEvery: config.conEvery,
+      observeLimit: config.observeLimit,
+      // A CON notification crosses the link and then the module's CoAP retransmissions.
+      conTimeoutMs: config.ackTimeoutMs * (2 ** (config.maxRetransmit + 1) - 1) * 1.5 + 2 * config.uartTimeoutMs,
+      timeSyncIntervalMs: config.timeSyncIntervalMs,
+      unit: config.unit,
+      model: new TemperatureModel({ seed: config.seed || seedFrom(this.mac), baseC: config.baseC, swingC: config.swingC, noiseC: config.noiseC, sensorPresent: config.sensorPresent }),
+      log: this.log,
+      ...(o.random ? { random: o.random } : {}),
+    });
+    this.secondary = new SecondaryStation(this.streams[1], {
+      timeoutMs: config.uartTimeoutMs,
+      trace: trace('ap'),
+      onMessage: (b) => this.sensor.receive(b),
+      wake: () => this.primary.poll(),
+      onLinkUp: () => this.sensor.linkUp(),
+      onLinkDown: () => this.sensor.linkDown(),
+    });
+    this.sensor.attach((b) => this.secondary.send(b));
+    this.primary = new PrimaryStation(this.streams[0], {
+      timeoutMs: config.uartTimeoutMs,
+      trace: trace('module'),
+      onMessage: (b) => this.module.fromLink(b),
+      onLinkUp: (p) => this.log.info(`hdlc link up (max info ${p.maxInfoTx}/${p.maxInfoRx}, window ${p.windowTx})`),
+      onLinkDown: (why) => this.log.warn(`hdlc link down: ${why}`),
+    });
+    this.module = new NetworkModule({
+      mac: this.mac,
+      host: config.host,
+      port: config.port === 0 ? 0 : config.port + i,
+      firmware: config.firmware,
+      ...(config.gateway ? { gateway: config.gateway } : {}),
+      link: this.primary,
+      log: this.log,
+      forwardTimeoutMs: config.uartTimeoutMs * 4,
+      announceIntervalMs: config.announceIntervalMs,
+      readingFormat: config.cbor ? 60 : 0,
+      transmission: { ackTimeoutMs: config.ackTimeoutMs, maxRetransmit: config.maxRetransmit },
+      bootEpoch,
+    });
+  }
+
+  /**
+   * Attaches a serial monitor. Within the window after reset the kit's log goes to it; after the
+   * window it is refused (returns false) and output stays off until the next reset (seed §4.4).
+   */
+  attachMonitor(sink: LogSink): boolean {
+    if (this.started && Date.now() - this.resetAt > this.config.monitorWindowMs) return false;
+    this.log.sink = sink;
+    this.monitorWaiter?.();
+    return true;
+  }
+
+  /** Reset: waits for a monitor or the window, then starts the CoAP server and the link. */
+  async start(): Promise<void> {
+    this.resetAt = Date.now();
+    if (!this.log.sink && this.config.monitorWindowMs > 0) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, this.config.monitorWindowMs);
+        this.monitorWaiter = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      this.monitorWaiter = undefined;
+    }
+    this.started = true;
+    await this.module.start();
+    await this.primary.connect();
+    this.log.note(`kit ${this.mac} up on ${this.address().address}:${this.address().port} (prefix /${this.module.prefix}, firmware ${this.config.firmware})`);
+  }
+
+  address(): Peer {
+    return this.module.address();
+  }
+
+  async stop(): Promise<void> {
+    this.sensor.stop();
+    await this.module.stop();
+    this.primary.close();
+    this.secondary.close();
+  }
+}

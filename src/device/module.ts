@@ -1,0 +1,329 @@
+// The network module (wire §2, seed §4.4, §9): the kit's UDP side. It listens for CoAP, strips the
+// resource prefix its firmware version implies (`sensor` up to build 112738, `snsr` after), and
+// passes each message over the HDLC link to the application processor, under a Message ID and
+// token of its own so that answers, notifications, ACKs and RSTs find their way back to the right
+// peer. Messages the application processor starts arrive by wake-and-poll; requests among them go
+// upstream to the configured gateway (only logged without one). It also announces the kit to the
+// gateway (src/coap/announce.ts).
+import {
+  ACK,
+  Announcement,
+  announcementMessage,
+  Code,
+  CoapEndpoint,
+  CoapMessage,
+  CON,
+  describeMessage,
+  emptyMessage,
+  EndpointOptions,
+  getUintOption,
+  isRequestCode,
+  NON,
+  Option,
+  parseMessage,
+  Peer,
+  ResponseSpec,
+  RST,
+  serializeMessage,
+  TransmissionParams,
+  uintOption,
+  uriPath,
+} from '../coap/index.ts';
+import { PrimaryStation } from './hdlc/link.ts';
+import { DeviceLog } from './log.ts';
+
+export type Prefix = 'snsr' | 'sensor';
+
+/** Firmware "1.2.1000.117958" → prefix (seed §9): `sensor` up to 1.2.1000.112738, `snsr` after. */
+export function prefixFor(firmware: string): Prefix {
+  const v = firmware.split('.').map(Number);
+  const ref = [1, 2, 1000, 112738];
+  for (let i = 0; i < 4; i++) {
+    if ((v[i] ?? 0) < ref[i]) return 'sensor';
+    if ((v[i] ?? 0) > ref[i]) return 'snsr';
+  }
+  return 'sensor';
+}
+
+export interface ModuleOptions {
+  mac: string;
+  host: string;
+  port: number;
+  firmware: string;
+  gateway?: Peer;
+  link: PrimaryStation;
+  log: DeviceLog;
+  /** How long a forwarded request may wait for the application processor before 5.04. */
+  forwardTimeoutMs: number;
+  announceIntervalMs: number;
+  /** Content-format of readings, for the announcement. */
+  readingFormat: number;
+  transmission?: Partial<TransmissionParams>;
+  bootEpoch: number;
+}
+
+interface Forward {
+  resolve: (m: CoapMessage | undefined) => void;
+  timer: NodeJS.Timeout;
+  localMid: number;
+}
+
+interface Mapping {
+  peer: Peer;
+  token: Buffer;
+  local: Buffer;
+  observing: boolean;
+}
+
+export class NetworkModule {
+  readonly prefix: Prefix;
+  endpoint!: CoapEndpoint;
+  readonly stats = { forwarded: 0, wrongPrefix: 0, timeouts: 0, notifications: 0, upstream: 0, announcements: 0, tooLarge: 0 };
+  private localMid = Math.floor(Math.random() * 0x10000);
+  private localToken = Math.floor(Math.random() * 0xffffffff);
+  private readonly forwards = new Map<string, Forward>();
+  /** (peer, client token) → mapping; local token → mapping. */
+  private readonly byClient = new Map<string, Mapping>();
+  private readonly byLocal = new Map<string, Mapping>();
+  /** Module-side MID of a NON notification → the AP's MID, to relay a RST (RFC 7641 §3.6). */
+  private readonly nonRelay = new Map<string, number>();
+  private announceTimer: NodeJS.Timeout | undefined;
+  private announceSeq = 0;
+
+  constructor(private readonly o: ModuleOptions) {
+    this.prefix = prefixFor(o.firmware);
+  }
+
+  async start(): Promise<void> {
+    const log = this.o.log;
+    const opts: EndpointOptions & { port: number; host: string } = {
+      host: this.o.host,
+      port: this.o.port,
+      onRefused: (reason, peer, action) => log.info(`udp ${peer.address}:${peer.port} refused (${action}): ${reason}`),
+    };
+    if (this.o.transmission) opts.transmission = this.o.transmission;
+    if (log.on(7)) opts.trace = (dir, m, p) => log.debug(`udp ${dir} ${p.address}:${p.port} ${describeMessage(m)}`);
+    this.endpoint = await CoapEndpoint.create(opts);
+    this.endpoint.handle((req, peer) => this.onRequest(req, peer));
+    this.endpoint.on('reset', (mid: number, peer: Peer) => this.onPeerReset(mid, peer));
+    this.endpoint.on('error', (e: Error) => log.err(`udp error: ${e.message}`));
+    if (this.o.gateway) {
+      this.announce();
+      if (this.o.announceIntervalMs > 0) {
+        this.announceTimer = setInterval(() => this.announce(), this.o.announceIntervalMs);
+        this.announceTimer.unref();
+      }
+    }
+  }
+
+  address(): Peer {
+    return this.endpoint.address();
+  }
+
+  async stop(): Promise<void> {
+    if (this.announceTimer) clearInterval(this.announceTimer);
+    for (const f of this.forwards.values()) {
+      clearTimeout(f.timer);
+      f.resolve(undefined);
+    }
+    this.forwards.clear();
+    await this.endpoint?.close();
+  }
+
+  /** The announcement this module sends (src/coap/announce.ts). */
+  announcement(): Announcement {
+    const a = this.address();
+    return {
+      v: 1,
+      mac: this.o.mac,
+      host: a.address,
+      port: a.port,
+      prefix: this.prefix,
+      fw: this.o.firmware,
+      cf: this.o.readingFormat,
+      seq: this.announceSeq,
+      boot: Math.floor(this.o.bootEpoch / 1000),
+      period: Math.max(1, Math.round(this.o.announceIntervalMs / 1000)),
+    };
+  }
+
+  private announce(): void {
+    const gw = this.o.gateway;
+    if (!gw) return;
+    const msg = announcementMessage(this.announcement(), this.endpoint.nextMid(), this.endpoint.newToken());
+    this.announceSeq++;
+    this.stats.announcements++;
+    this.endpoint.sendNon(gw, msg);
+  }
+
+  private nextLocalMid(): number {
+    this.localMid = (this.localMid + 1) & 0xffff;
+    return this.localMid;
+  }
+
+  private nextLocalToken(): Buffer {
+    this.localToken = (this.localToken + 1) >>> 0;
+    const b = Buffer.alloc(4);
+    b.writeUInt32BE(this.localToken);
+    return b;
+  }
+
+  private mapping(peer: Peer, token: Buffer): Mapping {
+    const key = `${peer.address}|${peer.port}|${token.toString('hex')}`;
+    let m = this.byClient.get(key);
+    if (!m) {
+      m = { peer, token, local: this.nextLocalToken(), observing: false };
+      this.byClient.set(key, m);
+      this.byLocal.set(m.local.toString('hex'), m);
+    }
+    return m;
+  }
+
+  private unmap(m: Mapping): void {
+    this.byClient.delete(`${m.peer.address}|${m.peer.port}|${m.token.toString('hex')}`);
+    this.byLocal.delete(m.local.toString('hex'));
+  }
+
+  private toLink(m: CoapMessage): boolean {
+    const bytes = serializeMessage(m);
+    if (bytes.length > this.o.link.maxInfo) return false;
+    if (this.o.log.on(7)) this.o.log.debug(`link tx ${describeMessage(m)}`);
+    this.o.link.send(bytes);
+    return true;
+  }
+
+  private async onRequest(req: CoapMessage, peer: Peer): Promise<ResponseSpec | undefined> {
+    const path = uriPath(req);
+    let rest: string[];
+    // Discovery lives at the well-known location (RFC 6690 §4), outside any prefix.
+    if (path.length === 2 && path[0] === '.well-known' && path[1] === 'core') rest = path;
+    else if (path[0] === this.prefix) rest = path.slice(1);
+    else {
+      this.stats.wrongPrefix++;
+      return { code: Code.NOT_FOUND, payload: Buffer.from(`resources live under /${this.prefix}`) };
+    }
+    const map = this.mapping(peer, req.token);
+    const observe = getUintOption(req, Option.OBSERVE);
+    const localMid = this.nextLocalMid();
+    const fwd: CoapMessage = {
+      type: req.type === CON ? CON : NON,
+      code: req.code,
+      mid: localMid,
+      token: map.local,
+      options: [...req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT), ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) }))],
+      payload: req.payload,
+    };
+    const key = map.local.toString('hex');
+    const answer = new Promise<CoapMessage | undefined>((resolve) => {
+      const timer = setTimeout(() => {
+        this.forwards.delete(key);
+        resolve(undefined);
+      }, this.o.forwardTimeoutMs);
+      this.forwards.get(key)?.resolve(undefined);
+      this.forwards.set(key, { resolve, timer, localMid });
+    });
+    if (!this.toLink(fwd)) {
+      const f = this.forwards.get(key);
+      if (f) clearTimeout(f.timer);
+      this.forwards.delete(key);
+      if (!map.observing) this.unmap(map);
+      this.stats.tooLarge++;
+      // The link's info field bounds a message (wire §2: 255 bytes).
+      return { code: Code.REQUEST_ENTITY_TOO_LARGE, options: [uintOption(Option.SIZE1, this.o.link.maxInfo)] };
+    }
+    this.stats.forwarded++;
+    const res = await answer;
+    if (!res) {
+      this.stats.timeouts++;
+      if (!map.observing) this.unmap(map);
+      return { code: Code.GATEWAY_TIMEOUT, payload: Buffer.from('the application processor did not answer') };
+    }
+    if (observe === 0 && getUintOption(res, Option.OBSERVE) !== undefined) map.observing = true;
+    else if (observe === 1 || !map.observing) {
+      map.observing = false;
+      this.unmap(map);
+    }
+    if (res.code === Code.EMPTY) return undefined;
+    return { code: res.code, options: res.options, payload: res.payload };
+  }
+
+  /** Everything the application processor sends over the link. */
+  fromLink(bytes: Buffer): void {
+    let m: CoapMessage;
+    try {
+      m = parseMessage(bytes);
+    } catch (e) {
+      this.o.log.warn(`link rx unparseable message: ${(e as Error).message}`);
+      return;
+    }
+    if (this.o.log.on(7)) this.o.log.debug(`link rx ${describeMessage(m)}`);
+    if (m.code === Code.EMPTY) return; // the AP never starts exchanges that need these
+    if (isRequestCode(m.code)) return this.upstream(m);
+    const key = m.token.toString('hex');
+    const f = this.forwards.get(key);
+    if (f && (m.type !== ACK || m.mid === f.localMid)) {
+      clearTimeout(f.timer);
+      this.forwards.delete(key);
+      f.resolve(m);
+      return;
+    }
+    const map = this.byLocal.get(key);
+    if (!map || !map.observing) {
+      // Nobody wants it any more: reject so the AP drops the observer (RFC 7641 §3.6).
+      if (m.type === CON || m.type === NON) this.toLink(emptyMessage(RST, m.mid));
+      return;
+    }
+    this.notify(map, m);
+  }
+
+  private notify(map: Mapping, m: CoapMessage): void {
+    this.stats.notifications++;
+    const out: CoapMessage = { type: m.type, code: m.code, mid: this.endpoint.nextMid(), token: map.token, options: m.options, payload: m.payload };
+    if (m.type === CON) {
+      void this.endpoint.sendCon(map.peer, out).then(({ result }) => {
+        if (result === 'ack') this.toLink(emptyMessage(ACK, m.mid));
+        else {
+          // RST, or no ACK after MAX_RETRANSMIT: the observer is gone; tell the AP with a RST.
+          this.o.log.note(`observer ${map.peer.address}:${map.peer.port} ${result === 'reset' ? 'reset' : 'timed out'}`);
+          map.observing = false;
+          this.unmap(map);
+          this.toLink(emptyMessage(RST, m.mid));
+        }
+      });
+    } else {
+      const rkey = `${map.peer.address}|${map.peer.port}|${out.mid}`;
+      this.nonRelay.set(rkey, m.mid);
+      if (this.nonRelay.size > 256) this.nonRelay.delete(this.nonRelay.keys().next().value as string);
+      this.endpoint.sendNon(map.peer, out);
+    }
+  }
+
+  private onPeerReset(mid: number, peer: Peer): void {
+    const rkey = `${peer.address}|${peer.port}|${mid}`;
+    const apMid = this.nonRelay.get(rkey);
+    if (apMid === undefined) return;
+    this.nonRelay.delete(rkey);
+    for (const map of this.byLocal.values()) {
+      if (map.peer.address === peer.address && map.peer.port === peer.port && map.observing) {
+        // The RST names the notification by MID only; all of this peer's observations of the
+        // resource end (there is one resource to observe).
+        map.observing = false;
+        this.unmap(map);
+      }
+    }
+    this.toLink(emptyMessage(RST, apMid));
+  }
+
+  private upstream(m: CoapMessage): void {
+    const gw = this.o.gateway;
+    const path = '/' + uriPath(m).join('/');
+    if (!gw) {
+      this.o.log.info(`upstream ${describeMessage(m)} (no gateway configured: logged only)`);
+      return;
+    }
+    this.stats.upstream++;
+    this.endpoint.sendNon(gw, { ...m, type: NON, mid: this.endpoint.nextMid() });
+    this.o.log.info(`upstream ${path} sent to ${gw.address}:${gw.port}`);
+  }
+}
+

@@ -1,0 +1,64 @@
+// The kit's temperature: a seeded model so a fleet is varied but reproducible. A base temperature,
+// a daily sine swing peaking mid-afternoon local to the kit, and bounded noise from a PRNG seeded
+// per kit. A kit configured without a sensor reads 100.0 °C, as the original firmware did (wire §2).
+
+export interface TemperatureModelOptions {
+  seed: number;
+  baseC?: number;
+  /** Peak-to-mean amplitude of the daily swing, °C. */
+  swingC?: number;
+  /** Maximum absolute noise, °C. */
+  noiseC?: number;
+  /** Hour (0..24, UTC) of the daily maximum. */
+  peakHourUtc?: number;
+  sensorPresent?: boolean;
+}
+
+export const MISSING_SENSOR_C = 100.0;
+
+/** mulberry32: tiny, fast, good enough for noise. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A stable 32-bit seed from a string (FNV-1a), e.g. from a kit's MAC. */
+export function seedFrom(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}
+
+export class TemperatureModel {
+  private readonly rnd: () => number;
+  readonly baseC: number;
+  readonly swingC: number;
+  readonly noiseC: number;
+  readonly peakHourUtc: number;
+  sensorPresent: boolean;
+
+  constructor(o: TemperatureModelOptions) {
+    this.rnd = prng(o.seed);
+    // Each kit gets its own base within ±2 °C of the configured one, from the seed.
+    this.baseC = (o.baseC ?? 21) + (this.rnd() - 0.5) * 4;
+    this.swingC = o.swingC ?? 3;
+    this.noiseC = o.noiseC ?? 0.2;
+    this.peakHourUtc = o.peakHourUtc ?? 15;
+    this.sensorPresent = o.sensorPresent ?? true;
+  }
+
+  /** The reading in °C at epoch milliseconds t. */
+  celsius(t: number): number {
+    if (!this.sensorPresent) return MISSING_SENSOR_C;
+    const hours = (t / 3_600_000) % 24;
+    const daily = this.swingC * Math.cos(((hours - this.peakHourUtc) / 24) * 2 * Math.PI);
+    const noise = (this.rnd() * 2 - 1) * this.noiseC;
+    return this.baseC + daily + noise;
+  }
+}
