@@ -7,6 +7,7 @@ import { parseArgs } from './args.ts';
 /** Parts of the service beyond the HTTP API; each is optional and loaded on demand. */
 export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [
   { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
+  { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
 ];
 
 const HELP = `Usage: reef serve [options]
