@@ -1,0 +1,78 @@
+// Test helpers for kits over real UDP on 127.0.0.1 (ephemeral ports).
+import dgram from 'node:dgram';
+import { CoapMessage, parseMessage, serializeMessage } from '../../src/coap/index.ts';
+import { loadDeviceConfig, DeviceConfig } from '../../src/device/config.ts';
+import { Kit } from '../../src/device/kit.ts';
+
+export async function startKit(over: Partial<DeviceConfig> = {}): Promise<Kit> {
+  const cfg = loadDeviceConfig({ port: 0, monitorWindowMs: 0, logLevel: 0, periodMs: 100, uartTimeoutMs: 500, ...over });
+  const kit = new Kit(cfg);
+  await kit.start();
+  return kit;
+}
+
+/** A raw UDP socket that collects every datagram it receives. */
+export class RawClient {
+  readonly socket = dgram.createSocket('udp4');
+  readonly inbox: Buffer[] = [];
+  private waiters: Array<() => void> = [];
+  static async open(): Promise<RawClient> {
+    const c = new RawClient();
+    await new Promise<void>((r) => c.socket.bind(0, '127.0.0.1', () => r()));
+    c.socket.on('message', (b) => {
+      c.inbox.push(b);
+      for (const w of c.waiters.splice(0)) w();
+    });
+    return c;
+  }
+  get port(): number {
+    return this.socket.address().port;
+  }
+  send(port: number, data: Buffer | CoapMessage): void {
+    this.socket.send(Buffer.isBuffer(data) ? data : serializeMessage(data), port, '127.0.0.1');
+  }
+  /** Next datagram (removed from the inbox); rejects after `ms` of waiting. */
+  async next(ms = 5000): Promise<Buffer> {
+    const deadline = Date.now() + ms;
+    while (this.inbox.length === 0) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error('no datagram arrived');
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
+    }
+    return this.inbox.shift()!;
+  }
+  async nextMessage(ms = 5000): Promise<CoapMessage> {
+    return parseMessage(await this.next(ms));
+  }
+  /** Waits for a message matching `pred`, discarding others. */
+  async until(pred: (m: CoapMessage) => boolean, ms = 5000): Promise<CoapMessage> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const m = await this.nextMessage(Math.max(1, deadline - Date.now()));
+      if (pred(m)) return m;
+    }
+  }
+  /** Resolves true when nothing arrives for `ms` (used to show something is NOT sent). */
+  async quiet(ms: number): Promise<boolean> {
+    const n = this.inbox.length;
+    await new Promise((r) => setTimeout(r, ms));
+    return this.inbox.length === n;
+  }
+  close(): void {
+    this.socket.close();
+  }
+}
+
+export async function waitFor(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
