@@ -10,6 +10,11 @@ export type ReefEvent =
 export type Listener = (e: ReefEvent) => void;
 
 export interface EventBus {
+  /**
+   * True when nobody can be listening (no local subscriber, no other node): producers may then skip
+   * building events. A bus that cannot know (across nodes) leaves it undefined.
+   */
+  readonly idle?: boolean;
   publish(e: ReefEvent): void;
   /** Returns the unsubscribe function. */
   subscribe(fn: Listener): () => void;
@@ -18,6 +23,10 @@ export interface EventBus {
 
 export class LocalEventBus implements EventBus {
   private listeners = new Set<Listener>();
+
+  get idle(): boolean {
+    return this.listeners.size === 0;
+  }
 
   publish(e: ReefEvent): void {
     for (const fn of this.listeners) {

@@ -39,7 +39,7 @@ export function parseBatch(body: unknown, max: number): ObservationRecord[] {
 
 export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): Promise<number> {
   const { written } = await store.insertObservations(device.id, batch);
-  if (events && batch.length) {
+  if (events && !events.idle && batch.length) {
     events.publish({
       kind: 'observations',
       groupId: device.groupId,

@@ -1,0 +1,121 @@
+// npm run bench:ingest — 1,000,000 observations for 1,000 devices, in batches of 1,000, uploaded
+// over HTTP on loopback to a real `reef serve` child process; in the same run, the same rows
+// inserted straight into SQLite with better-sqlite3 (same schema, same per-batch transaction and
+// durability): the storage limit. Prints both rates and their ratio.
+//   --observations N  --devices N  --batch N  --concurrency N  --store sqlite
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
+import { arg, fmt, machine, reefCli, request, serve } from './lib.ts';
+
+const TOTAL = Number(arg('observations', '1000000'));
+const DEVICES = Number(arg('devices', '1000'));
+const BATCH = Number(arg('batch', '1000'));
+const CONCURRENCY = Number(arg('concurrency', '4'));
+const STORE = arg('store', 'sqlite');
+const T0 = Date.UTC(2026, 0, 1);
+
+if (STORE !== 'sqlite') {
+  console.error(`--store ${STORE}: only sqlite here (the PostgreSQL variant is bench/ingest with --store postgres once implemented)`);
+  process.exit(2);
+}
+
+interface Batch {
+  device: number;
+  rows: { ts: number; temperature: number }[];
+}
+
+/** Batch k goes to device k % DEVICES; each device's timestamps continue where its last batch ended. */
+function batches(): Batch[] {
+  const out: Batch[] = [];
+  const next = new Array(DEVICES).fill(0);
+  for (let k = 0; k * BATCH < TOTAL; k++) {
+    const device = k % DEVICES;
+    const n = Math.min(BATCH, TOTAL - k * BATCH);
+    const rows = Array.from({ length: n }, (_, i) => ({ ts: T0 + (next[device] + i) * 1000, temperature: Math.round((20 + 5 * Math.sin((next[device] + i) / 500)) * 10000) / 10000 }));
+    next[device] += n;
+    out.push({ device, rows });
+  }
+  return out;
+}
+
+async function overHttp(plan: Batch[]) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-ingest-'));
+  const creds = JSON.parse(reefCli(['account', 'create', '--name', 'bench', '--json', '--data-dir', dir]));
+  const server = await serve({ REEF_DATA_DIR: dir });
+  try {
+    const tok = JSON.parse((await request(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) })).body).accessToken as string;
+    const h = { authorization: tok, 'content-type': 'application/json' };
+    const ids: string[] = [];
+    for (let i = 0; i < DEVICES; i++) {
+      const r = await request(`${server.url}/api/solutions/StudioSimulation/devices`, { method: 'POST', headers: h, body: JSON.stringify({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 45, longitude: 7 } } }) });
+      ids.push(JSON.parse(r.body).id);
+    }
+    // Bodies are made before the clock starts: the bench measures the service, not JSON.stringify here.
+    const bodies = plan.map((b) => ({
+      path: `${server.url}/api/solutions/StudioSimulation/devices/${ids[b.device]}/observations`,
+      body: Buffer.from(JSON.stringify({ observations: b.rows.map((r) => ({ timestamp: new Date(r.ts).toISOString(), temperature: r.temperature })) })),
+    }));
+    let next = 0;
+    const t = performance.now();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < bodies.length) {
+          const b = bodies[next++]!;
+          const r = await request(b.path, { method: 'POST', headers: h, body: b.body });
+          if (r.status !== 201) throw new Error(`upload failed: ${r.status} ${r.body}`);
+        }
+      }),
+    );
+    const secs = (performance.now() - t) / 1000;
+    return { secs, rss: server.peakRss(), bytes: fs.statSync(path.join(dir, 'reef.db')).size + (fs.existsSync(path.join(dir, 'reef.db-wal')) ? fs.statSync(path.join(dir, 'reef.db-wal')).size : 0) };
+  } finally {
+    await server.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function straightIntoSqlite(plan: Batch[]) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-raw-'));
+  const db = new Database(path.join(dir, 'raw.db'));
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    for (const m of MIGRATIONS) db.exec(m.sql);
+    const insDev = db.prepare("INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at) VALUES (?, 'T', 'G', 'S', 'VirtualDevice', '{}', 0)");
+    for (let i = 0; i < DEVICES; i++) insDev.run(`d${i}`);
+    // The same multi-row upsert the store uses: the fastest plain better-sqlite3 way we know.
+    const up = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(100).fill('(?, ?, ?, NULL)').join(', ')} ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
+    const latest = db.prepare('INSERT INTO latest (device_pk, ts, temperature) VALUES (?, ?, ?) ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature WHERE excluded.ts >= latest.ts');
+    const tx = db.transaction((b: Batch) => {
+      const pk = b.device + 1;
+      for (let i = 0; i < b.rows.length; i += 100) {
+        const args: number[] = [];
+        for (const r of b.rows.slice(i, i + 100)) args.push(pk, r.ts, r.temperature);
+        up.run(args);
+      }
+      const last = b.rows[b.rows.length - 1]!;
+      latest.run(pk, last.ts, last.temperature);
+    });
+    const t = performance.now();
+    for (const b of plan) tx(b);
+    return { secs: (performance.now() - t) / 1000 };
+  } finally {
+    db.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (BATCH % 100 !== 0) throw new Error('--batch must be a multiple of 100');
+const plan = batches();
+console.log(`bench:ingest — ${fmt(TOTAL)} observations, ${fmt(DEVICES)} devices, batches of ${fmt(BATCH)}, ${CONCURRENCY} uploads in flight, store ${STORE}`);
+console.log(`machine: ${machine()}`);
+const raw = straightIntoSqlite(plan);
+const http = await overHttp(plan);
+const httpRate = TOTAL / http.secs;
+const rawRate = TOTAL / raw.secs;
+console.log(`HTTP upload:            ${fmt(httpRate)} obs/s  (${fmt(http.secs, 2)} s; server peak RSS ${fmt(http.rss / 2 ** 20)} MiB; db ${fmt(http.bytes / 2 ** 20)} MiB)`);
+console.log(`straight into SQLite:   ${fmt(rawRate)} obs/s  (${fmt(raw.secs, 2)} s) — the storage limit`);
+console.log(`ratio HTTP / storage:   ${fmt(httpRate / rawRate, 2)}   (target: HTTP ≥ 100,000 obs/s: ${httpRate >= 100_000 ? 'met' : 'NOT met'})`);

@@ -1,0 +1,131 @@
+// Shared pieces of the benchmark scripts: start a real `reef serve` child process, drive HTTP load
+// from this process over keep-alive connections, percentiles, peak RSS, and the machine line.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+export const BIN = path.join(ROOT, 'bin', 'reef.js');
+
+export function machine(): string {
+  const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
+  return `${os.cpus().length} × ${cpu}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`;
+}
+
+export function arg(name: string, def: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i >= 0 && i + 1 < process.argv.length) return process.argv[i + 1]!;
+  const eq = process.argv.find((a) => a.startsWith(`--${name}=`));
+  return eq ? eq.slice(name.length + 3) : def;
+}
+
+export function reefCli(args: string[], env: Record<string, string> = {}): string {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, REEF_LOG_LEVEL: 'silent', ...env } });
+  if (r.status !== 0) throw new Error(`reef ${args.join(' ')} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+export interface Served {
+  url: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+  /** Peak resident set size of the server process, bytes (VmHWM). */
+  peakRss(): number;
+}
+
+export async function serve(env: Record<string, string>, args: string[] = []): Promise<Served> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--demo', 'false', '--gateway', 'false', ...args], {
+    env: { ...process.env, REEF_LOG_LEVEL: 'error', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout!.on('data', (c) => (out += c));
+  while (!/Reef is running at (\S+)/.test(out)) {
+    if (child.exitCode !== null) throw new Error('reef serve exited early');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const url = /Reef is running at (\S+)/.exec(out)![1]!;
+  return {
+    url,
+    child,
+    peakRss: () => peakRss(child.pid!),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+export function peakRss(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const m = /VmHWM:\s+(\d+) kB/.exec(status);
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+export interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export function request(url: string, opts: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {}): Promise<Reply> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: u.pathname + u.search, method: opts.method ?? 'GET', headers: opts.headers, agent },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+      },
+    );
+    req.on('error', reject);
+    if (opts.body !== undefined) req.end(opts.body);
+    else req.end();
+  });
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Closed-loop load: `concurrency` workers repeat `once` until `durationMs` has passed. */
+export async function load(once: () => Promise<void>, concurrency: number, durationMs: number) {
+  const latencies: number[] = [];
+  const end = performance.now() + durationMs;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        await once();
+        latencies.push(performance.now() - t);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { requests: latencies.length, rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+/** Sequential latency of one request kind: `n` samples after `warm` warm-up calls. */
+export async function latency(once: () => Promise<void>, n: number, warm = 20) {
+  for (let i = 0; i < warm; i++) await once();
+  const xs: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await once();
+    xs.push(performance.now() - t);
+  }
+  xs.sort((a, b) => a - b);
+  return { p50: percentile(xs, 50), p99: percentile(xs, 99), n };
+}
+
+export const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
