@@ -1,31 +1,11 @@
-// The app's view of the Reef HTTP interface: a token kept in memory and renewed silently, typed
-// failures turned into plain sentences, paging through next_page, and the Server-Sent Events stream.
+// The app's view of the Reef HTTP interface, on the SDK (src/sdk: token kept in memory and renewed,
+// paging, typed errors, the SSE stream): failures become plain sentences a user can act on, and
+// the two APIs the SDK does not cover yet (the CoAP bridge, simulations) go through `call`.
+import { ApiError as SdkApiError, NetworkError, ReefClient } from '../../src/sdk/index.ts';
+import type { Bucket, Device, Observation, ObservationGroup } from '../../src/sdk/index.ts';
 
-export interface Device {
-  id: string;
-  deviceType: string;
-  domainInfo?: { location?: { latitude: number; longitude: number }; nic_macID?: string; [k: string]: unknown };
-  provisioningInfo?: { vendorMacAddress?: string; status?: string; [k: string]: unknown };
-}
-
-export interface Observation {
-  timestamp: string;
-  temperature?: number | string;
-  [k: string]: unknown;
-}
-
-export interface Bucket {
-  timestamp: string;
-  count: number;
-  min: number | null;
-  avg: number | null;
-  max: number | null;
-}
-
-export interface LatestGroup {
-  deviceId: string;
-  observations: Observation[];
-}
+export type { Bucket, Device, Observation };
+export type LatestGroup = ObservationGroup;
 
 /** A failure the user can act on: `kind` picks the wording, `message` is shown as is. */
 export class ApiError extends Error {
@@ -39,13 +19,6 @@ export class ApiError extends Error {
   }
 }
 
-interface ErrorBody {
-  statusCode?: number;
-  code?: string;
-  message?: string;
-  requestId?: string;
-}
-
 /** The endpoint as typed, without a trailing slash; empty means the serving origin. */
 export function normaliseEndpoint(raw: string): string {
   const t = raw.trim().replace(/\/+$/, '');
@@ -53,189 +26,143 @@ export function normaliseEndpoint(raw: string): string {
   return /^https?:\/\//i.test(t) ? t : `http://${t}`;
 }
 
-function tokenExpiry(token: string): number {
-  try {
-    const part = token.split('.')[1] ?? '';
-    const json = JSON.parse(atob(part.replace(/-/g, '+').replace(/_/g, '/'))) as { exp?: number };
-    return typeof json.exp === 'number' ? json.exp * 1000 : Date.now() + 10 * 60_000;
-  } catch {
-    return Date.now() + 10 * 60_000;
-  }
-}
-
 export class Connection {
-  private token = '';
-  private expires = 0;
-  private renewing: Promise<string> | null = null;
+  readonly client: ReefClient;
 
   constructor(
     readonly endpoint: string,
     readonly clientId: string,
-    // The secret lives only in this object, in memory, to renew the token; it is never stored.
-    private readonly clientSecret: string,
+    // The secret lives only inside the SDK client, in memory, to renew the token; never stored.
+    clientSecret: string,
     readonly solution: string,
-  ) {}
+  ) {
+    this.client = new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 });
+  }
 
-  /** A valid token: fetched on first use and renewed a minute before it expires. */
-  async accessToken(force = false): Promise<string> {
-    if (!force && this.token && Date.now() < this.expires - 60_000) return this.token;
-    this.renewing ??= (async () => {
-      try {
-        const body = await this.send<{ accessToken: string }>('POST', '/api/tokens', { clientId: this.clientId, clientSecret: this.clientSecret }, false);
-        this.token = body.body.accessToken;
-        this.expires = tokenExpiry(this.token);
-        return this.token;
-      } finally {
-        this.renewing = null;
-      }
-    })();
-    return this.renewing;
+  /** Turns any failure into an ApiError with a sentence for the user. */
+  explain(e: unknown): unknown {
+    if (e instanceof ApiError || (e as Error)?.name === 'AbortError') return e;
+    if (e instanceof NetworkError) {
+      return new ApiError('network', e.timedOut ? `${this.endpoint} did not answer in time: the server may be overloaded or unreachable.` : `Cannot reach ${this.endpoint}: the network is down or the server is not running.`);
+    }
+    if (!(e instanceof SdkApiError)) return e;
+    const { status, code } = e;
+    const ref = e.requestId ? ` (request id ${e.requestId})` : '';
+    if (code === 'INVALID_CREDENTIALS') return new ApiError('credentials', 'Client id or client secret is wrong. Check both in your account settings.', status, code);
+    if (code === 'ACCOUNT_DISABLED') return new ApiError('credentials', 'This account is disabled.', status, code);
+    if (status === 401) return new ApiError('credentials', `Not signed in: ${e.message}`, status, code);
+    if (code === 'SOLUTION_NOT_FOUND' || code === 'INVALID_SOLUTION_NAME') {
+      return new ApiError('solution', `No solution “${this.solution}” in this account. Names are case sensitive; try sandbox or StudioSimulation.`, status, code);
+    }
+    if (code === 'DEVICE_NOT_FOUND') return new ApiError('device', e.message, status, code);
+    if (status === 429) return new ApiError('throttled', `Too many attempts${e.retryAfter !== undefined ? `; try again in ${e.retryAfter} s` : ''}.`, status, code);
+    if (code === 'GATEWAY_TIMEOUT' || code === 'BAD_GATEWAY') return new ApiError('server', e.message, status, code);
+    if (status >= 500) return new ApiError('server', `The server failed (${status}): ${e.message}${ref}`, status, code);
+    if (status === 404 && code.startsWith('HTTP_')) return new ApiError('server', `${this.endpoint} does not look like a Reef server (404 for ${e.url}).`, status, code);
+    return new ApiError('request', e.message, status, code);
+  }
+
+  private async wrap<T>(p: Promise<T>): Promise<T> {
+    try {
+      return await p;
+    } catch (e) {
+      throw this.explain(e);
+    }
+  }
+
+  /** Fetches (or renews) the token: the first thing Connect does. */
+  accessToken(): Promise<string> {
+    return this.wrap(this.client.getToken());
   }
 
   solutionPath(rest = ''): string {
     return `/api/solutions/${encodeURIComponent(this.solution)}${rest}`;
   }
 
-  async get<T>(path: string, query: Record<string, string | number | undefined> = {}): Promise<{ body: T; headers: Headers }> {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') q.set(k, String(v));
-    const qs = q.toString();
-    return this.send<T>('GET', qs ? `${path}?${qs}` : path);
-  }
-
-  async send<T>(method: string, path: string, body?: unknown, auth = true, signal?: AbortSignal): Promise<{ body: T; headers: Headers }> {
-    const url = /^https?:/.test(path) ? path : this.endpoint + path;
+  /**
+   * A call the SDK has no method for: the SDK's token, the uniform error body, the same sentences.
+   * A 401 renews the token once.
+   */
+  async call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      const headers: Record<string, string> = { accept: 'application/json' };
-      if (auth) headers.authorization = await this.accessToken(attempt > 0);
+      const headers: Record<string, string> = { accept: 'application/json', authorization: await this.accessToken() };
       if (body !== undefined) headers['content-type'] = 'application/json';
       let res: Response;
       try {
-        res = await fetch(url, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), ...(signal ? { signal } : {}) });
+        res = await fetch(this.endpoint + path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), ...(signal ? { signal } : {}) });
       } catch (e) {
         if ((e as Error).name === 'AbortError') throw e;
-        throw new ApiError('network', `Cannot reach ${this.endpoint}: the network is down or the server is not running.`);
+        throw this.explain(new NetworkError({ method, url: this.endpoint + path, message: String(e), cause: e }));
       }
-      // A token that expired in flight (or a restarted server with new keys): renew once, retry.
-      if (res.status === 401 && auth && attempt === 0) continue;
-      if (res.ok) {
-        const text = await res.text();
-        return { body: (text ? JSON.parse(text) : undefined) as T, headers: res.headers };
+      const text = await res.text();
+      if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
+      let b: { code?: string; message?: string; requestId?: string; field?: string } = {};
+      try {
+        b = JSON.parse(text);
+      } catch {
+        /* a proxy's page */
       }
-      throw await this.failure(res);
+      if (res.status === 401 && attempt === 0 && (b.code === 'TOKEN_EXPIRED' || b.code === 'TOKEN_INVALID')) {
+        await this.client.getToken();
+        continue;
+      }
+      throw this.explain(new SdkApiError({ status: res.status, code: b.code ?? `HTTP_${res.status}`, message: b.message ?? res.statusText, requestId: b.requestId ?? res.headers.get('x-request-id'), method, url: res.url }));
     }
-  }
-
-  private async failure(res: Response): Promise<ApiError> {
-    let b: ErrorBody = {};
-    try {
-      b = (await res.json()) as ErrorBody;
-    } catch {
-      /* not our error body: a proxy's page */
-    }
-    const msg = b.message ?? res.statusText;
-    const code = b.code ?? '';
-    const ref = b.requestId ? ` (request id ${b.requestId})` : '';
-    if (code === 'INVALID_CREDENTIALS' || code === 'ACCOUNT_DISABLED') {
-      return new ApiError('credentials', code === 'ACCOUNT_DISABLED' ? 'This account is disabled.' : 'Client id or client secret is wrong. Check both in your account settings.', res.status, code);
-    }
-    if (res.status === 401) return new ApiError('credentials', `Not signed in: ${msg}`, res.status, code);
-    if (code === 'SOLUTION_NOT_FOUND' || code === 'INVALID_SOLUTION_NAME') {
-      return new ApiError('solution', `No solution “${this.solution}” in this account. Names are case sensitive; try sandbox or StudioSimulation.`, res.status, code);
-    }
-    if (code === 'DEVICE_NOT_FOUND') return new ApiError('device', msg, res.status, code);
-    if (res.status === 429) {
-      const after = res.headers.get('retry-after');
-      return new ApiError('throttled', `Too many attempts${after ? `; try again in ${after} s` : ''}.`, res.status, code);
-    }
-    if (res.status >= 500) {
-      if (code === 'GATEWAY_TIMEOUT' || code === 'BAD_GATEWAY') return new ApiError('server', msg + ref, res.status, code);
-      return new ApiError('server', `The server failed (${res.status}): ${msg}${ref}`, res.status, code);
-    }
-    if (res.status === 404 && !b.code) return new ApiError('server', `${this.endpoint} does not look like a Reef server (404 for ${res.url}).`, res.status, code);
-    return new ApiError('request', msg, res.status, code);
   }
 
   async devices(): Promise<Device[]> {
     try {
-      return (await this.get<{ devices: Device[] }>(this.solutionPath('/devices'))).body.devices;
+      return await this.client.listDevices();
     } catch (e) {
       // The original answered 404 for a solution without devices (wire §1): that is "none".
-      if (e instanceof ApiError && e.status === 404 && e.code === 'NOT_FOUND') return [];
-      throw e;
+      if (e instanceof SdkApiError && e.status === 404 && e.code.startsWith('HTTP_')) return [];
+      throw this.explain(e);
     }
   }
 
-  async latest(): Promise<LatestGroup[]> {
-    return (await this.get<LatestGroup[]>(this.solutionPath('/observations'))).body;
+  latest(): Promise<LatestGroup[]> {
+    return this.wrap(this.client.latestObservations());
   }
 
-  /** Every observation of [from, to), oldest first, following next_page. */
-  async range(deviceId: string, from: Date, to: Date, signal?: AbortSignal, limit = 10000): Promise<Observation[]> {
-    const out: Observation[][] = [];
-    let url: string | null = this.endpoint + this.solutionPath(`/devices/${deviceId}/observations`) + `?${new URLSearchParams({ from: from.toISOString(), to: to.toISOString(), limit: String(limit) })}`;
-    while (url) {
-      const r: { body: { observations: Observation[] }; headers: Headers } = await this.send('GET', url, undefined, true, signal);
-      out.push(r.body.observations);
-      url = r.headers.get('next_page');
-    }
+  /** Every observation of [from, to), oldest first, across pages. */
+  async range(deviceId: string, from: Date, to: Date, signal?: AbortSignal, pageSize = 10000): Promise<Observation[]> {
+    const pages: Observation[][] = [];
+    await this.wrap((async () => {
+      for await (const p of this.client.observationPages(deviceId, { from, to, pageSize, ...(signal ? { signal } : {}) })) pages.push(p.observations);
+    })());
     // Pages come newest first; the plot wants oldest first.
-    return out.flat().reverse();
+    return pages.flat().reverse();
   }
 
-  async buckets(deviceId: string, from: Date, to: Date, bucketMs: number, signal?: AbortSignal): Promise<Bucket[]> {
-    const q = new URLSearchParams({ from: from.toISOString(), to: to.toISOString(), bucket: `${bucketMs}ms` });
-    const r = await this.send<{ buckets: Bucket[] }>('GET', this.solutionPath(`/devices/${deviceId}/observations?${q}`), undefined, true, signal);
-    return r.body.buckets;
+  buckets(deviceId: string, from: Date, to: Date, bucketMs: number, signal?: AbortSignal): Promise<Bucket[]> {
+    return this.wrap(this.client.buckets(deviceId, { from, to, bucket: `${bucketMs}ms`, ...(signal ? { signal } : {}) }));
   }
 
   /**
-   * The solution's event stream. EventSource cannot send headers, so the token rides as
-   * access_token; when the stream fails (server restart, expired token) it is reopened with a
-   * fresh token after a pause.
+   * The solution's live stream (the SDK reads it with fetch, so the token goes in a header). When
+   * it cannot connect (server restarting, network down) it tries again, backing off.
    */
-  events(handlers: { observations?: (d: LatestGroup) => void; device?: (d: { deviceId: string; action: string }) => void; state?: (live: boolean) => void; other?: (type: string, data: unknown) => void }, otherTypes: string[] = []): () => void {
-    let es: EventSource | null = null;
-    let closed = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let delay = 1000;
-    const open = async () => {
-      if (closed) return;
-      let token: string;
-      try {
-        token = await this.accessToken();
-      } catch {
-        retry();
-        return;
-      }
-      if (closed) return;
-      es = new EventSource(`${this.endpoint}${this.solutionPath('/events')}?access_token=${encodeURIComponent(token)}`);
-      es.onopen = () => {
-        delay = 1000;
-        handlers.state?.(true);
-      };
-      es.onerror = () => {
+  events(handlers: { observations?: (d: LatestGroup) => void; device?: (d: { deviceId: string; action: string }) => void; state?: (live: boolean) => void; other?: (type: string, data: unknown) => void }): () => void {
+    const ac = new AbortController();
+    void (async () => {
+      let delay = 1000;
+      while (!ac.signal.aborted) {
+        try {
+          for await (const ev of this.client.stream({ signal: ac.signal, onOpen: () => { delay = 1000; handlers.state?.(true); } })) {
+            if (ev.type === 'observations') handlers.observations?.(ev as LatestGroup);
+            else if (ev.type === 'device') handlers.device?.(ev as { deviceId: string; action: string });
+            else handlers.other?.(ev.type, (ev as { data?: unknown }).data);
+          }
+        } catch {
+          /* reconnect below */
+        }
+        if (ac.signal.aborted) return;
         handlers.state?.(false);
-        if (es && es.readyState === EventSource.CLOSED) retry();
-      };
-      es.addEventListener('observations', (e) => handlers.observations?.(JSON.parse((e as MessageEvent).data) as LatestGroup));
-      es.addEventListener('device', (e) => handlers.device?.(JSON.parse((e as MessageEvent).data) as { deviceId: string; action: string }));
-      for (const t of otherTypes) es.addEventListener(t, (e) => handlers.other?.(t, JSON.parse((e as MessageEvent).data)));
-    };
-    const retry = () => {
-      es?.close();
-      es = null;
-      if (closed) return;
-      clearTimeout(timer);
-      timer = setTimeout(() => void open(), delay);
-      delay = Math.min(delay * 2, 30_000);
-    };
-    void open();
-    return () => {
-      closed = true;
-      clearTimeout(timer);
-      es?.close();
-    };
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 30_000);
+      }
+    })();
+    return () => ac.abort();
   }
 }
 

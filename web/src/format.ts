@@ -37,7 +37,7 @@ export function whereOf(d: Device): string {
   const mac = d.provisioningInfo?.vendorMacAddress ?? (typeof d.domainInfo?.nic_macID === 'string' ? d.domainInfo.nic_macID : undefined);
   if (mac) return mac;
   const l = d.domainInfo?.location;
-  if (l && Number.isFinite(l.latitude) && Number.isFinite(l.longitude)) return `${l.latitude.toFixed(4)}, ${l.longitude.toFixed(4)}`;
+  if (l && Number.isFinite(l.latitude) && Number.isFinite(l.longitude)) return `${l.latitude.toFixed(3)}, ${l.longitude.toFixed(3)}`;
   return '';
 }
 

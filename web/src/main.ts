@@ -120,7 +120,7 @@ async function connect(): Promise<void> {
       device: () => void reloadDevices(),
       state: (live) => document.body.classList.toggle('stream-down', !live),
       other: (type, data) => panels?.event(type, data),
-    }, ['simulation']);
+    });
     if (devices.length) select(pickFirst(devices), 'only');
   } catch (err) {
     statusEl.textContent = '';

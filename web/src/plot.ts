@@ -145,9 +145,9 @@ export class PlotView {
       const label = shortId(s.deviceId);
       if (s.bucketed) {
         tables.push([s.x, s.y.map(conv), (s.max ?? s.y).map(conv), (s.min ?? s.y).map(conv)] as uPlot.AlignedData);
-        opts.push({ label: `${label} avg`, stroke: colour, width: 1.5, spanGaps: false, points: { show: false } });
-        opts.push({ label: `${label} max`, stroke: colour + '55', width: 0.5, points: { show: false } });
-        opts.push({ label: `${label} min`, stroke: colour + '55', width: 0.5, points: { show: false } });
+        opts.push({ label: `${label} avg`, stroke: colour, width: 1.5, spanGaps: this.series.length > 1, points: { show: false } });
+        opts.push({ label: `${label} max`, stroke: colour + '55', width: 0.5, spanGaps: this.series.length > 1, points: { show: false } });
+        opts.push({ label: `${label} min`, stroke: colour + '55', width: 0.5, spanGaps: this.series.length > 1, points: { show: false } });
         bands.push({ series: [idx + 1, idx + 2], fill: colour + '26' });
         idx += 3;
       } else {
@@ -165,7 +165,8 @@ export class PlotView {
       bands,
       legend: { show: false },
       cursor: { drag: { x: true, y: false, setScale: true }, focus: { prox: 30 } },
-      scales: { x: { time: true, range: () => [wmin, wmax] } },
+      // auto: false keeps the asked-for window (not the data's extent); zoom and pan set it.
+      scales: { x: { time: true, auto: false, min: wmin, max: wmax } },
       axes: [
         { stroke: 'currentColor', grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' } },
         { stroke: 'currentColor', label: `Temperature (°${unit})`, grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' }, values: (_u, v) => v.map((x) => x.toFixed(1)) },
@@ -184,8 +185,6 @@ export class PlotView {
     this.u?.destroy();
     this.host.replaceChildren();
     this.u = new uPlot(config, data, this.host);
-    // The x range function only fixes the first draw; later setScale calls (zoom) win.
-    this.u.scales.x!.range = (_u, a, b) => [a, b];
     this.installPan(this.u);
     const n = this.points();
     const obs = this.series.reduce((m, s) => m + s.observations, 0);
@@ -196,6 +195,10 @@ export class PlotView {
     else if (n === 0) this.info.textContent = 'No observations in this range.';
     else if (this.series.some((s) => s.bucketed)) this.info.textContent = `${n.toLocaleString()} buckets (min, average, max) of ${obs.toLocaleString()} observations`;
     else this.info.textContent = `${n.toLocaleString()} points`;
+    const names = this.series.map((s) => shortId(s.deviceId)).join(', ');
+    this.host.setAttribute('aria-label', this.series.length
+      ? `Temperature in °${unit} of ${names}: ${this.info.textContent}. Left and right arrows read points, Shift+arrows pan, plus and minus zoom, Escape resets.`
+      : 'Temperature plot: choose a device to plot.');
     this.showReadout();
   }
 
