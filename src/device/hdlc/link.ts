@@ -401,11 +401,13 @@ export class PrimaryStation extends Station {
     }
     if (kind === 'DM') {
       this.counters.dmReceived++;
+      if (this.state === 'down') return;
       this.setTimer(undefined);
       return this.reset('DM from the secondary');
     }
     if (kind === 'FRMR') {
       this.counters.frmrReceived++;
+      if (this.state === 'down') return;
       this.setTimer(undefined);
       return this.reset('FRMR from the secondary');
     }
