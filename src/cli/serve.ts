@@ -8,6 +8,7 @@ import { parseArgs } from './args.ts';
 export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [
   { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
   { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
+  { name: 'gateway', load: async () => (await import('../gateway/component.ts')).gatewayComponent() },
 ];
 
 const HELP = `Usage: reef serve [options]

@@ -22,6 +22,7 @@ export const ERRORS = {
   TOKEN_EXPIRED: { status: 401, coap: '4.01', title: 'The access token has expired' },
   INVALID_CREDENTIALS: { status: 401, coap: '4.01', title: 'Client id or client secret is wrong' },
   ACCOUNT_DISABLED: { status: 401, coap: '4.01', title: 'The account is disabled' },
+  SESSION_REQUIRED: { status: 401, coap: '4.01', title: 'No live gateway session from this address and port' },
   // 403
   ADMIN_KEY_REQUIRED: { status: 403, title: 'An operator call needs the admin key' },
   FORBIDDEN: { status: 403, coap: '4.03', title: 'The caller may not do this' },
@@ -47,6 +48,7 @@ export const ERRORS = {
   INTERNAL: { status: 500, coap: '5.00', title: 'Something went wrong on our side' },
   BAD_GATEWAY: { status: 502, coap: '5.02', title: 'The device answered with an error' },
   STORE_UNAVAILABLE: { status: 503, coap: '5.03', title: 'The database is unreachable; retry shortly' },
+  KIT_OFFLINE: { status: 503, coap: '5.03', title: 'The dev kit has not announced itself to the gateway' },
   GATEWAY_TIMEOUT: { status: 504, coap: '5.04', title: 'The device did not answer before the deadline' },
 } as const satisfies Record<string, ErrorSpec>;
 

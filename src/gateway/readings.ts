@@ -1,0 +1,36 @@
+// Kit readings into the platform (wire §3: "each dev-kit reading was posted as an observation of that
+// device in sandbox"). The unit rule (docs/coap.md "Readings into the platform"): the platform
+// stores °C. A kit set to Fahrenheit reports °F; its value is converted, (F − 32) × 5/9 rounded to
+// 4 decimals (seed §2: up to four fractional digits), and the kit's own figures are kept in the free
+// fields `rawValue` and `rawUnit`. The timestamp is the gateway's receive time (millisecond
+// precision, on the platform's clock); the kit's own epoch is kept as `kitEpoch`, since a kit's
+// clock may be off until the clock keeper sets it right.
+import { decodeReading, fahrenheitToCelsius, type Reading } from '../coap/index.ts';
+import type { ObservationRecord } from '../core/types.ts';
+
+export function round4(x: number): number {
+  return Math.round(x * 10_000) / 10_000;
+}
+
+export function toCelsius(r: Reading): number {
+  return round4(r.unit === 'F' ? fahrenheitToCelsius(r.value) : r.value);
+}
+
+/** A decoded reading as the observation the platform stores. */
+export function readingObservation(r: Reading, receivedAt: number, mac: string): ObservationRecord {
+  return {
+    ts: receivedAt,
+    temperature: toCelsius(r),
+    extra: { unit: 'C', rawValue: r.value, rawUnit: r.unit, kitEpoch: r.epoch, mac, source: 'gateway' },
+  };
+}
+
+/** Decodes a notification payload; undefined when it is not a reading. */
+export function tryReading(payload: Buffer, contentFormat: number | undefined): Reading | undefined {
+  if (payload.length === 0) return undefined;
+  try {
+    return decodeReading(payload, contentFormat);
+  } catch {
+    return undefined;
+  }
+}

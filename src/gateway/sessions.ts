@@ -1,0 +1,147 @@
+// Gateway sessions (seed §5, wire §3): `POST /sessions` with the platform access token opens a
+// session bound to the client's source address and port; every proxied request from that address
+// and port then acts for the token's account. A session lasts `ttlMs` from its opening (default
+// 4 h), is closed by `DELETE /sessions`, and dies as soon as its account is disabled or deleted
+// (re-checked on every use through Authenticator.account, which caches for 1 s). At most
+// `maxPerAccount` sessions per account: opening one more closes that account's least recently used.
+import { ReefError } from '../core/errors.ts';
+import type { Authenticator } from '../auth/accounts.ts';
+import { peerKey, type Peer } from '../coap/index.ts';
+
+export interface Session {
+  readonly key: string;
+  readonly peer: Peer;
+  readonly tenantId: string;
+  readonly groupId: string;
+  /** exp of the token that opened the session (epoch ms), shown to the client; the session is a credential of its own. */
+  readonly tokenExp: number;
+  readonly openedAt: number;
+  readonly expiresAt: number;
+  lastUsed: number;
+}
+
+export type SessionEndReason = 'closed' | 'expired' | 'account' | 'evicted' | 'replaced' | 'shutdown';
+
+export class SessionTable {
+  private readonly byPeer = new Map<string, Session>();
+  private readonly byTenant = new Map<string, Set<Session>>();
+  private sweeper: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly auth: Authenticator,
+    private readonly opts: { ttlMs: number; maxPerAccount: number },
+    /** Told of every session that ends, so its observations end too. */
+    private readonly onEnd: (s: Session, why: SessionEndReason) => void = () => undefined,
+  ) {
+    // Expired sessions are also found on use; the sweep only frees memory of idle ones.
+    this.sweeper = setInterval(() => this.sweep(), Math.min(60_000, Math.max(1000, opts.ttlMs / 4)));
+    this.sweeper.unref();
+  }
+
+  get size(): number {
+    return this.byPeer.size;
+  }
+
+  /** Opens (or re-opens, replacing) the session of `peer` with a raw access token. Throws a 401-family ReefError. */
+  async open(peer: Peer, token: string): Promise<Session> {
+    token = token.trim().replace(/^bearer\s+/i, '');
+    if (!token) throw new ReefError('TOKEN_MISSING', 'send the access token as the payload');
+    if (token.length > 4096) throw new ReefError('TOKEN_INVALID', 'the access token is too long');
+    const claims = await this.auth.tokens.verify(token);
+    const account = await this.auth.account(claims.sub);
+    if (!account) throw new ReefError('TOKEN_INVALID', 'the account of this token no longer exists');
+    if (account.disabled) throw new ReefError('ACCOUNT_DISABLED', 'this account is disabled');
+    const key = peerKey(peer);
+    const old = this.byPeer.get(key);
+    if (old) this.end(old, 'replaced');
+    const now = Date.now();
+    const s: Session = {
+      key,
+      peer: { address: peer.address, port: peer.port },
+      tenantId: account.tenantId,
+      groupId: account.groupId,
+      tokenExp: claims.exp * 1000,
+      openedAt: now,
+      expiresAt: now + this.opts.ttlMs,
+      lastUsed: now,
+    };
+    const mine = this.byTenant.get(s.tenantId) ?? new Set<Session>();
+    while (mine.size >= this.opts.maxPerAccount) {
+      let lru: Session | undefined;
+      for (const x of mine) if (!lru || x.lastUsed < lru.lastUsed) lru = x;
+      this.end(lru!, 'evicted');
+    }
+    mine.add(s);
+    this.byTenant.set(s.tenantId, mine);
+    this.byPeer.set(key, s);
+    return s;
+  }
+
+  /** Closes the session of `peer`; false when there was none. */
+  close(peer: Peer): boolean {
+    const s = this.byPeer.get(peerKey(peer));
+    if (!s) return false;
+    this.end(s, 'closed');
+    return true;
+  }
+
+  /** The live session of `peer`, or a ReefError saying why there is none. */
+  async check(peer: Peer): Promise<Session> {
+    const s = this.byPeer.get(peerKey(peer));
+    if (!s) throw new ReefError('SESSION_REQUIRED', 'no session: POST /sessions with your access token first');
+    const now = Date.now();
+    if (now >= s.expiresAt) {
+      this.end(s, 'expired');
+      throw new ReefError('SESSION_REQUIRED', 'session expired: POST /sessions again');
+    }
+    const account = await this.auth.account(s.tenantId);
+    if (!account || account.disabled) {
+      this.end(s, 'account');
+      throw new ReefError('ACCOUNT_DISABLED', 'the account of this session is disabled');
+    }
+    s.lastUsed = now;
+    return s;
+  }
+
+  /** The session of `peer` without any check (observe bookkeeping). */
+  peek(peer: Peer): Session | undefined {
+    return this.byPeer.get(peerKey(peer));
+  }
+
+  /** Ends every session of an account (e.g. when the gateway learns it was disabled). */
+  endTenant(tenantId: string, why: SessionEndReason): void {
+    for (const s of [...(this.byTenant.get(tenantId) ?? [])]) this.end(s, why);
+  }
+
+  countFor(tenantId: string): number {
+    return this.byTenant.get(tenantId)?.size ?? 0;
+  }
+
+  sweep(now = Date.now()): void {
+    for (const s of [...this.byPeer.values()]) if (now >= s.expiresAt) this.end(s, 'expired');
+    // Account state is re-checked on every use; idle sessions of disabled accounts go here.
+    for (const tenantId of [...this.byTenant.keys()]) {
+      void this.auth.account(tenantId).then(
+        (a) => {
+          if (!a || a.disabled) this.endTenant(tenantId, 'account');
+        },
+        () => undefined,
+      );
+    }
+  }
+
+  closeAll(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+    for (const s of [...this.byPeer.values()]) this.end(s, 'shutdown');
+  }
+
+  private end(s: Session, why: SessionEndReason): void {
+    if (this.byPeer.get(s.key) !== s) return;
+    this.byPeer.delete(s.key);
+    const mine = this.byTenant.get(s.tenantId);
+    mine?.delete(s);
+    if (mine && mine.size === 0) this.byTenant.delete(s.tenantId);
+    this.onEnd(s, why);
+  }
+}
