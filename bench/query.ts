@@ -1,0 +1,91 @@
+// npm run bench:query — reads against 10,000,000 stored observations (10,000 devices × 1,000) on a
+// real `reef serve` child process:
+//   latest of all 10,000 devices (target p50 ≤ 20 ms), one device's newest 1,000 (target p50 ≤ 5 ms),
+//   GET devices requests/s against a bare Fastify route serving the same JSON in the same run
+//   (target ratio ≥ 0.5), and the server's peak RSS.
+//   --devices N  --per-device N  --seconds S  --concurrency N
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createAccount } from '../src/auth/accounts.ts';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
+import { ROOT, arg, fmt, latency, load, machine, request, serve } from './lib.ts';
+
+const DEVICES = Number(arg('devices', '10000'));
+const PER_DEVICE = Number(arg('per-device', '1000'));
+const SECONDS = Number(arg('seconds', '5'));
+const CONCURRENCY = Number(arg('concurrency', '16'));
+const SANDBOX_KITS = 10;
+const T0 = Date.UTC(2026, 0, 1);
+
+console.log(`bench:query — ${fmt(DEVICES * PER_DEVICE)} observations (${fmt(DEVICES)} devices × ${fmt(PER_DEVICE)}), store sqlite`);
+console.log(`machine: ${machine()}`);
+
+// Load straight through the store (the load is not what is measured).
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-query-'));
+const store = new SqliteStore({ file: path.join(dir, 'reef.db'), synchronous: 'NORMAL' });
+await store.migrate();
+const creds = await createAccount(store, { name: 'bench' });
+const account = (await store.getAccountByClientId(creds.clientId))!;
+let t = performance.now();
+const ids: string[] = [];
+for (let d = 0; d < DEVICES; d++) {
+  const id = randomUUID();
+  ids.push(id);
+  await store.createDevice({ id, tenantId: account.tenantId, groupId: account.groupId, solution: 'StudioSimulation', deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 40 + (d % 100) / 10, longitude: (d % 360) - 180 } } });
+  const rows = Array.from({ length: PER_DEVICE }, (_, i) => ({ ts: T0 + i * 10_000, temperature: Math.round((15 + 10 * Math.sin((i + d) / 100)) * 10000) / 10000, extra: null }));
+  await store.insertObservations(id, rows);
+}
+for (let k = 0; k < SANDBOX_KITS; k++) {
+  await store.createDevice({
+    id: randomUUID(), tenantId: account.tenantId, groupId: account.groupId, solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {},
+    provisioningInfo: { status: 'provisioned', timestamp: new Date(T0).toISOString(), vendorMacAddress: (0x1000000000000 + k).toString(16).padStart(16, '0'), vendorNetworkDeviceType: 'MILLI' },
+    mac: (0x1000000000000 + k).toString(16).padStart(16, '0'),
+  });
+}
+await store.close();
+console.log(`loaded in ${fmt((performance.now() - t) / 1000, 1)} s; file ${fmt(fs.statSync(path.join(dir, 'reef.db')).size / 2 ** 20)} MiB`);
+
+const server = await serve({ REEF_DATA_DIR: dir });
+const bare = spawn(process.execPath, [path.join(ROOT, 'node_modules/.bin/tsx'), path.join(ROOT, 'bench/bare-server.ts')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env } });
+try {
+  const token = JSON.parse((await request(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ clientId: creds.clientId, clientSecret: creds.clientSecret }) })).body).accessToken as string;
+  const h = { authorization: token };
+  const get = (p: string) => async () => {
+    const r = await request(`${server.url}${p}`, { headers: h });
+    if (r.status !== 200) throw new Error(`${p}: ${r.status} ${r.body.slice(0, 200)}`);
+  };
+
+  const latest = await latency(get('/api/solutions/StudioSimulation/observations'), 100, 5);
+  const check = JSON.parse((await request(`${server.url}/api/solutions/StudioSimulation/observations`, { headers: h })).body) as unknown[];
+  if (check.length !== DEVICES) throw new Error(`latest of all returned ${check.length} groups`);
+  console.log(`latest of all ${fmt(DEVICES)} devices:  p50 ${fmt(latest.p50, 2)} ms, p99 ${fmt(latest.p99, 2)} ms  (target p50 ≤ 20 ms: ${latest.p50 <= 20 ? 'met' : 'NOT met'})`);
+
+  let i = 0;
+  const one = await latency(async () => get(`/api/solutions/StudioSimulation/devices/${ids[(i++ * 7919) % DEVICES]}/observations?limit=1000`)(), 300);
+  console.log(`one device, newest 1,000:     p50 ${fmt(one.p50, 2)} ms, p99 ${fmt(one.p99, 2)} ms  (target p50 ≤ 5 ms: ${one.p50 <= 5 ? 'met' : 'NOT met'})`);
+
+  const devicesBody = (await request(`${server.url}/api/solutions/sandbox/devices`, { headers: h })).body;
+  bare.kill();
+  const bare2 = spawn(process.execPath, [path.join(ROOT, 'node_modules/.bin/tsx'), path.join(ROOT, 'bench/bare-server.ts')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BARE_PAYLOAD: devicesBody } });
+  let out = '';
+  bare2.stdout!.on('data', (c) => (out += c));
+  while (!/listening (\d+)/.test(out)) await new Promise((r) => setTimeout(r, 50));
+  const barePort = /listening (\d+)/.exec(out)![1];
+  const reefRun = await load(get('/api/solutions/sandbox/devices'), CONCURRENCY, SECONDS * 1000);
+  const bareRun = await load(async () => {
+    const r = await request(`http://127.0.0.1:${barePort}/devices`);
+    if (r.status !== 200) throw new Error('bare failed');
+  }, CONCURRENCY, SECONDS * 1000);
+  bare2.kill('SIGTERM');
+  console.log(`GET devices (${SANDBOX_KITS} kits):        ${fmt(reefRun.rps)} req/s, p50 ${fmt(reefRun.p50, 2)} ms`);
+  console.log(`bare Fastify, same JSON:      ${fmt(bareRun.rps)} req/s, p50 ${fmt(bareRun.p50, 2)} ms`);
+  console.log(`ratio Reef / bare:            ${fmt(reefRun.rps / bareRun.rps, 2)}  (target ≥ 0.5: ${reefRun.rps / bareRun.rps >= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(`server peak RSS:              ${fmt(server.peakRss() / 2 ** 20)} MiB`);
+} finally {
+  bare.kill();
+  await server.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+}
