@@ -2,13 +2,13 @@
 // first start a small live simulation for the demo account so a new user sees devices at once.
 import type { Component, ComponentFactory, DemoCredentials, Services } from '../server.ts';
 import { simulationRoutes } from '../http/routes/simulations.ts';
-import type { Leadership } from './leadership.ts';
+import type { Leadership } from '../jobs/leader.ts';
 import type { SimLimits } from './params.ts';
 import { SimulationManager } from './simulations.ts';
 
 export interface SimulationComponentOptions {
   limits?: Partial<SimLimits>;
-  /** Defaults to the service's leadership when it has one, else this node alone. */
+  /** Defaults to the service's leadership (always this node on SQLite; an advisory lock on PostgreSQL). */
   leadership?: Leadership;
   now?: () => number;
   reconcileMs?: number;
@@ -30,12 +30,6 @@ export const DEMO_SIMULATION = {
   profile: 'outdoor',
 };
 
-/** Services gain a leadership when the PostgreSQL leader election lands; until then, none. */
-function serviceLeadership(s: Services): Leadership | undefined {
-  const l = (s as Services & { leadership?: Leadership }).leadership;
-  return l && typeof l.isLeader === 'function' && typeof l.onChange === 'function' ? l : undefined;
-}
-
 async function startDemo(s: Services, manager: SimulationManager, demo: DemoCredentials, request: Record<string, unknown>): Promise<void> {
   const account = await s.store.getAccountByTenantId(demo.tenantId);
   if (!account || account.disabled) return;
@@ -47,13 +41,13 @@ async function startDemo(s: Services, manager: SimulationManager, demo: DemoCred
 
 export function createSimulationComponent(opts: SimulationComponentOptions = {}): ComponentFactory {
   return async (s: Services, demo: DemoCredentials | null): Promise<Component> => {
-    const leadership = opts.leadership ?? serviceLeadership(s);
+    const leadership = opts.leadership ?? s.leadership;
     const manager = new SimulationManager({
       store: s.store,
       events: s.events,
       log: s.log.child({ component: 'sim' }),
       ...(opts.limits ? { limits: opts.limits } : {}),
-      ...(leadership ? { leadership } : {}),
+      leadership,
       ...(opts.now ? { now: opts.now } : {}),
       ...(opts.reconcileMs ? { reconcileMs: opts.reconcileMs } : {}),
       ...(opts.maxCatchUpMs ? { maxCatchUpMs: opts.maxCatchUpMs } : {}),

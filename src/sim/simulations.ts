@@ -8,7 +8,7 @@ import { ReefError } from '../core/errors.ts';
 import { STUDIO_SIMULATION, type Account } from '../core/types.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
-import { SOLE_LEADER, type Leadership } from './leadership.ts';
+import type { Leadership } from '../jobs/leader.ts';
 import { DEFAULT_LIMITS, parseSimulationRequest, type SimLimits } from './params.ts';
 import { backfillTotal, initialProgress, observationsProduced, SimulationRun, virtualDeviceId, type SimDefinition, type SimProgress } from './runner.ts';
 import type { Area, Profile } from './model.ts';
@@ -47,6 +47,7 @@ export interface SimulationManagerOptions {
   events: EventBus;
   log: Logger;
   limits?: Partial<SimLimits>;
+  /** Runs simulations only while this node leads; without one, this node runs them (bench, embedding). */
   leadership?: Leadership;
   /** The clock of readings (epoch ms); tests may pin it. */
   now?: () => number;
@@ -65,12 +66,14 @@ export class SimulationManager {
   private readonly store: Store;
   private readonly events: EventBus;
   private readonly log: Logger;
-  private readonly leadership: Leadership;
+  private readonly leadership: Leadership | null;
+  /** This node runs simulations now (the leader's job is started). */
+  private leading: boolean;
   private readonly now: () => number;
   private readonly runs = new Map<string, SimulationRun>();
   private readonly saving = new Map<string, Promise<void>>();
   private reconcileTimer: NodeJS.Timeout | null = null;
-  private unsubscribe: (() => void) | null = null;
+  private unregister: (() => Promise<void>) | null = null;
   private reconciling: Promise<void> = Promise.resolve();
   private closed = false;
 
@@ -79,13 +82,27 @@ export class SimulationManager {
     this.events = opts.events;
     this.log = opts.log;
     this.limits = { ...DEFAULT_LIMITS, ...(opts.limits ?? {}) };
-    this.leadership = opts.leadership ?? SOLE_LEADER;
+    this.leadership = opts.leadership ?? null;
+    this.leading = this.leadership === null;
     this.now = opts.now ?? Date.now;
   }
 
   /** Resumes the simulations left running (when leader) and keeps following leadership. */
   async start(): Promise<void> {
-    this.unsubscribe = this.leadership.onChange(() => void this.reconcile());
+    // A leader-only job: the leadership starts it when this node leads and stops it (awaited)
+    // before another node may take over.
+    this.unregister =
+      this.leadership?.run({
+        name: 'simulations',
+        start: () => {
+          this.leading = true;
+          return this.reconcile();
+        },
+        stop: () => {
+          this.leading = false;
+          return this.reconcile();
+        },
+      }) ?? null;
     await this.reconcile();
     const every = this.opts.reconcileMs ?? 2000;
     this.reconcileTimer = setInterval(() => void this.reconcile(), every);
@@ -96,7 +113,7 @@ export class SimulationManager {
   async close(): Promise<void> {
     this.closed = true;
     if (this.reconcileTimer) clearInterval(this.reconcileTimer);
-    this.unsubscribe?.();
+    await this.unregister?.();
     await this.reconciling;
     await Promise.all([...this.runs.values()].map((r) => r.stop()));
     this.runs.clear();
@@ -111,7 +128,7 @@ export class SimulationManager {
 
   private async reconcileOnce(): Promise<void> {
     if (this.closed) return;
-    if (!this.leadership.isLeader()) {
+    if (!this.leading) {
       if (this.runs.size) this.log.info({ runs: this.runs.size }, 'not the leader: handing simulations over');
       await Promise.all([...this.runs.values()].map((r) => r.stop()));
       this.runs.clear();
@@ -278,7 +295,7 @@ export class SimulationManager {
     await this.store.setState(DEF + def.id, JSON.stringify(def));
     this.log.info({ simulation: def.id, tenant: def.tenantId, devices: params.devices, intervalMs: params.intervalMs, backfillMs: params.backfillMs }, 'simulation created');
     // The leader starts it at once; another node's leader picks it up when it next reconciles.
-    if (this.leadership.isLeader() && !this.closed) {
+    if (this.leading && !this.closed) {
       await this.reconciling;
       if (!this.runs.has(def.id)) this.startRun(def, p);
     }

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 import { createSimulationComponent } from '../../src/sim/component.ts';
-import { ManualLeadership } from '../../src/sim/leadership.ts';
+import { JobRunner } from '../../src/jobs/leader.ts';
 import { deviceModel, inArea, temperatureAt, type Area } from '../../src/sim/model.ts';
 import { hashString } from '../../src/sim/prng.ts';
 import type { Simulation } from '../../src/sim/simulations.ts';
@@ -44,6 +44,17 @@ async function observationsOf(s: TestServer, token: string, deviceId: string, qu
 
 function areaOf(sim: Simulation): Area {
   return sim.params.area;
+}
+
+/** Leadership handed over by the test, as the PostgreSQL advisory lock would on another node's death. */
+class HandOver extends JobRunner {
+  async start(): Promise<void> {}
+  async close(): Promise<void> {
+    await this.setLeader(false);
+  }
+  set(leader: boolean): Promise<void> {
+    return this.setLeader(leader);
+  }
 }
 
 let s: TestServer;
@@ -292,7 +303,7 @@ test('simulations survive a restart: same devices, the grid continues, no duplic
 });
 
 test('only the leader runs simulations; a new leader takes them over', async () => {
-  const leadership = new ManualLeadership(false);
+  const leadership = new HandOver();
   const f = await startTestServer({}, [component({ leadership })]);
   try {
     const u = await f.login('dave');
@@ -301,9 +312,9 @@ test('only the leader runs simulations; a new leader takes them over', async () 
     await new Promise((r) => setTimeout(r, 300));
     // Not the leader: the simulation is recorded but nothing is provisioned yet.
     assert.equal((await json<{ devices: unknown[] }>(await f.request('GET', '/api/solutions/StudioSimulation/devices', { token: u.token }), 200)).devices.length, 0);
-    leadership.set(true);
+    await leadership.set(true);
     await waitFor('readings under the new leader', async () => (await json<Simulation>(await f.request('GET', `${BASE}/${sim.id}`, { token: u.token }), 200)).observationsProduced >= 10);
-    leadership.set(false);
+    await leadership.set(false);
     const handedOver = await waitFor('hand-over', async () => {
       const g = await json<Simulation>(await f.request('GET', `${BASE}/${sim.id}`, { token: u.token }), 200);
       await new Promise((r) => setTimeout(r, 250));
