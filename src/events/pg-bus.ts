@@ -4,6 +4,11 @@
 //
 // Live updates are best effort, as on one node: while PostgreSQL is unreachable events are dropped,
 // and the listening connection comes back by itself. Stored observations are never affected.
+//
+// A large upload is not copied into the notification: the observations are already stored (events
+// are published after the insert commits), so other nodes are told the device and time span and
+// read them back, and only when they have a subscriber. Such an event carries the device's stored
+// observations over the batch's time span: the batch itself whenever an upload appends.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { LocalEventBus, type EventBus, type Listener, type ReefEvent } from './bus.ts';
@@ -11,21 +16,41 @@ import { LocalEventBus, type EventBus, type Listener, type ReefEvent } from './b
 export const CHANNEL = 'reef_events';
 /** NOTIFY payloads must stay under 8000 bytes; a larger event travels through event_payloads (migration 2). */
 const MAX_INLINE = 7000;
+/** Observations events larger than this go by reference (a wire observation is ~60 bytes). */
+const INLINE_OBSERVATIONS = 40;
 /** A stored payload is kept this long for the other nodes to read, then removed. */
 const PAYLOAD_TTL_MS = 5 * 60_000;
+
+type ObservationsEvent = Extract<ReefEvent, { kind: 'observations' }>;
+
+/** A large observations event, by reference: the stored observations of the device in [from, to]. */
+interface ObservationsRef {
+  groupId: string;
+  solution: string;
+  deviceId: string;
+  from: number;
+  to: number;
+  count: number;
+}
 
 interface Envelope {
   /** Sending node. */
   n: string;
-  /** The event itself, or the id of its row in event_payloads. */
+  /** The event itself, the id of its row in event_payloads, or a reference to stored observations. */
   e?: ReefEvent;
   ref?: number;
+  obs?: ObservationsRef;
 }
+
+/** Reads stored observations back for an ObservationsRef, oldest first, in wire form. */
+export type ObservationReader = (deviceId: string, from: number, to: number, count: number) => Promise<ObservationsEvent['observations']>;
 
 export interface PgEventBusOptions {
   connectionString: string;
   /** A pool of the same database for sending (the store's); the listener has its own connection. */
   pool: pg.Pool;
+  /** Reads observations announced by reference (large uploads on another node). */
+  readObservations: ObservationReader;
   nodeId?: string;
   onError?: (e: unknown, what: string) => void;
 }
@@ -33,6 +58,7 @@ export interface PgEventBusOptions {
 export class PgEventBus implements EventBus {
   readonly nodeId: string;
   private readonly local = new LocalEventBus();
+  private subscribers = 0;
   private listener: pg.Client | null = null;
   private closed = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
@@ -97,7 +123,16 @@ export class PgEventBus implements EventBus {
       return;
     }
     if (env.n === this.nodeId) return; // delivered locally when published
+    if (this.subscribers === 0) return; // nobody here to tell
     let e = env.e;
+    if (!e && env.obs) {
+      const r = env.obs;
+      try {
+        e = { kind: 'observations', groupId: r.groupId, solution: r.solution, deviceId: r.deviceId, observations: await this.opts.readObservations(r.deviceId, r.from, r.to, r.count) };
+      } catch (err) {
+        this.opts.onError?.(err, 'reading announced observations failed');
+      }
+    }
     if (!e && typeof env.ref === 'number') {
       try {
         const r = await this.opts.pool.query('SELECT payload FROM event_payloads WHERE id = $1', [env.ref]);
@@ -112,7 +147,20 @@ export class PgEventBus implements EventBus {
   publish(e: ReefEvent): void {
     this.local.publish(e);
     if (this.closed) return;
-    this.queue.push(JSON.stringify(e));
+    if (e.kind === 'observations' && e.observations.length > INLINE_OBSERVATIONS) {
+      let from = Infinity;
+      let to = -Infinity;
+      for (const o of e.observations) {
+        const t = Date.parse(o.timestamp);
+        if (t < from) from = t;
+        if (t > to) to = t;
+      }
+      const obs: ObservationsRef = { groupId: e.groupId, solution: e.solution, deviceId: e.deviceId, from, to, count: e.observations.length };
+      this.queue.push(JSON.stringify({ n: this.nodeId, obs }));
+    } else {
+      const json = JSON.stringify(e);
+      this.queue.push(Buffer.byteLength(json) > MAX_INLINE ? json : `{"n":${JSON.stringify(this.nodeId)},"e":${json}}`);
+    }
     if (!this.flushing) void this.flush();
   }
 
@@ -124,19 +172,17 @@ export class PgEventBus implements EventBus {
     this.flushing = true;
     try {
       while (this.queue.length && !this.closed) {
+        // Queued items are envelopes, except large events (bare, not starting with {"n":) which
+        // are stored in event_payloads first and sent as a reference to their row.
         const batch = this.queue.splice(0, 500);
         try {
-          const large = batch.filter((json) => Buffer.byteLength(json) > MAX_INLINE);
-          const envelopes: string[] = [];
-          if (large.length === 0) {
-            for (const json of batch) envelopes.push(`{"n":${JSON.stringify(this.nodeId)},"e":${json}}`);
-          } else {
+          const isBare = (s: string) => !s.startsWith('{"n":');
+          const large = batch.filter(isBare);
+          let envelopes = batch;
+          if (large.length) {
             const ids = await this.opts.pool.query('INSERT INTO event_payloads (created_at, payload) SELECT $1, p FROM unnest($2::text[]) WITH ORDINALITY AS u(p, i) ORDER BY i RETURNING id', [Date.now(), large]);
             let k = 0;
-            for (const json of batch) {
-              if (Buffer.byteLength(json) > MAX_INLINE) envelopes.push(JSON.stringify({ n: this.nodeId, ref: ids.rows[k++]!.id as number }));
-              else envelopes.push(`{"n":${JSON.stringify(this.nodeId)},"e":${json}}`);
-            }
+            envelopes = batch.map((s) => (isBare(s) ? JSON.stringify({ n: this.nodeId, ref: ids.rows[k++]!.id as number }) : s));
             if (Date.now() - this.lastSweep > 60_000) {
               this.lastSweep = Date.now();
               await this.opts.pool.query('DELETE FROM event_payloads WHERE created_at < $1', [Date.now() - PAYLOAD_TTL_MS]);
@@ -154,7 +200,14 @@ export class PgEventBus implements EventBus {
   }
 
   subscribe(fn: Listener): () => void {
-    return this.local.subscribe(fn);
+    const off = this.local.subscribe(fn);
+    this.subscribers++;
+    let on = true;
+    return () => {
+      if (on) this.subscribers--;
+      on = false;
+      off();
+    };
   }
 
   async close(): Promise<void> {

@@ -341,13 +341,14 @@ export class PostgresStore implements Store {
     // ON CONFLICT cannot touch one row twice in a statement: collapse repeated timestamps first,
     // the later one winning, as when the rows are written one after another.
     let rows = batch;
-    const seen = new Map<number, number>();
-    let dup = false;
-    for (let i = 0; i < batch.length; i++) {
-      if (seen.has(batch[i]!.ts)) dup = true;
-      seen.set(batch[i]!.ts, i);
+    let ascending = true;
+    for (let i = 1; i < batch.length && ascending; i++) ascending = batch[i]!.ts > batch[i - 1]!.ts;
+    if (!ascending) {
+      // Only an unordered batch can repeat a timestamp.
+      const seen = new Map<number, number>();
+      for (let i = 0; i < batch.length; i++) seen.set(batch[i]!.ts, i);
+      if (seen.size < batch.length) rows = [...seen.values()].sort((a, b) => a - b).map((i) => batch[i]!);
     }
-    if (dup) rows = [...seen.values()].sort((a, b) => a - b).map((i) => batch[i]!);
 
     let newest: ObservationRecord | undefined;
     let anyExtra = false;

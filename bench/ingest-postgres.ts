@@ -1,0 +1,122 @@
+// The PostgreSQL half of `npm run bench:ingest -- --store postgres [--nodes N]`: the same plan of
+// batches uploaded over HTTP to N `reef serve` nodes on one throw-away database (round robin, as a
+// load balancer would), then, in the same run, the same rows COPYed into the same table of a second
+// throw-away database: PostgreSQL's own bulk-load rate, the storage limit. Also the store's own
+// batch path without HTTP, to show where the time goes.
+import pg from 'pg';
+import { PostgresStore } from '../src/store/postgres/postgres-store.ts';
+import { copyFrom } from '../src/store/postgres/copy.ts';
+import { periodEnd, periodStart, widthOf } from '../src/store/postgres/partitions.ts';
+import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.ts';
+import { reefCli, request, serve, type Served } from './lib.ts';
+
+export interface PgBatch {
+  device: number;
+  rows: { ts: number; temperature: number }[];
+}
+
+async function dbSize(url: string): Promise<number> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return Number((await c.query('SELECT pg_database_size(current_database()) AS n')).rows[0].n);
+  } finally {
+    await c.end();
+  }
+}
+
+/** Makes the month partitions the plan needs (the HTTP path makes them on demand, as here). */
+async function preparePartitions(store: PostgresStore, plan: PgBatch[]): Promise<void> {
+  const starts = new Set<number>();
+  for (const b of plan) for (const r of [b.rows[0]!, b.rows[b.rows.length - 1]!]) starts.add(periodStart(widthOf(0), r.ts));
+  for (const s of starts) await store.pool.query('SELECT reef_ensure_partition(0, $1, $2)', [s, periodEnd(widthOf(0), s)]);
+}
+
+export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; concurrency: number; nodes: number }) {
+  const db = await createTestDatabase('reef_bench');
+  const env = { REEF_DATABASE_URL: db.url };
+  const servers: Served[] = [];
+  try {
+    const creds = JSON.parse(reefCli(['account', 'create', '--name', 'bench', '--json'], env));
+    for (let i = 0; i < o.nodes; i++) servers.push(await serve(env));
+    const tok = JSON.parse((await request(`${servers[0]!.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) })).body).accessToken as string;
+    const h = { authorization: tok, 'content-type': 'application/json' };
+    const ids: string[] = [];
+    for (let i = 0; i < o.devices; i++) {
+      const r = await request(`${servers[i % servers.length]!.url}/api/solutions/StudioSimulation/devices`, { method: 'POST', headers: h, body: JSON.stringify({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 45, longitude: 7 } } }) });
+      ids.push(JSON.parse(r.body).id);
+    }
+    const bodies = plan.map((b, k) => ({
+      path: `${servers[k % servers.length]!.url}/api/solutions/StudioSimulation/devices/${ids[b.device]}/observations`,
+      body: Buffer.from(JSON.stringify({ observations: b.rows.map((r) => ({ timestamp: new Date(r.ts).toISOString(), temperature: r.temperature })) })),
+    }));
+    let next = 0;
+    const t = performance.now();
+    await Promise.all(
+      Array.from({ length: o.concurrency * o.nodes }, async () => {
+        while (next < bodies.length) {
+          const b = bodies[next++]!;
+          const r = await request(b.path, { method: 'POST', headers: h, body: b.body });
+          if (r.status !== 201) throw new Error(`upload failed: ${r.status} ${r.body}`);
+        }
+      }),
+    );
+    const secs = (performance.now() - t) / 1000;
+    return { secs, rss: Math.max(...servers.map((s) => s.peakRss())), bytes: await dbSize(db.url) };
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+    await db.drop();
+  }
+}
+
+/** The same rows through PostgresStore.insertObservations (unnest upsert + latest), no HTTP. */
+export async function throughStore(plan: PgBatch[], o: { devices: number; concurrency: number }) {
+  const db = await createTestDatabase('reef_bench');
+  const store = new PostgresStore({ connectionString: db.url });
+  try {
+    await store.migrate();
+    for (let i = 0; i < o.devices; i++) await store.createDevice({ id: `d${i}`, tenantId: 'T', groupId: 'G', solution: 'S', deviceType: 'VirtualDevice', domainInfo: {} });
+    const batches = plan.map((b) => ({ id: `d${b.device}`, rows: b.rows.map((r) => ({ ts: r.ts, temperature: r.temperature, extra: null })) }));
+    let next = 0;
+    const t = performance.now();
+    await Promise.all(Array.from({ length: o.concurrency }, async () => {
+      while (next < batches.length) {
+        const b = batches[next++]!;
+        await store.insertObservations(b.id, b.rows);
+      }
+    }));
+    return { secs: (performance.now() - t) / 1000 };
+  } finally {
+    await store.close();
+    await db.drop();
+  }
+}
+
+/** COPY of the same rows into the same (migrated, partitioned, indexed) table: the storage limit. */
+export async function copyIntoPostgres(plan: PgBatch[], o: { devices: number }) {
+  const db: TestDatabase = await createTestDatabase('reef_bench');
+  const store = new PostgresStore({ connectionString: db.url });
+  try {
+    await store.migrate();
+    for (let i = 0; i < o.devices; i++) await store.createDevice({ id: `d${i}`, tenantId: 'T', groupId: 'G', solution: 'S', deviceType: 'VirtualDevice', domainInfo: {} });
+    await preparePartitions(store, plan);
+    const chunks = plan.map((b) => {
+      let s = '';
+      for (const r of b.rows) s += `${b.device + 1}\t${r.ts}\t${r.temperature}\n`;
+      return Buffer.from(s);
+    });
+    const c = await store.pool.connect();
+    try {
+      const t = performance.now();
+      const n = await copyFrom(c, 'COPY observations (device_pk, ts, temperature) FROM STDIN', chunks);
+      const secs = (performance.now() - t) / 1000;
+      if (n !== plan.reduce((a, b) => a + b.rows.length, 0)) throw new Error(`COPY stored ${n} rows`);
+      return { secs };
+    } finally {
+      c.release();
+    }
+  } finally {
+    await store.close();
+    await db.drop();
+  }
+}
