@@ -11,6 +11,7 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Run
   account: { summary: 'Manage accounts: create, list, rotate-secret, disable, enable', load: async () => (await import('./account.ts')).run },
   provision: { summary: "Provision a dev kit to an account's sandbox", load: async () => (await import('./provision.ts')).run },
   device: { summary: 'Run simulated dev kits (CoAP server behind an HDLC network module)', load: async () => (await import('./device.ts')).run },
+  simulate: { summary: 'Start, list and stop Studio simulations of a running service (virtual devices)', load: async () => (await import('./simulate.ts')).run },
 };
 
 function help(): string {
