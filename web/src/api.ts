@@ -56,7 +56,8 @@ export class Connection {
     }
     if (code === 'DEVICE_NOT_FOUND') return new ApiError('device', e.message, status, code);
     if (status === 429) return new ApiError('throttled', `Too many attempts${e.retryAfter !== undefined ? `; try again in ${e.retryAfter} s` : ''}.`, status, code);
-    if (code === 'GATEWAY_TIMEOUT' || code === 'BAD_GATEWAY') return new ApiError('server', e.message, status, code);
+    // The kit's own errors and deadlines (through the gateway) are worded by the bridge already.
+    if (code === 'GATEWAY_TIMEOUT' || code === 'BAD_GATEWAY' || (status === 503 && code !== 'STORE_UNAVAILABLE' && !code.startsWith('HTTP_'))) return new ApiError('server', e.message, status, code);
     if (status >= 500) return new ApiError('server', `The server failed (${status}): ${e.message}${ref}`, status, code);
     if (status === 404 && code.startsWith('HTTP_')) return new ApiError('server', `${this.endpoint} does not look like a Reef server (404 for ${e.url}).`, status, code);
     return new ApiError('request', e.message, status, code);

@@ -112,12 +112,13 @@ async function connect(): Promise<void> {
       selected: () => state.selected,
       unit: () => state.unit,
       message: showMessage,
-      reloadDevices: () => void reloadDevices(),
+      reloadDevices: reloadSoon,
+      reloadPlot: () => void loadPlot(),
     });
     panels.update();
     state.stopEvents = conn.events({
       observations: (g) => onLive(g.deviceId, g.observations),
-      device: () => void reloadDevices(),
+      device: reloadSoon,
       state: (live) => document.body.classList.toggle('stream-down', !live),
       other: (type, data) => panels?.event(type, data),
     });
@@ -181,6 +182,13 @@ function setDevices(devices: Device[]): void {
     );
   } else if (messageEl.classList.contains('info')) showMessage('');
   panels?.update();
+}
+
+// Device events come in bursts (a simulation creates hundreds): one reload per burst.
+let reloadTimer: ReturnType<typeof setTimeout> | undefined;
+function reloadSoon(): void {
+  clearTimeout(reloadTimer);
+  reloadTimer = setTimeout(() => void reloadDevices(), 300);
 }
 
 async function reloadDevices(): Promise<void> {
@@ -397,6 +405,7 @@ $('csv').addEventListener('click', async () => {
 
 function onLive(deviceId: string, obs: Observation[]): void {
   noteLatest(deviceId, obs);
+  panels?.observations(deviceId, obs.length);
   scheduleRefresh();
   if (!($('live') as HTMLInputElement).checked || !state.selected.includes(deviceId)) return;
   const info = $('plot-info');

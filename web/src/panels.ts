@@ -1,7 +1,10 @@
-// The dev kit and simulation panels, shown when they apply (a NICDevKit selected in sandbox; the
-// StudioSimulation solution).
+// The dev kit and simulation panels, shown when they apply: the dev kit panel for a NICDevKit
+// selected in sandbox (through the gateway's HTTP bridge, docs/coap.md), the simulation panel in
+// StudioSimulation (docs/simulation.md).
 import type { Connection, Device } from './api.ts';
-import type { Unit } from './format.ts';
+import { ApiError } from './api.ts';
+import { $, el, fmtTime, type Unit } from './format.ts';
+import { DevKitPanel } from './devkit.ts';
 
 export interface PanelContext {
   devices: () => Device[];
@@ -9,14 +12,205 @@ export interface PanelContext {
   unit: () => Unit;
   message: (text: string, kind?: 'error' | 'info') => void;
   reloadDevices: () => void;
+  reloadPlot: () => void;
 }
 
 export interface Panels {
   update(): void;
   event(type: string, data: unknown): void;
+  observations(deviceId: string, count: number): void;
   destroy(): void;
 }
 
-export function mountPanels(_conn: Connection, _ctx: PanelContext): Panels {
-  return { update() {}, event() {}, destroy() {} };
+export interface Simulation {
+  id: string;
+  name: string | null;
+  status: 'running' | 'backfilling' | 'stopped' | 'completed' | 'failed';
+  devices: number;
+  params: { devices: number; intervalMs: number; durationMs: number | null; backfillMs: number; area: Record<string, unknown> };
+  observationsProduced: number;
+  startedAt: string;
+  endsAt: string | null;
+  stoppedAt: string | null;
+  backfill: { done: number; total: number } | null;
+  error: string | null;
+}
+
+function msText(ms: number): string {
+  for (const [u, n] of [['d', 86_400_000], ['h', 3_600_000], ['min', 60_000], ['s', 1000]] as const) if (ms >= n && ms % n === 0) return `${ms / n} ${u}`;
+  return `${ms} ms`;
+}
+
+const live = (s: Simulation) => s.status === 'running' || s.status === 'backfilling';
+
+class SimulationPanel {
+  private sims = new Map<string, Simulation>();
+  /** Device id → simulation id, to count live readings (progress events cover the backfill only). */
+  private owner = new Map<string, string>();
+  private renderQueued = false;
+  private list: HTMLUListElement;
+  private form: HTMLFormElement;
+  private status: HTMLElement;
+
+  constructor(private readonly root: HTMLElement, private readonly conn: Connection, private readonly ctx: PanelContext) {
+    const field = (id: string, label: string, attrs: Record<string, string>, hint = '') =>
+      el('div', { class: 'field' }, el('label', { for: id }, label), el('input', { id, name: id, ...attrs, ...(hint ? { 'aria-describedby': `${id}-hint` } : {}) }), ...(hint ? [el('small', { id: `${id}-hint`, class: 'muted' }, hint)] : []));
+    this.form = el('form', { class: 'sim-form', 'aria-labelledby': 'sim-h' },
+      el('div', { class: 'row' },
+        field('sim-name', 'Name', { placeholder: 'optional', maxlength: '100' }),
+        field('sim-devices', 'Devices', { type: 'number', min: '1', max: '10000', value: '10', required: '' }),
+        field('sim-interval', 'Interval', { value: '10s', required: '', spellcheck: 'false' }, '10s, 1m…'),
+        field('sim-backfill', 'Backfill', { value: '1d', spellcheck: 'false' }, 'history: 1h, 7d… or empty'),
+        field('sim-duration', 'Duration', { placeholder: 'until stopped', spellcheck: 'false' }),
+      ),
+      el('fieldset', { class: 'row area' },
+        el('legend', {}, 'Area (a circle)'),
+        field('sim-lat', 'Latitude', { type: 'number', step: 'any', min: '-90', max: '90', value: '38.7223', required: '' }),
+        field('sim-lon', 'Longitude', { type: 'number', step: 'any', min: '-180', max: '180', value: '-9.1393', required: '' }),
+        field('sim-radius', 'Radius (km)', { type: 'number', step: 'any', min: '0.1', max: '5000', value: '20', required: '' }),
+      ),
+      el('div', { class: 'row' }, el('button', { type: 'submit', class: 'primary', id: 'sim-start' }, 'Start simulation')),
+    );
+    this.status = el('p', { class: 'sim-status', role: 'status', 'aria-live': 'polite' });
+    this.list = el('ul', { class: 'sims', 'aria-label': 'Simulations' });
+    root.replaceChildren(el('h2', { id: 'sim-h' }, 'Simulation'), this.form, this.status, this.list);
+    this.form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      void this.start();
+    });
+    void this.refresh();
+  }
+
+  private value(id: string): string {
+    return ($(id) as HTMLInputElement).value.trim();
+  }
+
+  private async start(): Promise<void> {
+    const body: Record<string, unknown> = {
+      devices: Number(this.value('sim-devices')),
+      interval: this.value('sim-interval'),
+      area: { center: { latitude: Number(this.value('sim-lat')), longitude: Number(this.value('sim-lon')) }, radiusKm: Number(this.value('sim-radius')) },
+    };
+    if (this.value('sim-name')) body.name = this.value('sim-name');
+    if (this.value('sim-backfill')) body.backfill = this.value('sim-backfill');
+    if (this.value('sim-duration')) body.duration = this.value('sim-duration');
+    const btn = $('sim-start') as HTMLButtonElement;
+    btn.disabled = true;
+    this.status.textContent = 'Starting…';
+    try {
+      const sim = await this.conn.call<Simulation & { deviceIds?: string[] }>('POST', this.conn.solutionPath('/simulations'), body);
+      this.sims.set(sim.id, sim);
+      for (const d of sim.deviceIds ?? []) this.owner.set(d, sim.id);
+      this.status.textContent = `Started ${sim.name ?? 'a simulation'} with ${sim.devices} devices.`;
+      this.render();
+      this.ctx.reloadDevices();
+    } catch (err) {
+      this.status.textContent = '';
+      this.ctx.message(err instanceof ApiError ? `The simulation did not start: ${err.message}` : String(err));
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  private async stop(id: string): Promise<void> {
+    try {
+      const sim = await this.conn.call<Simulation>('DELETE', this.conn.solutionPath(`/simulations/${id}`));
+      this.sims.set(sim.id, sim);
+      this.status.textContent = `Stopped ${sim.name ?? 'the simulation'}.`;
+      this.render();
+    } catch (err) {
+      this.ctx.message(err instanceof ApiError ? `The simulation did not stop: ${err.message}` : String(err));
+    }
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      const r = await this.conn.call<{ simulations: Simulation[] }>('GET', this.conn.solutionPath('/simulations'));
+      for (const s of r.simulations) this.sims.set(s.id, s);
+      this.render();
+      // The running ones' device ids, to count their live readings.
+      await Promise.all(r.simulations.filter(live).map(async (s) => {
+        const full = await this.conn.call<Simulation & { deviceIds?: string[] }>('GET', this.conn.solutionPath(`/simulations/${s.id}`));
+        for (const d of full.deviceIds ?? []) this.owner.set(d, s.id);
+        this.sims.set(s.id, { ...full, observationsProduced: Math.max(full.observationsProduced, this.sims.get(s.id)?.observationsProduced ?? 0) });
+      }));
+      this.render();
+    } catch (err) {
+      this.status.textContent = err instanceof ApiError ? `Simulations are not available: ${err.message}` : String(err);
+    }
+  }
+
+  event(data: unknown): void {
+    const s = (data as { status?: Simulation })?.status;
+    if (!s || typeof s !== 'object' || !s.id) return;
+    const before = this.sims.get(s.id);
+    this.sims.set(s.id, s);
+    this.render();
+    if (before && before.status === 'backfilling' && s.status !== 'backfilling') {
+      this.ctx.reloadDevices();
+      this.ctx.reloadPlot();
+    }
+  }
+
+  observations(deviceId: string, count: number): void {
+    const s = this.sims.get(this.owner.get(deviceId) ?? '');
+    if (!s || !live(s)) return;
+    s.observationsProduced += count;
+    if (this.renderQueued) return;
+    this.renderQueued = true;
+    requestAnimationFrame(() => {
+      this.renderQueued = false;
+      this.render();
+    });
+  }
+
+  private render(): void {
+    const sims = [...this.sims.values()].sort((a, b) => b.startedAt.localeCompare(a.startedAt));
+    this.list.replaceChildren(...sims.map((s) => {
+      const bf = s.backfill;
+      const label = s.name ?? `Simulation ${s.id.slice(0, 8)}`;
+      const li = el('li', { class: `sim ${s.status}`, 'data-id': s.id, 'data-status': s.status },
+        el('div', { class: 'sim-head' }, el('strong', {}, label), el('span', { class: `badge ${s.status}` }, s.status)),
+        el('p', { class: 'muted' }, `${s.devices} devices every ${msText(s.params.intervalMs)}` + (s.params.backfillMs ? `, ${msText(s.params.backfillMs)} of history` : '') + `; started ${fmtTime(Date.parse(s.startedAt))}` + (s.endsAt && live(s) ? `, ends ${fmtTime(Date.parse(s.endsAt))}` : '')),
+        el('p', { class: 'sim-count' }, el('span', { class: 'produced' }, s.observationsProduced.toLocaleString()), ' observations produced'),
+      );
+      if (bf && bf.total > 0) {
+        const pct = Math.round((100 * bf.done) / bf.total);
+        const id = `bf-${s.id}`;
+        li.append(el('label', { for: id }, `Backfill ${pct}% (${bf.done.toLocaleString()} of ${bf.total.toLocaleString()})`), el('progress', { id, class: 'progress', max: String(bf.total), value: String(bf.done) }));
+      }
+      if (s.error) li.append(el('p', { class: 'error-text' }, s.error));
+      if (live(s)) {
+        const b = el('button', { type: 'button', class: 'stop', 'aria-label': `Stop ${label}` }, 'Stop');
+        b.addEventListener('click', () => void this.stop(s.id));
+        li.append(b);
+      }
+      return li;
+    }));
+  }
+}
+
+export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
+  const simRoot = $('sim-panel');
+  const kitRoot = $('devkit-panel');
+  const sim = conn.solution === 'StudioSimulation' ? new SimulationPanel(simRoot, conn, ctx) : null;
+  simRoot.hidden = !sim;
+  const kit = new DevKitPanel(kitRoot, conn, ctx);
+  return {
+    update() {
+      kit.update();
+    },
+    event(type, data) {
+      if (type === 'simulation') sim?.event(data);
+      else kit.event();
+    },
+    observations(deviceId, count) {
+      sim?.observations(deviceId, count);
+    },
+    destroy() {
+      kit.destroy();
+      simRoot.hidden = true;
+      simRoot.replaceChildren();
+    },
+  };
 }

@@ -1,0 +1,190 @@
+// The dev kit panel: a NICDevKit selected in sandbox, reached through the gateway's HTTP bridge
+// (docs/coap.md): read the sensor now, set the kit's unit (°C/°F), start and stop a live observe
+// (Server-Sent Events from the bridge), and the kit's clock (seed §4.4). The kit's errors and
+// deadlines are shown as the bridge words them.
+import { parseSse } from '../../src/sdk/sse.ts';
+import { ApiError, type Connection, type Device } from './api.ts';
+import { el, fmtTime, isDevKit, shortId } from './format.ts';
+import type { PanelContext } from './panels.ts';
+
+/** The bridge's JSON form of a kit's CoAP response. */
+export interface KitResponse {
+  code: string;
+  codeName?: string;
+  contentFormat: number | null;
+  payload: string | null;
+  payloadEncoding?: 'text' | 'base64' | null;
+  reading: { epoch: number; value: number; unit: 'C' | 'F' } | null;
+  observe?: number;
+}
+
+const SENSOR = 'arduino/temp';
+
+export class DevKitPanel {
+  private device: Device | null = null;
+  private observing: AbortController | null = null;
+  private out!: { value: HTMLElement; when: HTMLElement; unit: HTMLElement; clock: HTMLElement; status: HTMLElement; log: HTMLOListElement; observe: HTMLButtonElement };
+
+  constructor(private readonly root: HTMLElement, private readonly conn: Connection, private readonly ctx: PanelContext) {}
+
+  /** Shows the panel for the first selected dev kit, hides it otherwise. */
+  update(): void {
+    const sel = this.ctx.selected()[0];
+    const d = this.ctx.devices().find((x) => x.id === sel) ?? null;
+    const kit = d && isDevKit(d) ? d : null;
+    if (kit?.id === this.device?.id) return;
+    this.stopObserve();
+    this.device = kit;
+    this.root.hidden = !kit;
+    if (kit) this.render(kit);
+    else this.root.replaceChildren();
+  }
+
+  event(): void {}
+
+  destroy(): void {
+    this.stopObserve();
+    this.device = null;
+    this.root.hidden = true;
+    this.root.replaceChildren();
+  }
+
+  private render(d: Device): void {
+    const btn = (label: string, fn: () => void, attrs: Record<string, string> = {}) => {
+      const b = el('button', { type: 'button', ...attrs }, label);
+      b.addEventListener('click', fn);
+      return b;
+    };
+    const value = el('dd', { class: 'big', id: 'kit-value' }, '—');
+    const when = el('dd', { id: 'kit-when' }, '—');
+    const unit = el('dd', { id: 'kit-unit' }, '—');
+    const clock = el('dd', { id: 'kit-clock' }, '—');
+    const status = el('p', { id: 'kit-status', role: 'status', 'aria-live': 'polite', class: 'kit-status' });
+    const log = el('ol', { class: 'log', 'aria-label': 'Observed readings', reversed: '' });
+    const observe = btn('Start observing', () => (this.observing ? this.stopObserve() : void this.startObserve()), { 'aria-pressed': 'false', id: 'kit-observe' });
+    this.out = { value, when, unit, clock, status, log, observe };
+    const mac = d.provisioningInfo?.vendorMacAddress ?? '';
+    this.root.replaceChildren(
+      el('h2', { id: 'devkit-h' }, `Dev kit ${shortId(d.id)}`, el('span', { class: 'count mono' }, mac ? ` · ${mac}` : '')),
+      el('dl', { class: 'kv' }, el('dt', {}, 'Temperature'), value, el('dt', {}, 'Read at'), when, el('dt', {}, 'Kit unit'), unit, el('dt', {}, 'Kit clock'), clock),
+      el('div', { class: 'row' },
+        btn('Read now', () => void this.read(), { id: 'kit-read' }),
+        btn('Kit unit °C', () => void this.setUnit('C'), { id: 'kit-set-c' }),
+        btn('Kit unit °F', () => void this.setUnit('F'), { id: 'kit-set-f' }),
+        btn('Read clock', () => void this.readClock(), { id: 'kit-clock-btn' }),
+        observe,
+      ),
+      status,
+      log,
+    );
+  }
+
+  private path(resource: string, query: string): string {
+    return this.conn.solutionPath(`/devices/${this.device!.id}/coap/${resource}${query ? `?${query}` : ''}`);
+  }
+
+  private async run<T>(what: string, fn: () => Promise<T>): Promise<T | undefined> {
+    const { status } = this.out;
+    status.classList.remove('error-text');
+    status.textContent = `${what}…`;
+    try {
+      const r = await fn();
+      status.textContent = '';
+      return r;
+    } catch (err) {
+      status.classList.add('error-text');
+      status.textContent = `${what} failed: ${err instanceof ApiError ? err.message : String(err)}`;
+      return undefined;
+    }
+  }
+
+  private showReading(r: KitResponse): void {
+    if (r.reading) {
+      this.out.value.textContent = `${r.reading.value.toFixed(2)} °${r.reading.unit}`;
+      this.out.unit.textContent = `°${r.reading.unit}`;
+      this.out.when.textContent = fmtTime(r.reading.epoch * 1000);
+    } else if (r.payload !== null) this.out.value.textContent = r.payload;
+  }
+
+  async read(): Promise<void> {
+    const r = await this.run('Reading the sensor', () => this.conn.call<KitResponse>('GET', this.path(SENSOR, 'sens')));
+    if (r) this.showReading(r);
+  }
+
+  async setUnit(u: 'C' | 'F'): Promise<void> {
+    const r = await this.run(`Setting the kit to °${u}`, () => this.conn.call<KitResponse>('PUT', this.path(SENSOR, `cfg=${u}`)));
+    if (!r) return;
+    const cfg = await this.run('Reading the unit', () => this.conn.call<KitResponse>('GET', this.path(SENSOR, 'cfg')));
+    const shown = (cfg?.payload ?? '').trim().toUpperCase().replace(/^°/, '');
+    this.out.unit.textContent = shown === 'C' || shown === 'F' ? `°${shown}` : `°${u}`;
+    this.out.status.textContent = `The kit now reports in °${u}.`;
+  }
+
+  async readClock(): Promise<void> {
+    const r = await this.run("Reading the kit's clock", () => this.conn.call<KitResponse>('GET', this.path('system/time', '')));
+    if (!r) return;
+    const epoch = r.reading?.epoch ?? (r.payload && /^\d+$/.test(r.payload.trim()) ? Number(r.payload.trim()) : null);
+    this.out.clock.textContent = epoch !== null ? `${fmtTime(epoch * 1000)} (epoch ${epoch})` : r.payload ?? '—';
+  }
+
+  private async startObserve(): Promise<void> {
+    if (!this.device) return;
+    const ac = new AbortController();
+    this.observing = ac;
+    this.out.observe.textContent = 'Stop observing';
+    this.out.observe.setAttribute('aria-pressed', 'true');
+    this.out.status.classList.remove('error-text');
+    this.out.status.textContent = 'Observing: readings appear as the kit sends them.';
+    try {
+      const token = await this.conn.accessToken();
+      const res = await fetch(this.conn.endpoint + this.path(SENSOR, 'sens'), { headers: { accept: 'text/event-stream', authorization: token }, signal: ac.signal });
+      if (!res.ok || !res.body) {
+        let msg = `${res.status} ${res.statusText}`;
+        try {
+          msg = ((await res.json()) as { message?: string }).message ?? msg;
+        } catch {
+          /* not JSON */
+        }
+        throw new Error(msg);
+      }
+      for await (const m of parseSse(res.body)) {
+        if (m.event === 'notification') {
+          const r = JSON.parse(m.data) as KitResponse;
+          this.showReading(r);
+          if (r.reading) {
+            this.out.log.prepend(el('li', {}, `${fmtTime(r.reading.epoch * 1000)}  ${r.reading.value.toFixed(2)} °${r.reading.unit}`));
+            while (this.out.log.children.length > 50) this.out.log.lastElementChild!.remove();
+          }
+        } else if (m.event === 'error' || m.event === 'end') {
+          const d = JSON.parse(m.data) as { message?: string; reason?: string };
+          if (m.event === 'error' || (d.reason && d.reason !== 'stopped')) {
+            this.out.status.classList.add('error-text');
+            this.out.status.textContent = `Observing ended: ${d.message ?? d.reason}`;
+          }
+          break;
+        }
+      }
+    } catch (err) {
+      if (!ac.signal.aborted) {
+        this.out.status.classList.add('error-text');
+        this.out.status.textContent = `Observing failed: ${(err as Error).message}`;
+      }
+    } finally {
+      if (this.observing === ac) this.resetObserve();
+    }
+  }
+
+  private resetObserve(): void {
+    this.observing = null;
+    if (!this.out) return;
+    this.out.observe.textContent = 'Start observing';
+    this.out.observe.setAttribute('aria-pressed', 'false');
+  }
+
+  stopObserve(): void {
+    if (!this.observing) return;
+    this.observing.abort();
+    this.resetObserve();
+    if (this.out) this.out.status.textContent = 'Stopped observing.';
+  }
+}
