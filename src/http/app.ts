@@ -1,7 +1,7 @@
 // buildApp(deps) assembles the HTTP service and never listens: src/main.ts (and tests) decide where.
 import { randomBytes } from 'node:crypto';
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
-import Ajv from 'ajv';
+import { Ajv } from 'ajv';
 import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -37,6 +37,9 @@ const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, store, auth, events } = deps;
+  // Request ids: a random per-process prefix and a counter — unique across nodes, no entropy per request.
+  const idPrefix = randomBytes(4).toString('hex');
+  let idCounter = 0;
   const app = Fastify({
     ...(deps.logger
       ? { loggerInstance: deps.logger }
@@ -54,7 +57,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // A caller's own request id is kept when it is sane, so a trace spans services.
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomBytes(8).toString('hex');
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : idPrefix + (idCounter++ & 0xffffffff).toString(16).padStart(8, '0');
     },
   });
 

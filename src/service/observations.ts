@@ -2,7 +2,7 @@
 // store path every producer uses (HTTP uploads, the gateway's kit readings, simulations), and the
 // read side (latest of all, one device's range with keyset paging, per-bucket aggregates).
 import { ReefError } from '../core/errors.ts';
-import { toWireObservation, type Account, type DeviceRecord, type Observation, type ObservationRecord } from '../core/types.ts';
+import { toWireObservation, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
 import { isoTimestamp, temperature } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
@@ -51,11 +51,6 @@ export async function storeObservations(store: Store, events: EventBus | null, d
   return written;
 }
 
-export async function latestOfSolution(store: Store, account: Account, solution: string) {
-  const rows = await store.latestObservations(account.groupId, solution);
-  return rows.map((r) => ({ deviceId: r.deviceId, observations: [toWireObservation(r.observation)] }));
-}
-
 export interface RangeQuery {
   limit?: number;
   from?: string;
@@ -71,7 +66,7 @@ export const MAX_PAGE = 10000;
  * One device's observations, newest first. `after` is the keyset cursor: the timestamp of the
  * last observation of the previous page; the page holds strictly older ones (wire §1 paging).
  */
-export async function deviceObservations(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ observations: Observation[]; nextAfter: string | null }> {
+export async function deviceObservations(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ records: ObservationRecord[]; nextAfter: string | null }> {
   const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
   const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
   if (from !== undefined && to !== undefined && from > to) throw new ReefError('VALIDATION_FAILED', 'from must not be after to', { field: 'from' });
@@ -93,7 +88,7 @@ export async function deviceObservations(store: Store, device: DeviceRecord, q: 
     ...(q.tags === undefined ? {} : { tag: q.tags }),
   });
   return {
-    observations: page.observations.map(toWireObservation),
+    records: page.observations,
     nextAfter: page.nextBefore === null ? null : new Date(page.nextBefore).toISOString(),
   };
 }

@@ -6,7 +6,8 @@ import { solutionName } from '../../core/validate.ts';
 import type { Config } from '../../config/config.ts';
 import type { EventBus, ReefEvent } from '../../events/bus.ts';
 import { findDevice, resolveSolution } from '../../service/devices.ts';
-import { deviceBuckets, deviceObservations, latestOfSolution, parseBatch, storeObservations, type RangeQuery } from '../../service/observations.ts';
+import { deviceBuckets, deviceObservations, parseBatch, storeObservations, type RangeQuery } from '../../service/observations.ts';
+import { latestJson, pageJson } from '../observation-json.ts';
 import type { Store } from '../../store/store.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
 
@@ -68,10 +69,11 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
         ...errors(400, 401, 404),
       },
     },
-  }, async (request) => {
+  }, async (request, reply) => {
     const { solution } = request.params as { solution: string };
     await resolveSolution(store, request.account, solution);
-    return latestOfSolution(store, request.account, solution);
+    const rows = await store.latestObservations(request.account.groupId, solution);
+    return reply.type('application/json; charset=utf-8').send(latestJson(rows));
   });
 
   app.get('/api/solutions/:solution/devices/:id/observations', {
@@ -110,7 +112,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
     const page = await deviceObservations(store, device, q);
     if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter));
-    return { observations: page.observations };
+    return reply.type('application/json; charset=utf-8').send(pageJson(page.records));
   });
 
   // Live updates as Server-Sent Events: `observations` events carry {deviceId, observations}.

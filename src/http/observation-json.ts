@@ -1,0 +1,28 @@
+// The two hot read responses (latest of all, a device's page) written as JSON text straight from
+// store records: no intermediate wire objects, no generic serialiser walking free-form fields.
+// The result is byte-for-byte what JSON.stringify of the wire form gives (test/http/observation-json.test.ts).
+import type { ObservationRecord } from '../core/types.ts';
+
+export function observationJson(r: ObservationRecord): string {
+  let s = '{"timestamp":"' + new Date(r.ts).toISOString() + '"';
+  if (r.temperature !== null) s += ',"temperature":' + JSON.stringify(r.temperature);
+  if (r.extra) {
+    // Free fields never include timestamp or temperature (parseBatch keeps those apart).
+    const inner = JSON.stringify(r.extra);
+    if (inner.length > 2) s += ',' + inner.slice(1, -1);
+  }
+  return s + '}';
+}
+
+export function latestJson(rows: { deviceId: string; observation: ObservationRecord }[]): string {
+  const parts = new Array<string>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    parts[i] = '{"deviceId":"' + r.deviceId + '","observations":[' + observationJson(r.observation) + ']}';
+  }
+  return '[' + parts.join(',') + ']';
+}
+
+export function pageJson(rows: ObservationRecord[]): string {
+  return '{"observations":[' + rows.map(observationJson).join(',') + ']}';
+}
