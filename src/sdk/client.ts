@@ -460,9 +460,10 @@ export class ReefClient {
           ctrl.abort();
         }, this.opts.timeoutMs)
       : null;
+    let keepLinked = false;
     const done = () => {
       if (timer) clearTimeout(timer);
-      outer?.removeEventListener('abort', onAbort);
+      if (!keepLinked) outer?.removeEventListener('abort', onAbort);
     };
     try {
       let response: Response;
@@ -472,7 +473,8 @@ export class ReefClient {
         throw this.networkError(e, method, url, timedOut, outer);
       }
       if (response.ok && init.raw) {
-        done();
+        // The body is read later: the timeout ends here, but the caller's abort must still reach it.
+        keepLinked = true;
         return { status: response.status, headers: response.headers, data: null as T, response };
       }
       let text: string;
