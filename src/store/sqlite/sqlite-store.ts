@@ -119,8 +119,9 @@ export class SqliteStore implements Store {
       upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra) VALUES (?, ?, ?, ?)
                        ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra
                        WHERE excluded.ts >= latest.ts`),
+      // Rows as arrays: for 10,000 devices, not building a keyed object per row is a measurable share.
       latestOfSolution: p(`SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
-                           WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk`),
+                           WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk`).raw(true),
       page: p(`SELECT ts, temperature, extra FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?
                ORDER BY ts DESC LIMIT ?`),
       pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
@@ -321,7 +322,10 @@ export class SqliteStore implements Store {
 
   latestObservations(groupId: string, solution: string) {
     return this.run(() =>
-      (this.s.latestOfSolution.all(groupId, solution) as Row[]).map((r) => ({ deviceId: r.id as string, observation: obsFromRow(r) })),
+      (this.s.latestOfSolution.all(groupId, solution) as [string, number, number | null, string | null][]).map(([deviceId, ts, temperature, extra]) => ({
+        deviceId,
+        observation: { ts, temperature: temperature ?? null, extra: extra ? JSON.parse(extra) : null },
+      })),
     );
   }
 
