@@ -20,6 +20,20 @@ export interface KitResponse {
 
 const SENSOR = 'arduino/temp';
 
+/** The kit's clock: a 4-byte big-endian epoch (content-format 42) or decimal text (docs/coap.md). */
+export function clockEpoch(r: KitResponse): number | null {
+  if (!r.payload) return null;
+  if (r.payloadEncoding === 'base64') {
+    const b = atob(r.payload);
+    if (b.length < 1 || b.length > 6) return null;
+    let v = 0;
+    for (let i = 0; i < b.length; i++) v = v * 256 + b.charCodeAt(i);
+    return v;
+  }
+  const t = r.payload.trim();
+  return /^\d+$/.test(t) ? Number(t) : null;
+}
+
 export class DevKitPanel {
   private device: Device | null = null;
   private observing: AbortController | null = null;
@@ -123,7 +137,7 @@ export class DevKitPanel {
   async readClock(): Promise<void> {
     const r = await this.run("Reading the kit's clock", () => this.conn.call<KitResponse>('GET', this.path('system/time', '')));
     if (!r) return;
-    const epoch = r.reading?.epoch ?? (r.payload && /^\d+$/.test(r.payload.trim()) ? Number(r.payload.trim()) : null);
+    const epoch = r.reading?.epoch ?? clockEpoch(r);
     this.out.clock.textContent = epoch !== null ? `${fmtTime(epoch * 1000)} (epoch ${epoch})` : r.payload ?? '—';
   }
 

@@ -1,0 +1,106 @@
+// The dev kit panel end to end: a software dev kit (src/device) announcing to the real gateway
+// over UDP, reached from Chromium through the gateway's HTTP bridge.
+import assert from 'node:assert/strict';
+import dgram from 'node:dgram';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { testConfig } from '../../src/config/config.ts';
+import { loadDeviceConfig } from '../../src/device/config.ts';
+import { Kit } from '../../src/device/kit.ts';
+import { gatewayComponent } from '../../src/gateway/component.ts';
+import { provisionKit } from '../../src/service/devices.ts';
+import type { TestServer } from '../helpers/server.ts';
+import { connect, launchBrowser, newPage, shot, startWebServer } from './harness.ts';
+
+const MAC = '00000000000007a1';
+const SILENT = '00000000000007d1';
+
+async function waitText(page: Page, selector: string, re: RegExp, timeout = 20_000): Promise<string> {
+  await page.waitForFunction(([sel, src]) => new RegExp(src!).test(document.querySelector(sel!)?.textContent ?? ''), [selector, re.source], { timeout });
+  return (await page.textContent(selector)) ?? '';
+}
+
+describe('web app: dev kit panel', () => {
+  let server: TestServer;
+  let browser: Browser;
+  let kit: Kit;
+  let sink: dgram.Socket;
+  let creds: { clientId: string; clientSecret: string };
+  let kitId: string;
+  let silentId: string;
+
+  before(async () => {
+    const factory = gatewayComponent({ demoKit: false });
+    const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 800 };
+    server = await startWebServer({ gateway }, [factory]);
+    const gw = factory.last!;
+    browser = await launchBrowser();
+    const c = await server.account('kit-owner');
+    creds = c;
+    const account = (await server.services.store.getAccountByTenantId(c.tenantId))!;
+    kitId = (await provisionKit(server.services.store, server.services.events, account, MAC)).id;
+    kit = new Kit(loadDeviceConfig({ mac: MAC, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: gw.address().port }, monitorWindowMs: 0, logLevel: 0, periodMs: 300 }));
+    await kit.start();
+    // A kit that announced itself and then never answers: the deadline case.
+    sink = dgram.createSocket('udp4');
+    await new Promise<void>((r) => sink.bind(0, '127.0.0.1', () => r()));
+    silentId = (await provisionKit(server.services.store, server.services.events, account, SILENT)).id;
+    gw.gateway.kits.announce({ v: 1, mac: SILENT, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 }, { address: '127.0.0.1', port: sink.address().port });
+    const end = Date.now() + 15_000;
+    while (!gw.gateway.kits.get(MAC)) {
+      if (Date.now() > end) throw new Error('the gateway never learned the kit');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  });
+
+  after(async () => {
+    await browser?.close();
+    await kit?.stop().catch(() => undefined);
+    sink?.close();
+    await server?.close();
+  });
+
+  test('reads the kit, sets its unit, reads its clock, observes live, and shows a deadline plainly', async () => {
+    const { page, errors, close } = await newPage(browser);
+    await connect(page, server.url, creds, 'sandbox');
+    const row = page.locator(`#devices tr[data-id="${kitId}"]`);
+    await row.waitFor();
+    assert.match((await row.textContent()) ?? '', new RegExp(MAC));
+    await row.click();
+    await page.locator('#devkit-panel').waitFor();
+
+    await page.getByRole('button', { name: 'Kit unit °F' }).click();
+    await waitText(page, '#kit-status', /now reports in °F/);
+    await waitText(page, '#kit-unit', /^°F$/);
+    await page.getByRole('button', { name: 'Read now' }).click();
+    await waitText(page, '#kit-value', /^-?\d+\.\d\d °F$/);
+    await page.getByRole('button', { name: 'Kit unit °C' }).click();
+    await waitText(page, '#kit-unit', /^°C$/);
+    await page.getByRole('button', { name: 'Read now' }).click();
+    await waitText(page, '#kit-value', /^-?\d+\.\d\d °C$/);
+
+    await page.getByRole('button', { name: 'Read clock' }).click();
+    const clock = await waitText(page, '#kit-clock', /epoch \d+/);
+    const epoch = Number(/epoch (\d+)/.exec(clock)![1]);
+    assert.ok(Math.abs(epoch - Date.now() / 1000) < 3600, `the kit's clock ${epoch} is near now`);
+
+    await page.getByRole('button', { name: 'Start observing' }).click();
+    await page.waitForFunction(() => document.querySelectorAll('#devkit-panel .log li').length >= 2, null, { timeout: 20_000 });
+    assert.match((await page.locator('#devkit-panel .log li').first().textContent()) ?? '', /°[CF]$/);
+    await shot(page, 'devkit-observing');
+    await page.getByRole('button', { name: 'Stop observing' }).click();
+    await waitText(page, '#kit-status', /Stopped observing/);
+    const n = await page.locator('#devkit-panel .log li').count();
+    assert.equal(await page.getByRole('button', { name: 'Start observing' }).count(), 1);
+
+    // The silent kit: the deadline, in words.
+    await page.locator(`#devices tr[data-id="${silentId}"]`).click();
+    await page.locator('#devkit-panel h2', { hasText: silentId.slice(0, 8) }).waitFor();
+    await page.getByRole('button', { name: 'Read now' }).click();
+    await waitText(page, '#kit-status', /Reading the sensor failed: the kit did not answer within 0\.8 s/);
+    await shot(page, 'devkit-deadline');
+    assert.ok(n >= 2);
+    assert.deepEqual(errors, []);
+    await close();
+  });
+});
