@@ -120,3 +120,23 @@ export async function copyIntoPostgres(plan: PgBatch[], o: { devices: number }) 
     await db.drop();
   }
 }
+
+const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+
+/** Prints the PostgreSQL figures of bench:ingest: COPY (storage limit), the store path, HTTP on 1..N nodes. */
+export async function runPostgres(plan: PgBatch[], o: { total: number; devices: number; concurrency: number; nodes: number[] }): Promise<void> {
+  const copy = await copyIntoPostgres(plan, o);
+  const copyRate = o.total / copy.secs;
+  const direct = await throughStore(plan, o);
+  console.log(`COPY into PostgreSQL:   ${fmt(copyRate)} obs/s  (${fmt(copy.secs, 2)} s) — the storage limit (same partitioned, indexed table)`);
+  console.log(`store batch path:       ${fmt(o.total / direct.secs)} obs/s  (unnest upsert + latest, ${o.concurrency} in flight, no HTTP)`);
+  let one = 0;
+  for (const n of o.nodes) {
+    const http = await overHttpPostgres(plan, { ...o, nodes: n });
+    const rate = o.total / http.secs;
+    if (n === o.nodes[0]) one = rate;
+    console.log(`HTTP upload, ${n} node${n > 1 ? 's' : ' '}:   ${fmt(rate)} obs/s  (${fmt(http.secs, 2)} s; ${o.concurrency * n} in flight; peak RSS per node ${fmt(http.rss / 2 ** 20)} MiB; db ${fmt(http.bytes / 2 ** 20)} MiB)` +
+      `  ratio to COPY ${fmt(rate / copyRate, 2)}${n !== o.nodes[0] ? `, ×${fmt(rate / one, 2)} of ${o.nodes[0]} node` : ''}`);
+    if (n === 1) console.log(`  target HTTP ≥ 60,000 obs/s with one node: ${rate >= 60_000 ? 'met' : 'NOT met'}`);
+  }
+}

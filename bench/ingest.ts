@@ -2,7 +2,7 @@
 // over HTTP on loopback to a real `reef serve` child process; in the same run, the same rows
 // inserted straight into SQLite with better-sqlite3 (same schema, same per-batch transaction and
 // durability): the storage limit. Prints both rates and their ratio.
-//   --observations N  --devices N  --batch N  --concurrency N  --store sqlite
+//   --observations N  --devices N  --batch N  --concurrency N  --store sqlite|postgres  [--nodes 1,2]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,8 +17,8 @@ const CONCURRENCY = Number(arg('concurrency', '4'));
 const STORE = arg('store', 'sqlite');
 const T0 = Date.UTC(2026, 0, 1);
 
-if (STORE !== 'sqlite') {
-  console.error(`--store ${STORE}: only sqlite here (the PostgreSQL variant is bench/ingest with --store postgres once implemented)`);
+if (STORE !== 'sqlite' && STORE !== 'postgres') {
+  console.error(`--store ${STORE}: sqlite or postgres`);
   process.exit(2);
 }
 
@@ -112,6 +112,12 @@ if (BATCH % 100 !== 0) throw new Error('--batch must be a multiple of 100');
 const plan = batches();
 console.log(`bench:ingest — ${fmt(TOTAL)} observations, ${fmt(DEVICES)} devices, batches of ${fmt(BATCH)}, ${CONCURRENCY} uploads in flight, store ${STORE}`);
 console.log(`machine: ${machine()}`);
+if (STORE === 'postgres') {
+  // --nodes 1,2: HTTP on one node, then on two behind round robin (bench/ingest-postgres.ts).
+  const { runPostgres } = await import('./ingest-postgres.ts');
+  await runPostgres(plan, { total: TOTAL, devices: DEVICES, concurrency: CONCURRENCY, nodes: arg('nodes', '1,2').split(',').map(Number) });
+  process.exit(0);
+}
 const raw = straightIntoSqlite(plan);
 const http = await overHttp(plan);
 const httpRate = TOTAL / http.secs;

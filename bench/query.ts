@@ -3,7 +3,7 @@
 //   latest of all 10,000 devices (target p50 ≤ 20 ms), one device's newest 1,000 (target p50 ≤ 5 ms),
 //   GET devices requests/s against a bare Fastify route serving the same JSON in the same run
 //   (target ratio ≥ 0.5), and the server's peak RSS.
-//   --devices N  --per-device N  --seconds S  --concurrency N
+//   --devices N  --per-device N  --seconds S  --concurrency N  --store sqlite|postgres
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createAccount } from '../src/auth/accounts.ts';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
+import type { Store } from '../src/store/store.ts';
 import { ROOT, arg, fmt, latency, load, machine, request, serve } from './lib.ts';
 
 const DEVICES = Number(arg('devices', '10000'));
@@ -19,13 +20,18 @@ const SECONDS = Number(arg('seconds', '5'));
 const CONCURRENCY = Number(arg('concurrency', '16'));
 const SANDBOX_KITS = 10;
 const T0 = Date.UTC(2026, 0, 1);
+const STORE = arg('store', 'sqlite');
 
-console.log(`bench:query — ${fmt(DEVICES * PER_DEVICE)} observations (${fmt(DEVICES)} devices × ${fmt(PER_DEVICE)}), store sqlite`);
+console.log(`bench:query — ${fmt(DEVICES * PER_DEVICE)} observations (${fmt(DEVICES)} devices × ${fmt(PER_DEVICE)}), store ${STORE}`);
 console.log(`machine: ${machine()}`);
 
 // Load straight through the store (the load is not what is measured).
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-query-'));
-const store = new SqliteStore({ file: path.join(dir, 'reef.db'), synchronous: 'NORMAL' });
+// --store postgres: a throw-away database on the local PostgreSQL (bench/ingest-postgres.ts).
+const pgDb = STORE === 'postgres' ? await (await import('../test/helpers/pg.ts')).createTestDatabase('reef_bench') : null;
+const store: Store = pgDb
+  ? new (await import('../src/store/postgres/postgres-store.ts')).PostgresStore({ connectionString: pgDb.url })
+  : new SqliteStore({ file: path.join(dir, 'reef.db'), synchronous: 'NORMAL' });
 await store.migrate();
 const creds = await createAccount(store, { name: 'bench' });
 const account = (await store.getAccountByClientId(creds.clientId))!;
@@ -45,10 +51,11 @@ for (let k = 0; k < SANDBOX_KITS; k++) {
     mac: (0x1000000000000 + k).toString(16).padStart(16, '0'),
   });
 }
+const bytes = pgDb ? Number((await (store as import('../src/store/postgres/postgres-store.ts').PostgresStore).pool.query('SELECT pg_database_size(current_database()) AS n')).rows[0].n) : fs.statSync(path.join(dir, 'reef.db')).size;
 await store.close();
-console.log(`loaded in ${fmt((performance.now() - t) / 1000, 1)} s; file ${fmt(fs.statSync(path.join(dir, 'reef.db')).size / 2 ** 20)} MiB`);
+console.log(`loaded in ${fmt((performance.now() - t) / 1000, 1)} s; ${pgDb ? 'database' : 'file'} ${fmt(bytes / 2 ** 20)} MiB`);
 
-const server = await serve({ REEF_DATA_DIR: dir });
+const server = await serve(pgDb ? { REEF_DATA_DIR: dir, REEF_DATABASE_URL: pgDb.url } : { REEF_DATA_DIR: dir });
 const bare = spawn(process.execPath, [path.join(ROOT, 'node_modules/.bin/tsx'), path.join(ROOT, 'bench/bare-server.ts')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env } });
 try {
   const token = JSON.parse((await request(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ clientId: creds.clientId, clientSecret: creds.clientSecret }) })).body).accessToken as string;
@@ -88,4 +95,5 @@ try {
   bare.kill();
   await server.stop();
   fs.rmSync(dir, { recursive: true, force: true });
+  await pgDb?.drop();
 }
