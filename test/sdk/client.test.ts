@@ -210,14 +210,14 @@ describe('SDK: devices, observations and the stream', () => {
 
     // The whole solution: device changes too; an abort signal ends the iteration.
     const ac = new AbortController();
-    const events: { type: string }[] = [];
-    let created = '';
-    for await (const e of client.stream({ signal: ac.signal, onOpen: () => void client.createDevice({ deviceType: 'Late' }).then((d) => (created = d.id)) })) {
+    const events: unknown[] = [];
+    let created: Promise<{ id: string }> | null = null;
+    for await (const e of client.stream({ signal: ac.signal, onOpen: () => void (created = client.createDevice({ deviceType: 'Late' })) })) {
       events.push(e);
       if (e.type === 'device') ac.abort();
     }
-    assert.equal(events.length, 1);
-    assert.deepEqual(events[0], { type: 'device', deviceId: created || (events[0] as { deviceId: string }).deviceId, action: 'created' });
+    const late = await created!;
+    assert.deepEqual(events, [{ type: 'device', deviceId: late.id, action: 'created' }]);
   });
 
   it('a stream for a device of another account fails with 404 before yielding', async () => {
