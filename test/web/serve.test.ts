@@ -1,0 +1,58 @@
+// The web component's static serving: the built app at /, the right content types, hashed assets
+// cached for good and index.html revalidated, nothing outside web/dist, the API untouched. The web
+// app's own sources type-check (they are outside the root tsconfig).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { TestServer } from '../helpers/server.ts';
+import { startWebServer } from './harness.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+describe('web component', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startWebServer();
+  });
+  after(() => server?.close());
+
+  test('serves index.html at / with no-cache, and hashed assets as immutable with their types', async () => {
+    const r = await fetch(server.url + '/');
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type') ?? '', /^text\/html/);
+    assert.equal(r.headers.get('cache-control'), 'no-cache');
+    assert.match(r.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+    const html = await r.text();
+    assert.match(html, /<title>Reef/);
+    const js = /src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    const css = /href="(\/assets\/[^"]+\.css)"/.exec(html)?.[1];
+    assert.ok(js && css, 'index.html links its hashed script and stylesheet');
+    const a = await fetch(server.url + js);
+    assert.equal(a.status, 200);
+    assert.match(a.headers.get('content-type') ?? '', /^text\/javascript/);
+    assert.equal(a.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+    const s = await fetch(server.url + css);
+    assert.match(s.headers.get('content-type') ?? '', /^text\/css/);
+    // Revalidation answers 304.
+    const again = await fetch(server.url + '/', { headers: { 'if-none-match': r.headers.get('etag')! } });
+    assert.equal(again.status, 304);
+  });
+
+  test('nothing outside web/dist; unknown assets and API routes keep the JSON 404', async () => {
+    for (const p of ['/assets/../../package.json', '/assets/%2e%2e/%2e%2e/package.json', '/assets/.hidden', '/assets/nope.js']) {
+      const r = await fetch(server.url + p);
+      assert.equal(r.status, 404, p);
+      assert.match(r.headers.get('content-type') ?? '', /application\/json/);
+    }
+    const api = await fetch(server.url + '/api/nope');
+    assert.equal(api.status, 404);
+    assert.equal(((await api.json()) as { code: string }).code, 'ROUTE_NOT_FOUND');
+  });
+
+  test('the web sources type-check with DOM types', () => {
+    const r = spawnSync(path.join(ROOT, 'node_modules', '.bin', 'tsc'), ['--noEmit', '-p', 'web/tsconfig.json'], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+  });
+});
