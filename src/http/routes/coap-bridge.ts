@@ -236,9 +236,12 @@ async function stream(
   if (first.seq === undefined) return finish('the resource is not observable');
   heartbeat = setInterval(() => res?.write(': keep-alive\n\n'), 15_000);
   const gone = (): void => {
+    if (done) return;
     done = true;
     clearInterval(heartbeat);
     gateway.release(sub);
+    // The client went: free the connection now rather than when its socket times out.
+    res?.destroy();
   };
   request.raw.on('close', gone);
   res.on('close', gone);
