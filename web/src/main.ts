@@ -22,7 +22,8 @@ const state = {
   latest: new Map<string, Latest>(),
   selected: [] as string[],
   unit: (localStorage.getItem('reef.unit') === 'F' ? 'F' : 'C') as Unit,
-  range: { preset: '24h' } as { preset: Preset } | { from: number; to: number },
+  // The last preset is remembered between visits.
+  range: { preset: (['1h', '24h', '7d'] as const).find((p) => p === localStorage.getItem('reef.range')) ?? '24h' } as { preset: Preset } | { from: number; to: number },
   stopEvents: null as null | (() => void),
   load: null as AbortController | null,
   zoom: null as [number, number] | null,
@@ -330,6 +331,7 @@ $('reset-zoom').addEventListener('click', () => plot.resetZoom());
 for (const b of document.querySelectorAll<HTMLButtonElement>('[data-range]')) {
   b.addEventListener('click', () => {
     state.range = { preset: b.dataset.range as Preset };
+    localStorage.setItem('reef.range', state.range.preset);
     markRange();
     void loadPlot();
   });
