@@ -130,6 +130,7 @@ describe('web app', () => {
     // Zoom in with the keyboard until the window is under a day: the detail is fetched raw.
     for (let i = 0; i < 10; i++) await page.keyboard.press('+');
     await page.locator('#reset-zoom').waitFor();
+    await waitAttr(page, '#plot-info', 'data-detail', 'raw');
     await page.locator('#reset-zoom').click();
     await page.locator('#reset-zoom').waitFor({ state: 'hidden' });
     assert.deepEqual(errors, []);
@@ -177,7 +178,7 @@ describe('web app', () => {
     await waitAttr(page, `#devices tr[data-id="${focused}"]`, 'aria-selected', 'true');
     await waitAttr(page, '#plot-info', 'data-devices', focused!);
     // Every form control has an accessible name.
-    const unnamed = await page.evaluate(() => [...document.querySelectorAll('input, button, select')].filter((e) => {
+    const unnamed = await page.evaluate(() => Array.from(document.querySelectorAll('input, button, select')).filter((e) => {
       const el = e as HTMLInputElement;
       if (el.type === 'hidden' || el.closest('[hidden]')) return false;
       return !(el.labels?.length || el.getAttribute('aria-label') || (el.tagName === 'BUTTON' && el.textContent?.trim()));

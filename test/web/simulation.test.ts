@@ -50,7 +50,7 @@ describe('web app: simulation panel', () => {
     assert.ok(first >= 4 * 360, `backfill of an hour at 1 s for 4 devices gives at least 1440 readings, saw ${first}`);
     await page.waitForFunction((n) => Number((document.querySelector('#sim-panel li.sim .produced')?.textContent ?? '0').replace(/[^0-9]/g, '')) > n, first, { timeout: 30_000 });
     // Latest of all fills in live.
-    await page.waitForFunction(() => [...document.querySelectorAll('#latest .val')].filter((e) => /°C/.test(e.textContent ?? '')).length === 4, null, { timeout: 30_000 });
+    await page.waitForFunction(() => Array.from(document.querySelectorAll('#latest .val')).filter((e) => /°C/.test(e.textContent ?? '')).length === 4, null, { timeout: 30_000 });
     await shot(page, 'simulation-running');
 
     await item.getByRole('button', { name: /^Stop/ }).click();

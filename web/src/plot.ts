@@ -62,6 +62,7 @@ export class PlotView {
     this.series = series;
     this.window = window;
     this.unit = unit;
+    delete this.info.dataset.detail;
     this.build();
   }
 
@@ -127,6 +128,7 @@ export class PlotView {
       s.max?.splice(a, b - a, ...(d.max ?? d.y));
     }
     this.build(range);
+    this.info.dataset.detail = 'raw';
   }
 
   points(): number {
