@@ -327,13 +327,18 @@ export class ReefClient {
     };
 
     let batch: UploadObservation[] = [];
-    for await (const o of observations as AsyncIterable<UploadObservation>) {
-      if (failure) break;
-      batch.push(o);
-      if (batch.length >= batchSize) {
-        await launch(batch);
-        batch = [];
+    try {
+      for await (const o of observations as AsyncIterable<UploadObservation>) {
+        if (failure) break;
+        batch.push(o);
+        if (batch.length >= batchSize) {
+          await launch(batch);
+          batch = [];
+        }
       }
+    } catch (e) {
+      // The source failed (a file that cannot be read, say): let the batches in flight finish.
+      failure ??= { error: e };
     }
     if (batch.length && !failure) await launch(batch);
     await Promise.all(inFlight);

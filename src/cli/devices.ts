@@ -1,0 +1,87 @@
+// `reef devices list|get|create|delete`: the devices of a solution, through the SDK against a
+// running service (the endpoint and credentials `reef login` stored).
+import { UsageError, parseArgs, printJson, printTable } from './args.ts';
+import { booleanFlags, connect, runClient } from './client-config.ts';
+import type { Device } from '../sdk/index.ts';
+
+const HELP = `Usage:
+  reef devices list [--type TYPE] [--json]            devices of the solution (optionally one type)
+  reef devices get ID [--json]                        one device
+  reef devices create --type TYPE [--lat N --lon N] [--json]
+  reef devices delete ID                              a device and its observations
+
+Common options:
+  --solution NAME   solution to address (default: the one given to reef login, else sandbox)
+  --endpoint URL    service to call (default: the one given to reef login; REEF_ENDPOINT)
+  --json            machine-readable output
+
+Exit codes: 0 ok, 1 failure (the service refused, or could not be reached), 2 usage.
+`;
+
+function row(d: Device) {
+  const loc = d.domainInfo?.location;
+  return {
+    id: d.id,
+    type: d.deviceType,
+    mac: d.provisioningInfo?.vendorMacAddress ?? '',
+    status: d.provisioningInfo?.status ?? '',
+    location: loc ? `${loc.latitude},${loc.longitude}` : '',
+  };
+}
+
+function coordinate(v: string | undefined, name: string, limit: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v === 'true' || !Number.isFinite(n) || Math.abs(n) > limit) throw new UsageError(`--${name} must be a number from -${limit} to ${limit}`);
+  return n;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  const args = booleanFlags(parseArgs(rest, ['type', 'lat', 'lon', 'json', 'solution', 'endpoint']), ['json']);
+  if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
+    process.stdout.write(HELP);
+    return sub ? 0 : 2;
+  }
+  if (!['list', 'get', 'create', 'delete'].includes(sub)) throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
+  const json = args.flags.json === 'true';
+  const needsId = sub === 'get' || sub === 'delete';
+  if (needsId && args.positional.length !== 1) throw new UsageError(`${sub} needs one device id`);
+  if (!needsId && args.positional.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positional[0])}`);
+  if (args.flags.type === 'true') throw new UsageError('--type needs a value');
+  const lat = coordinate(args.flags.lat, 'lat', 90);
+  const lon = coordinate(args.flags.lon, 'lon', 180);
+  if ((lat === undefined) !== (lon === undefined)) throw new UsageError('give --lat and --lon together');
+  if (sub === 'create' && !args.flags.type) throw new UsageError('--type is required');
+
+  return runClient('devices', async () => {
+    const { client, conn } = connect(process.env, args);
+    switch (sub) {
+      case 'list': {
+        const list = await client.listDevices(args.flags.type ? { deviceType: args.flags.type } : {});
+        if (json) printJson(list);
+        else if (!list.length) process.stdout.write(`no devices in solution ${conn.solution}\n`);
+        else printTable(list.map(row), ['id', 'type', 'mac', 'status', 'location']);
+        return 0;
+      }
+      case 'get': {
+        const d = await client.getDevice(args.positional[0]!);
+        if (json) printJson(d);
+        else printTable([row(d)], ['id', 'type', 'mac', 'status', 'location']);
+        return 0;
+      }
+      case 'create': {
+        const d = await client.createDevice({ deviceType: args.flags.type!, ...(lat !== undefined ? { domainInfo: { location: { latitude: lat, longitude: lon! } } } : {}) });
+        if (json) printJson(d);
+        else process.stdout.write(`${d.id}\n`);
+        return 0;
+      }
+      default: {
+        await client.deleteDevice(args.positional[0]!);
+        if (json) printJson({ deleted: args.positional[0]!.toLowerCase() });
+        else process.stdout.write(`deleted ${args.positional[0]!.toLowerCase()}\n`);
+        return 0;
+      }
+    }
+  });
+}
