@@ -12,6 +12,10 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Run
   provision: { summary: "Provision a dev kit to an account's sandbox", load: async () => (await import('./provision.ts')).run },
   device: { summary: 'Run simulated dev kits (CoAP server behind an HDLC network module)', load: async () => (await import('./device.ts')).run },
   simulate: { summary: 'Start, list and stop Studio simulations of a running service (virtual devices)', load: async () => (await import('./simulate.ts')).run },
+  login: { summary: 'Remember a running service, client id and (in a 0600 file) secret for the client commands', load: async () => (await import('./login.ts')).run },
+  logout: { summary: 'Forget what reef login stored', load: async () => (await import('./login.ts')).runLogout },
+  devices: { summary: 'List, show, create and delete devices of a running service', load: async () => (await import('./devices.ts')).run },
+  observations: { summary: "Get a device's observations (table, CSV, JSON, NDJSON) or upload a CSV/NDJSON file", load: async () => (await import('./observations.ts')).run },
 };
 
 function help(): string {
