@@ -132,6 +132,26 @@ describe('Authorization header', () => {
     await expectError(await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token }), 401, 'ACCOUNT_DISABLED');
   });
 
+  it('rotation keeps old tokens valid; retiring their key ends them, even once remembered', async () => {
+    const s = await startTestServer();
+    try {
+      const c = await s.login('rotate');
+      const url = '/api/solutions/sandbox/devices';
+      assert.equal((await s.request('GET', url, { token: c.token })).status, 200);
+      const oldKid = JSON.parse(Buffer.from(c.token.split('.')[0]!, 'base64url').toString()).kid as string;
+      await s.services.tokens.rotate();
+      assert.equal((await s.request('GET', url, { token: c.token })).status, 200, 'an older key still verifies');
+      const fresh = await s.token(c);
+      assert.notEqual(JSON.parse(Buffer.from(fresh.split('.')[0]!, 'base64url').toString()).kid, oldKid, 'new tokens use the new key');
+      await s.services.store.deleteSigningKey(oldKid);
+      await s.services.tokens.refresh();
+      await expectError(await s.request('GET', url, { token: c.token }), 401, 'TOKEN_INVALID');
+      assert.equal((await s.request('GET', url, { token: fresh })).status, 200);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('a token survives a restart: the signing key is kept with the data', async () => {
     const dataDir = (await import('../helpers/server.ts')).tempDir();
     const a = await startTestServer({ dataDir });
