@@ -60,8 +60,11 @@ export interface RunDeps {
 
 /** Readings per device per store call in bulk writing (backfill and catch-up). */
 const BULK_POINTS = 2000;
-/** Devices written between yields to the event loop in a live slice. */
-const YIELD_EVERY = 200;
+/**
+ * A live slice yields to the event loop after this much work, ms: SQLite calls are synchronous
+ * (each commit waits for its fsync), so a slice of 1,000 devices must not hold HTTP requests up.
+ */
+const YIELD_AFTER_MS = 15;
 /** Live progress is persisted at most this often; a crash rewrites at most this much (same values). */
 const SAVE_EVERY_MS = 1000;
 const PROGRESS_EVENT_MS = 500;
@@ -202,17 +205,20 @@ export class SimulationRun {
     }
   }
 
-  /** Writes every device's readings on the grid in [from, to), one store call per device. */
-  private async writeRange(from: number, to: number, live: boolean, onDevice?: (n: number) => void): Promise<void> {
+  /**
+   * Writes every device's readings on the grid in [from, to), one store call per device. False
+   * when a stop cut it short (the range then counts as not written: it is rewritten on resume).
+   */
+  private async writeRange(from: number, to: number, live: boolean, onDevice?: (n: number) => void): Promise<boolean> {
     const g = this.grid;
     const I = g.intervalMs;
-    let sinceYield = 0;
+    let lastYield = performance.now();
     for (let s = 0; s < g.slots; s++) {
       const first = firstAtOrAfter(g, phaseOf(g, s), from);
       if (first >= to) continue;
       const n = countIn(g, phaseOf(g, s), from, to);
       for (let i = s; i < g.devices; i += g.slots) {
-        if (this.stopping) return;
+        if (this.stopping) return false;
         if (this.removed.has(i)) continue;
         const m = this.models[i]!;
         const batch: ObservationRecord[] = new Array(n);
@@ -231,12 +237,13 @@ export class SimulationRun {
           throw err;
         }
         onDevice?.(n);
-        if (++sinceYield >= YIELD_EVERY || !live) {
-          sinceYield = 0;
+        if (!live || performance.now() - lastYield > YIELD_AFTER_MS) {
           await sleep();
+          lastYield = performance.now();
         }
       }
     }
+    return true;
   }
 
   private markRemoved(i: number): void {
@@ -253,11 +260,11 @@ export class SimulationRun {
     while (p.backfillCursor < to && !this.stopping) {
       const end = Math.min(to, p.backfillCursor + windowMs);
       this.backfillPartial = 0;
-      await this.writeRange(p.backfillCursor, end, false, (n) => {
+      const whole = await this.writeRange(p.backfillCursor, end, false, (n) => {
         this.backfillPartial += n;
         this.progressEvent();
       });
-      if (this.stopping) break;
+      if (!whole) break;
       p.backfillCursor = end;
       this.backfillPartial = 0;
       await this.save(true);
@@ -291,8 +298,7 @@ export class SimulationRun {
       if (more) end = seg[1] + BULK_POINTS * I;
       if (end > seg[1]) {
         const catchUp = end - seg[1] > I;
-        await this.writeRange(seg[1], end, !catchUp);
-        if (this.stopping) break;
+        if (!(await this.writeRange(seg[1], end, !catchUp))) break;
         seg[1] = end;
         await this.save(false);
       }
