@@ -7,6 +7,8 @@ import { parseSse } from './sse.ts';
 import { TokenManager, type Credentials } from './token.ts';
 import type {
   Bucket,
+  CoapRequestBody,
+  CoapResponse,
   Device,
   ErrorBody,
   NewDevice,
@@ -14,6 +16,8 @@ import type {
   ObservationGroup,
   ObservationPage,
   ObservationQuery,
+  NewSimulation,
+  Simulation,
   StreamEvent,
   TokenResponse,
   UploadObservation,
@@ -75,6 +79,21 @@ export interface UploadResult {
   batches: number;
 }
 
+export interface CoapOptions extends CallOptions {
+  /** Wait this long for the kit (default: the client's timeoutMs, at least 35 s, beyond the gateway's 30 s deadline). */
+  timeoutMs?: number;
+}
+
+export interface ObserveOptions {
+  solution?: string;
+  /** Ends the observation. Breaking out of `for await` ends it too. */
+  signal?: AbortSignal;
+  /** Called once the observation is established (before the first notification is yielded). */
+  onOpen?: () => void;
+  /** Called with the service's reason when it ends the observation (kit error, account disabled...). */
+  onEnd?: (reason: string) => void;
+}
+
 export interface StreamOptions {
   /** Only this device's events. */
   deviceId?: string;
@@ -97,6 +116,8 @@ interface RequestInit2 {
   /** Return the response unread (streams). */
   raw?: boolean;
   accept?: string;
+  /** This call's own timeout, instead of the client's. */
+  timeoutMs?: number;
 }
 
 interface Answer<T> {
@@ -107,6 +128,7 @@ interface Answer<T> {
 }
 
 const DEFAULTS = { solution: 'sandbox', retries: 3, maxRetryDelayMs: 30_000, timeoutMs: 30_000 };
+const SIMULATIONS = '/api/solutions/StudioSimulation/simulations';
 
 function iso(v: string | Date | undefined): string | undefined {
   return v instanceof Date ? v.toISOString() : v;
@@ -346,6 +368,112 @@ export class ReefClient {
     return { stored: progress.stored, batches: progress.batches };
   }
 
+  // ---- simulations (docs/simulation.md; always in StudioSimulation) ------------------------------
+
+  /** Starts a simulation: virtual devices in an area reporting temperatures. */
+  async createSimulation(params: NewSimulation, opts: { signal?: AbortSignal } = {}): Promise<Simulation> {
+    return (await this.request<Simulation>('POST', SIMULATIONS, { body: params, idempotent: false, signal: opts.signal })).data;
+  }
+
+  /** The account's simulations, newest first (without deviceIds). */
+  async listSimulations(opts: { signal?: AbortSignal } = {}): Promise<Simulation[]> {
+    return (await this.request<{ simulations: Simulation[] }>('GET', SIMULATIONS, { idempotent: true, signal: opts.signal })).data.simulations;
+  }
+
+  /** One simulation, with its device ids and progress. */
+  async getSimulation(id: string, opts: { signal?: AbortSignal } = {}): Promise<Simulation> {
+    return (await this.request<Simulation>('GET', `${SIMULATIONS}/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /** Stops a simulation (its devices and readings stay); answers it, now stopped. Idempotent. */
+  async stopSimulation(id: string, opts: { signal?: AbortSignal } = {}): Promise<Simulation> {
+    return (await this.request<Simulation>('DELETE', `${SIMULATIONS}/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  // ---- CoAP bridge to dev kits (docs/coap.md "HTTP bridge") ----------------------------------------
+
+  /**
+   * One CoAP request to a dev kit through the gateway, e.g. `coap(id, 'GET', 'snsr/arduino/temp?sens')`.
+   * The resource is the kit path (with or without its `snsr`/`sensor` prefix) and its CoAP query.
+   * A kit's 4.xx/5.xx is an ApiError 502 (BAD_GATEWAY); no answer by the deadline is 504. Not
+   * retried: an offline kit (503 KIT_OFFLINE) stays offline for longer than a retry waits.
+   */
+  async coap(deviceId: string, method: 'GET' | 'PUT' | 'POST' | 'DELETE', resource: string, body?: CoapRequestBody, opts: CoapOptions = {}): Promise<CoapResponse> {
+    const r = await this.request<CoapResponse>(method, this.coapPath(deviceId, resource, opts), {
+      ...(body !== undefined && (method === 'PUT' || method === 'POST') ? { body } : {}),
+      idempotent: false,
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs ?? (this.opts.timeoutMs === 0 ? 0 : Math.max(this.opts.timeoutMs, 35_000)),
+    });
+    return r.data;
+  }
+
+  coapGet(deviceId: string, resource: string, opts: CoapOptions = {}): Promise<CoapResponse> {
+    return this.coap(deviceId, 'GET', resource, undefined, opts);
+  }
+
+  /** PUT, e.g. `coapPut(id, 'snsr/arduino/temp?cfg=C')` to switch the kit to Celsius. */
+  coapPut(deviceId: string, resource: string, body?: CoapRequestBody, opts: CoapOptions = {}): Promise<CoapResponse> {
+    return this.coap(deviceId, 'PUT', resource, body, opts);
+  }
+
+  /**
+   * CoAP observe through the bridge: the current state, then a notification per change, as an
+   * async iterator (Server-Sent Events read with fetch). It ends when the caller stops (break,
+   * signal) or the service ends the observation (`onEnd` gets the reason).
+   */
+  async *coapObserve(deviceId: string, resource: string, opts: ObserveOptions = {}): AsyncGenerator<CoapResponse> {
+    const ctrl = new AbortController();
+    const onAbort = () => ctrl.abort(opts.signal?.reason);
+    if (opts.signal?.aborted) return;
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      let res: Response;
+      try {
+        res = (await this.request<null>('GET', this.coapPath(deviceId, resource, opts), {
+          idempotent: false,
+          signal: ctrl.signal,
+          raw: true,
+          accept: 'text/event-stream',
+          timeoutMs: this.opts.timeoutMs === 0 ? 0 : Math.max(this.opts.timeoutMs, 35_000),
+        })).response;
+      } catch (e) {
+        if (ctrl.signal.aborted) return;
+        throw e;
+      }
+      opts.onOpen?.();
+      try {
+        for await (const m of parseSse(res.body!)) {
+          if (m.event === 'notification') yield JSON.parse(m.data) as CoapResponse;
+          else if (m.event === 'end') {
+            let reason = m.data;
+            try {
+              reason = String((JSON.parse(m.data) as { reason?: unknown }).reason ?? m.data);
+            } catch {
+              // plain text reason
+            }
+            opts.onEnd?.(reason);
+            return;
+          }
+        }
+      } catch (e) {
+        if (ctrl.signal.aborted) return;
+        throw new NetworkError({ method: 'GET', url: this.endpoint + this.coapPath(deviceId, resource, opts), message: `the observation broke: ${(e as Error)?.message ?? e}`, cause: e });
+      }
+      opts.onEnd?.('the service closed the stream');
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+      ctrl.abort();
+    }
+  }
+
+  private coapPath(deviceId: string, resource: string, opts: { solution?: string | undefined }): string {
+    const q = resource.indexOf('?');
+    const path = (q < 0 ? resource : resource.slice(0, q)).split('/').filter((x) => x.length > 0).map(seg).join('/');
+    const query = q < 0 ? '' : resource.slice(q + 1).split('&').filter((x) => x.length > 0).map(seg).join('&');
+    return `${this.sol(opts)}/devices/${seg(deviceId)}/coap/${path}${query ? `?${query}` : ''}`;
+  }
+
   // ---- live stream -----------------------------------------------------------------------------
 
   /**
@@ -459,11 +587,12 @@ export class ReefClient {
     if (outer?.aborted) throw outer.reason;
     outer?.addEventListener('abort', onAbort, { once: true });
     let timedOut = false;
-    const timer = this.opts.timeoutMs > 0
+    const timeoutMs = init.timeoutMs ?? this.opts.timeoutMs;
+    const timer = timeoutMs > 0
       ? setTimeout(() => {
           timedOut = true;
           ctrl.abort();
-        }, this.opts.timeoutMs)
+        }, timeoutMs)
       : null;
     let keepLinked = false;
     const done = () => {
@@ -475,7 +604,7 @@ export class ReefClient {
       try {
         response = await this.fetchFn(url, { method, headers, ...(body === undefined ? {} : { body }), signal: ctrl.signal });
       } catch (e) {
-        throw this.networkError(e, method, url, timedOut, outer);
+        throw this.networkError(e, method, url, timedOut, outer, timeoutMs);
       }
       if (response.ok && init.raw) {
         // The body is read later: the timeout ends here, but the caller's abort must still reach it.
@@ -486,7 +615,7 @@ export class ReefClient {
       try {
         text = await response.text();
       } catch (e) {
-        throw this.networkError(e, method, url, timedOut, outer);
+        throw this.networkError(e, method, url, timedOut, outer, timeoutMs);
       }
       if (!response.ok) return apiError(response, text, method, url);
       let data: T = undefined as T;
@@ -503,10 +632,10 @@ export class ReefClient {
     }
   }
 
-  private networkError(e: unknown, method: string, url: string, timedOut: boolean, outer: AbortSignal | undefined): unknown {
+  private networkError(e: unknown, method: string, url: string, timedOut: boolean, outer: AbortSignal | undefined, timeoutMs: number): unknown {
     // The caller's own abort passes through as it is, like fetch's.
     if (outer?.aborted) return outer.reason ?? e;
-    if (timedOut) return new NetworkError({ method, url, message: `${method} ${url} got no answer within ${this.opts.timeoutMs} ms`, cause: e, timedOut: true });
+    if (timedOut) return new NetworkError({ method, url, message: `${method} ${url} got no answer within ${timeoutMs} ms`, cause: e, timedOut: true });
     const cause = (e as { cause?: { code?: string; message?: string } })?.cause;
     const detail = cause?.code ?? cause?.message ?? (e as Error)?.message ?? String(e);
     return new NetworkError({ method, url, message: `${method} ${url} failed: ${detail}`, cause: e });

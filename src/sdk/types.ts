@@ -106,3 +106,78 @@ export type StreamEvent =
   | { type: 'observations'; deviceId: string; observations: Observation[] }
   | { type: 'device'; deviceId: string; action: 'created' | 'deleted' | string }
   | { type: string; data: unknown; [key: string]: unknown };
+
+// ---- simulations (docs/simulation.md) ----------------------------------------------------------
+
+export type SimulationStatus = 'running' | 'backfilling' | 'stopped' | 'completed' | 'failed';
+
+export type SimulationArea =
+  | { center: { latitude: number; longitude: number }; radiusKm: number; kind?: 'circle' }
+  | { south: number; west: number; north: number; east: number; kind?: 'box' };
+
+export type SimulationProfile = 'outdoor' | 'indoor' | { kind?: string; offsetC?: number; dailySwingC?: number; driftC?: number; noiseC?: number };
+
+/** What a simulation is started with; durations are "10s", "5m", "1h", "7d" or milliseconds. */
+export interface NewSimulation {
+  devices: number;
+  interval: string | number;
+  duration?: string | number | null;
+  backfill?: string | number;
+  area?: SimulationArea;
+  seed?: string | number;
+  profile?: SimulationProfile;
+  name?: string;
+}
+
+export interface Simulation {
+  id: string;
+  name: string | null;
+  status: SimulationStatus;
+  solution: string;
+  devices: number;
+  /** In device index order; only on create and on get of one simulation. */
+  deviceIds?: string[];
+  params: {
+    devices: number;
+    intervalMs: number;
+    durationMs: number | null;
+    backfillMs: number;
+    area: Record<string, unknown>;
+    seed: string;
+    profile: Record<string, unknown>;
+  };
+  observationsProduced: number;
+  createdAt: string;
+  startedAt: string;
+  endsAt: string | null;
+  stoppedAt: string | null;
+  backfill: { done: number; total: number } | null;
+  error: string | null;
+}
+
+// ---- CoAP bridge to dev kits (docs/coap.md "HTTP bridge") ----------------------------------------
+
+/** A dev kit's CoAP response as the gateway's HTTP bridge returns it. */
+export interface CoapResponse {
+  deviceId: string;
+  mac: string;
+  /** CoAP response code, "2.05". */
+  code: string;
+  codeName: string;
+  contentFormat: number | null;
+  /** Text for text-like formats, else base64 (`payloadEncoding` says which); null without payload. */
+  payload: string | null;
+  payloadEncoding: 'text' | 'base64' | null;
+  /** The decoded temperature reading, in the kit's own unit, when the payload is one. */
+  reading: { epoch: number; value: number; unit: 'C' | 'F' } | null;
+  maxAge: number | null;
+  /** Observe sequence number, on notifications. */
+  observe?: number;
+}
+
+export interface CoapRequestBody {
+  /** Text payload (sent as text/plain unless contentFormat says otherwise). */
+  payload?: string;
+  payloadBase64?: string;
+  contentFormat?: number;
+}
