@@ -17,6 +17,7 @@ import { adminRoutes } from './routes/admin.ts';
 import { deviceRoutes } from './routes/devices.ts';
 import { healthRoutes } from './routes/health.ts';
 import { observationRoutes } from './routes/observations.ts';
+import { solutionRoutes } from './routes/solutions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 
 export interface AppDeps {
@@ -121,6 +122,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requireAccount(api, auth);
     await api.register(deviceRoutes, { store, events });
     await api.register(observationRoutes, { store, events, config });
+    await api.register(solutionRoutes, { store });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
   await app.register(adminRoutes, { store, events, adminKey: config.adminKey });

@@ -119,6 +119,16 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal(await store.getDevice('G-other', 'mySolution', id), null);
     });
 
+    it('ensureSolution creates a solution once and keeps its settings', async () => {
+      const a = account('sol');
+      await store.ensureSolution(a.groupId, 'sandbox');
+      assert.equal(await store.solutionExists(a.groupId, 'sandbox'), true);
+      await store.setRetention(a.groupId, 'sandbox', 30);
+      await store.ensureSolution(a.groupId, 'sandbox');
+      assert.equal(await store.getRetention(a.groupId, 'sandbox'), 30);
+      assert.equal(await store.solutionExists('G-other', 'sandbox'), false);
+    });
+
     it('filters devices by type and keeps provisioning info and MAC', async () => {
       const a = account('erin');
       const mac = randomUUID().replace(/-/g, '').slice(0, 16);

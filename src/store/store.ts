@@ -95,6 +95,8 @@ export interface Store {
 
   // solutions: a name per tenant group, created with its first device
   solutionExists(groupId: string, solution: string): Promise<boolean>;
+  /** Creates the solution if the group does not have it yet (the built-in ones before a first device). */
+  ensureSolution(groupId: string, solution: string): Promise<void>;
 
   // devices
   /** Creates the device (and its solution). A MAC already in use → MAC_ALREADY_PROVISIONED. */

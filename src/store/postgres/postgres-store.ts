@@ -286,6 +286,10 @@ export class PostgresStore implements Store {
     return (await this.q('SELECT 1 FROM solutions WHERE group_id = $1 AND name = $2', [groupId, solution], 'solution-exists')).rowCount! > 0;
   }
 
+  async ensureSolution(groupId: string, solution: string): Promise<void> {
+    await this.q('INSERT INTO solutions (group_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (group_id, name) DO NOTHING', [groupId, solution, Date.now()], 'ensure-solution');
+  }
+
   async createDevice(d: NewDevice): Promise<DeviceRecord> {
     const now = Date.now();
     // The solution row is made (or locked, against a concurrent retention change) in the same

@@ -238,6 +238,11 @@ export class SqliteStore implements Store {
   solutionExists(groupId: string, solution: string) {
     return this.run(() => this.s.solutionExists.get(groupId, solution) !== undefined);
   }
+  ensureSolution(groupId: string, solution: string) {
+    return this.run(() => {
+      this.s.ensureSolution.run(groupId, solution, Date.now());
+    });
+  }
 
   createDevice(d: NewDevice) {
     return this.run(() => {
