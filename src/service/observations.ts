@@ -51,6 +51,22 @@ export async function storeObservations(store: Store, events: EventBus | null, d
   return written;
 }
 
+/**
+ * Several devices' batches in one store call (one commit on SQLite): what a simulation tick writes.
+ * Returns the ids of devices that no longer exist (skipped).
+ */
+export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRecord; batch: ObservationRecord[] }[]): Promise<string[]> {
+  const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
+  if (events && !events.idle) {
+    const gone = new Set(missing);
+    for (const { device, batch } of items) {
+      if (gone.has(device.id) || !batch.length) continue;
+      events.publish({ kind: 'observations', groupId: device.groupId, solution: device.solution, deviceId: device.id, observations: batch.map(toWireObservation) });
+    }
+  }
+  return missing;
+}
+
 export interface RangeQuery {
   limit?: number;
   from?: string;

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { isReefError } from '../core/errors.ts';
 import { DEVICE_TYPE_VIRTUAL, STUDIO_SIMULATION, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
 import type { EventBus } from '../events/bus.ts';
-import { storeObservations } from '../service/observations.ts';
+import { storeObservations, storeObservationsMany } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { deviceModel, temperatureAt, type VirtualDeviceModel } from './model.ts';
 import { hashString } from './prng.ts';
@@ -217,6 +217,9 @@ export class SimulationRun {
       const first = firstAtOrAfter(g, phaseOf(g, s), from);
       if (first >= to) continue;
       const n = countIn(g, phaseOf(g, s), from, to);
+      // Live ticks write every device of the slot in one store call (one commit on SQLite): a
+      // commit per device would make the disk's fsync rate the simulation's limit.
+      const tick: { device: DeviceRecord; batch: ObservationRecord[]; i: number }[] = [];
       for (let i = s; i < g.devices; i += g.slots) {
         if (this.stopping) return false;
         if (this.removed.has(i)) continue;
@@ -225,6 +228,10 @@ export class SimulationRun {
         for (let k = 0; k < n; k++) {
           const ts = first + k * I;
           batch[k] = { ts, temperature: temperatureAt(m, ts), extra: null };
+        }
+        if (live) {
+          tick.push({ device: this.records[i]!, batch, i });
+          continue;
         }
         try {
           // The one store path of every producer; bulk history is not fanned out as live events.
@@ -237,7 +244,16 @@ export class SimulationRun {
           throw err;
         }
         onDevice?.(n);
-        if (!live || performance.now() - lastYield > YIELD_AFTER_MS) {
+        await sleep();
+        lastYield = performance.now();
+      }
+      if (tick.length && !this.stopping) {
+        const gone = new Set(await storeObservationsMany(this.deps.store, this.deps.events, tick));
+        for (const t of tick) {
+          if (gone.has(t.device.id)) this.markRemoved(t.i);
+          else onDevice?.(n);
+        }
+        if (performance.now() - lastYield > YIELD_AFTER_MS) {
           await sleep();
           lastYield = performance.now();
         }

@@ -214,6 +214,22 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(await store.latestObservations('G-other', 'latest'), []);
     });
 
+    it('insertObservationsMany writes several devices at once and reports the missing ones', async () => {
+      const a = account('many');
+      const [d1, d2, gone] = [randomUUID(), randomUUID(), randomUUID()];
+      for (const id of [d1, d2]) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'many', deviceType: 'VirtualDevice', domainInfo: {} });
+      const r = await store.insertObservationsMany([
+        { deviceId: d1, batch: series(3) },
+        { deviceId: gone, batch: series(2) },
+        { deviceId: d2, batch: [{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }] },
+      ]);
+      assert.deepEqual(r, { written: 4, missing: [gone] });
+      assert.equal((await store.queryObservations(d1, { limit: 10 })).observations.length, 3);
+      assert.deepEqual((await store.queryObservations(d2, { limit: 10 })).observations, [{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }]);
+      const latest = await store.latestObservations(a.groupId, 'many');
+      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 9]].sort());
+    });
+
     it('a batch for an unknown device stores nothing and says DEVICE_NOT_FOUND', async () => {
       await rejectsWith(store.insertObservations(randomUUID(), series(3)), 'DEVICE_NOT_FOUND');
       await rejectsWith(store.queryObservations(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');

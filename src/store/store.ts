@@ -54,6 +54,12 @@ export interface InsertResult {
   written: number;
 }
 
+export interface ManyInsertResult {
+  written: number;
+  /** Devices of the request that do not exist (deleted meanwhile): skipped, not an error. */
+  missing: string[];
+}
+
 export interface SigningKey {
   kid: string;
   secret: string;
@@ -115,6 +121,12 @@ export interface Store {
    * duplicates. Keeps the device's latest observation current in the same transaction.
    */
   insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult>;
+  /**
+   * Several devices' batches at once, with insertObservations' rules per device; devices that do
+   * not exist are skipped and reported. SQLite writes everything in one transaction (one commit for
+   * a whole simulation tick); PostgreSQL one statement per device.
+   */
+  insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult>;
   /** The latest observation of every device of the solution that has one. */
   latestObservations(groupId: string, solution: string): Promise<{ deviceId: string; observation: ObservationRecord }[]>;
   /** One device, newest first, keyset-paged. */

@@ -4,7 +4,7 @@
 import pg from 'pg';
 import { ReefError } from '../../core/errors.ts';
 import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, ManyInsertResult, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
 import { translate } from './errors.ts';
 import { LOCK_MIGRATE, LOCK_PARTITIONS, MIGRATIONS } from './migrations.ts';
 import { PartitionMap, parseRangeBound } from './partitions.ts';
@@ -384,6 +384,20 @@ export class PostgresStore implements Store {
       await this.ensureRanges(this.parts.missing(ts, Date.now()).filter((m) => m.tier === dev.tier));
     }
     return { written: batch.length };
+  }
+
+  async insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
+    const missing: string[] = [];
+    let written = 0;
+    for (const { deviceId, batch } of items) {
+      try {
+        written += (await this.insertObservations(deviceId, batch)).written;
+      } catch (e) {
+        if (e instanceof ReefError && e.code === 'DEVICE_NOT_FOUND') missing.push(deviceId);
+        else throw e;
+      }
+    }
+    return { written, missing };
   }
 
   async latestObservations(groupId: string, solution: string) {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
 import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import type { Bucket, BucketQuery, InsertResult, ManyInsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
 import { MIGRATIONS } from './migrations.ts';
 
 export interface SqliteOptions {
@@ -299,30 +299,54 @@ export class SqliteStore implements Store {
       const pk = this.s.devicePk.get(deviceId) as number | undefined;
       if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
       if (batch.length === 0) return { written: 0 };
-      const { upsertObs, upsertObs100 } = this.s;
-      let newest = batch[0]!;
-      for (const o of batch) if (o.ts >= newest.ts) newest = o;
-      this.db.transaction(() => {
-        const whole = batch.length - (batch.length % CHUNK);
-        const args: unknown[] = new Array(CHUNK * 4);
-        for (let i = 0; i < whole; i += CHUNK) {
-          for (let j = 0; j < CHUNK; j++) {
-            const o = batch[i + j]!;
-            args[j * 4] = pk;
-            args[j * 4 + 1] = o.ts;
-            args[j * 4 + 2] = o.temperature;
-            args[j * 4 + 3] = o.extra ? JSON.stringify(o.extra) : null;
-          }
-          upsertObs100.run(args);
-        }
-        for (let i = whole; i < batch.length; i++) {
-          const o = batch[i]!;
-          upsertObs.run(pk, o.ts, o.temperature, o.extra ? JSON.stringify(o.extra) : null);
-        }
-        this.s.upsertLatest.run(pk, newest.ts, newest.temperature, newest.extra ? JSON.stringify(newest.extra) : null);
-      })();
+      this.db.transaction(() => this.writeBatch(pk, batch))();
       return { written: batch.length };
     });
+  }
+
+  insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
+    return this.run(() => {
+      const missing: string[] = [];
+      let written = 0;
+      // One transaction, so one commit (one fsync) for every device of a simulation tick.
+      this.db.transaction(() => {
+        for (const { deviceId, batch } of items) {
+          const pk = this.s.devicePk.get(deviceId) as number | undefined;
+          if (pk === undefined) {
+            missing.push(deviceId);
+            continue;
+          }
+          if (!batch.length) continue;
+          this.writeBatch(pk, batch);
+          written += batch.length;
+        }
+      })();
+      return { written, missing };
+    });
+  }
+
+  /** Upserts one device's batch and moves its latest row forward; the caller holds a transaction. */
+  private writeBatch(pk: number, batch: ObservationRecord[]): void {
+    const { upsertObs, upsertObs100 } = this.s;
+    let newest = batch[0]!;
+    for (const o of batch) if (o.ts >= newest.ts) newest = o;
+    const whole = batch.length - (batch.length % CHUNK);
+    const args: unknown[] = new Array(CHUNK * 4);
+    for (let i = 0; i < whole; i += CHUNK) {
+      for (let j = 0; j < CHUNK; j++) {
+        const o = batch[i + j]!;
+        args[j * 4] = pk;
+        args[j * 4 + 1] = o.ts;
+        args[j * 4 + 2] = o.temperature;
+        args[j * 4 + 3] = o.extra ? JSON.stringify(o.extra) : null;
+      }
+      upsertObs100.run(args);
+    }
+    for (let i = whole; i < batch.length; i++) {
+      const o = batch[i]!;
+      upsertObs.run(pk, o.ts, o.temperature, o.extra ? JSON.stringify(o.extra) : null);
+    }
+    this.s.upsertLatest.run(pk, newest.ts, newest.temperature, newest.extra ? JSON.stringify(newest.extra) : null);
   }
 
   latestObservations(groupId: string, solution: string) {
