@@ -197,8 +197,18 @@ export async function runClient(cmd: string, f: () => Promise<number>): Promise<
   }
 }
 
+let pipeGuarded = false;
+
 /** Writes to stdout, waiting when the pipe is full, so a large export keeps memory flat. */
 export function writeOut(text: string): Promise<void> | void {
+  if (!pipeGuarded) {
+    pipeGuarded = true;
+    // `reef observations get … | head`: the reader has all it wants, which is success.
+    process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code === 'EPIPE') process.exit(0);
+      throw e;
+    });
+  }
   if (process.stdout.write(text)) return;
   return new Promise((resolve) => process.stdout.once('drain', resolve));
 }

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
 import { Progress } from '../../src/cli/progress.ts';
+import { ReefClient } from '../../src/sdk/index.ts';
 
 const BIN = path.resolve('bin/reef.js');
 const dirs: string[] = [];
@@ -273,6 +274,24 @@ describe('reef devices and observations', () => {
     assert.equal((await reef(['observations', 'upload', back, '--device', id2], { env })).code, 0);
     const again = (await reef(['observations', 'get', '--device', id2, '--format', 'ndjson'], { env })).stdout.trim().split('\n').map((l) => JSON.parse(l));
     assert.deepEqual(again, got);
+  });
+
+  it('get streams a long range; a reader that stops early (| head) ends it with exit 0', async () => {
+    const id = await newDevice();
+    const client = new ReefClient({ endpoint: s.url, credentials: creds });
+    await client.uploadObservations(id, csv(30_000).trim().split('\n').slice(1).map((l) => ({ timestamp: l.split(',')[0]!, temperature: Number(l.split(',')[1]) })), { batchSize: 10_000 });
+    const full = await reef(['observations', 'get', '--device', id, '--format', 'csv'], { env });
+    assert.equal(full.code, 0, full.stderr);
+    assert.equal(full.stdout.trim().split('\n').length, 30_001);
+    const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'observations', 'get', '--device', id, '--format', 'ndjson'], { env: { ...process.env, ...env } });
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+      child.stdout.once('data', () => child.stdout.destroy());
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    assert.equal(r.code, 0);
+    assert.equal(r.stderr, '');
   });
 
   it('a bad line is reported by number, and nothing of the file is uploaded', async () => {
