@@ -359,7 +359,12 @@ export class CoapEndpoint extends EventEmitter {
     }
     if (c.kind === 'respond') {
       this.refuse(c.diagnostic, peer, 'respond');
-      return this.sendRaw(peer, { type: ACK, code: c.code, mid: c.msg.mid, token: c.msg.token, options: [], payload: Buffer.from(c.diagnostic) });
+      // The diagnostic is cut so the answer is never larger than the request (RFC 7252 §11.3: no
+      // amplification toward a forged source address): a request of many one-byte unknown options
+      // would otherwise draw a diagnostic many times its size.
+      const room = buf.length - 4 - c.msg.token.length - 1;
+      const diagnostic = room > 0 ? Buffer.from(c.diagnostic).subarray(0, room) : Buffer.alloc(0);
+      return this.sendRaw(peer, { type: ACK, code: c.code, mid: c.msg.mid, token: c.msg.token, options: [], payload: diagnostic });
     }
     const m = c.msg;
     this.traceFn?.('in', m, peer);
