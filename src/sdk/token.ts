@@ -80,7 +80,14 @@ export class TokenManager {
   async get(): Promise<string> {
     const c = this.current;
     if (c && (this.now() < c.renewAt || !this.fetchToken)) return c.token;
-    return (await this.renew()).token;
+    try {
+      return (await this.renew()).token;
+    } catch (e) {
+      // Renewal is early on purpose: while the old token is still good, a failed renewal (service
+      // briefly unreachable) does not fail the call; the next call tries again.
+      if (c && this.current === c && this.now() < c.expiresAt) return c.token;
+      throw e;
+    }
   }
 
   /**

@@ -279,6 +279,25 @@ describe('SDK: tokens', () => {
     }
   });
 
+  it('a renewal that fails while the old token is still good does not fail the call', async () => {
+    // A 12-second token is renewed from about 6 s on (5 s before it is treated as expired).
+    const s = await startTestServer({ tokens: { ttlSeconds: 12, secret: null, issuer: 'reef' } });
+    const proxy = await startProxy(s.url);
+    try {
+      const c = new ReefClient({ endpoint: proxy.url, credentials: await s.account() });
+      const first = await c.getToken();
+      await sleep(6500);
+      proxy.inject({ method: 'POST', times: 1, status: 503, retryAfter: '1', code: 'STORE_UNAVAILABLE' });
+      assert.ok(Array.isArray(await c.listDevices()), 'the call went out with the old token');
+      assert.equal(proxy.count('POST /api/tokens'), 2, 'the renewal was tried');
+      assert.equal(await c.getToken() === first ? 'old' : 'new', 'new', 'the next call renewed');
+      assert.equal(proxy.count('POST /api/tokens'), 3);
+    } finally {
+      await proxy.close();
+      await s.close();
+    }
+  });
+
   it('a token the service no longer accepts (restarted with a new key) is renewed and the call repeated', async () => {
     const dataDir = tempDir();
     const a = await startTestServer({ dataDir, tokens: { ttlSeconds: 3600, secret: 'a'.repeat(32), issuer: 'reef' } });
