@@ -4,7 +4,9 @@
 //    gateway's added p50 (target: ≤ 1 ms).
 // 2. 1,000 kits announcing to the gateway, each observed by the readings bridge and by one client
 //    through the gateway: notifications/s in from kits, relayed to the client, stored as observations.
+//    The fleet runs in a child process (its own event loop, as real kits are other machines).
 // Options: --requests N (default 3000), --kits N (default 1000), --seconds S (default 15), --period MS (default 1000).
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -112,11 +114,14 @@ async function main(): Promise<void> {
   await g2.start();
   const gw2 = g2.address();
   const base = 'be10000000000000';
-  const fleetConfig = loadDeviceConfig({ mac: base, count: KITS, port: 0, gateway: { address: gw2.address, port: gw2.port }, monitorWindowMs: 0, logLevel: 0, periodMs: PERIOD, announceIntervalMs: 60_000, timeSyncIntervalMs: 0 });
-  const fleet = new Fleet(fleetConfig);
-  for (const k of fleet.kits) await provisionKit(services.store, null, account, k.mac);
+  const macs = Array.from({ length: KITS }, (_, i) => (BigInt('0x' + base) + BigInt(i)).toString(16).padStart(16, '0'));
+  for (const m of macs) await provisionKit(services.store, null, account, m);
   const tStart = performance.now();
-  await fleet.start();
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, '--fleet', base, String(KITS), String(gw2.port), String(PERIOD)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (b: Buffer) => (b.toString().includes('ready') ? resolve() : undefined));
+    child.once('exit', (code) => reject(new Error(`fleet exited ${code}`)));
+  });
   while (g2.observations().filter((o) => o.state === 'active').length < KITS && performance.now() - tStart < 120_000) await new Promise((r) => setTimeout(r, 50));
   const active = g2.observations().filter((o) => o.state === 'active').length;
   console.log(`\n2. ${KITS} kits (notification period ${PERIOD} ms): ${active} observed by the readings bridge after ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
@@ -124,10 +129,14 @@ async function main(): Promise<void> {
   const watcher = await CoapEndpoint.create({ host: '127.0.0.1', port: 0 });
   await watcher.request(gw2, { method: Code.POST, uri: '/sessions', payload: Buffer.from(token), timeoutMs: 5000 });
   let received = 0;
-  const regs = await Promise.all(
-    fleet.kits.map((k) => watcher.observe(gw2, { options: [stringOption(Option.PROXY_URI, proxyUri(k.mac, DOMAIN, '/snsr/arduino/temp?sens'))], confirmable: false, timeoutMs: 30_000 }, () => received++).first.then(() => 1, () => 0)),
-  );
-  const watching = regs.reduce((a: number, b: number) => a + b, 0);
+  let watching = 0;
+  // Registrations go out 100 at a time: a client's own socket buffer holds only so many answers.
+  for (let i = 0; i < macs.length; i += 100) {
+    const regs = await Promise.all(
+      macs.slice(i, i + 100).map((m) => watcher.observe(gw2, { options: [stringOption(Option.PROXY_URI, proxyUri(m, DOMAIN, '/snsr/arduino/temp?sens'))], confirmable: false, timeoutMs: 30_000 }, () => received++).first.then(() => 1, () => 0)),
+    );
+    watching += regs.reduce((a: number, b: number) => a + b, 0);
+  }
   const s0 = { ...g2.stats };
   const r0 = received;
   const t0 = performance.now();
@@ -140,17 +149,27 @@ async function main(): Promise<void> {
   console.log(`   relayed to the client      : ${rate(s0.notificationsRelayed, s1.notificationsRelayed)}/s (client received ${((received - r0) / dt).toFixed(0)}/s)`);
   console.log(`   stored as observations     : ${rate(s0.readingsStored, s1.readingsStored)}/s (store errors ${s1.storeErrors - s0.storeErrors}, ${services.store.kind})`);
   const mem = process.memoryUsage();
-  console.log(`   process RSS ${(mem.rss / 2 ** 20).toFixed(0)} MiB, heap ${(mem.heapUsed / 2 ** 20).toFixed(0)} MiB (kits, gateway and store in one process)`);
+  console.log(`   gateway process RSS ${(mem.rss / 2 ** 20).toFixed(0)} MiB, heap ${(mem.heapUsed / 2 ** 20).toFixed(0)} MiB (gateway, store and client; the kits in a second process)`);
 
   await watcher.close();
   await client.close();
-  await fleet.stop();
+  child.kill('SIGTERM');
   await g2.stop();
   await services.store.close();
   fs.rmSync(dataDir, { recursive: true, force: true });
 }
 
-main().then(
+/** The child: a fleet of kits announcing to the gateway. */
+async function fleetChild(base: string, count: number, gwPort: number, period: number): Promise<void> {
+  const fleet = new Fleet(loadDeviceConfig({ mac: base, count, port: 0, gateway: { address: '127.0.0.1', port: gwPort }, monitorWindowMs: 0, logLevel: 0, periodMs: period, announceIntervalMs: 60_000, timeSyncIntervalMs: 0 }));
+  await fleet.start();
+  process.stdout.write('ready\n');
+  process.once('SIGTERM', () => void fleet.stop().then(() => process.exit(0)));
+  await new Promise(() => undefined);
+}
+
+const fi = process.argv.indexOf('--fleet');
+(fi > 0 ? fleetChild(process.argv[fi + 1]!, Number(process.argv[fi + 2]), Number(process.argv[fi + 3]), Number(process.argv[fi + 4])) : main()).then(
   () => process.exit(0),
   (e) => {
     console.error(e);

@@ -180,6 +180,8 @@ export class Gateway {
     separateResponses: 0,
   };
   private readonly upstreams = new Map<string, Upstream>();
+  /** CoAP clients' subscriptions by (address, port, token), so a request ends its token's subscription cheaply. */
+  private readonly clientSubs = new Map<string, { up: Upstream; sub: Subscriber }>();
   /** (client address, port, token) → the answer in progress: a re-sent request is not forwarded twice. */
   private readonly inflight = new Map<string, Promise<ResponseSpec>>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
@@ -215,6 +217,15 @@ export class Gateway {
       onRefused: (reason, peer, action) => this.log.debug({ peer: peerKey(peer), action }, `gateway refused a datagram: ${reason}`),
     });
     this.back = await CoapEndpoint.create({ host: this.o.host.includes(':') ? '::' : '0.0.0.0', port: 0 });
+    // Bursts (a fleet announcing after a power cut, notifications of thousands of kits) overflow the
+    // default ~200 KiB socket buffer; ask for more, as far as the OS allows (net.core.rmem_max).
+    for (const e of [this.front, this.back]) {
+      try {
+        e.socket.setRecvBufferSize(4 << 20);
+      } catch {
+        // keep the default
+      }
+    }
     this.front.handle((req, peer) => this.onFront(req, peer));
     this.front.on('reset', (mid: number, peer: Peer) => this.clientReset(mid, peer));
     this.front.on('error', (e: Error) => this.log.warn({ err: e }, 'gateway socket error'));
@@ -372,7 +383,8 @@ export class Gateway {
     if (observe === 0 && req.code === Code.GET) return this.observeForClient(k, session, peer, req, path, query);
     // Any other request with the token of a subscription of this client ends it (RFC 7641 §3.6).
     this.dropClient(peer, token, 'deregistered');
-    const fkey = `${peerKey(peer)}|${token}`;
+    // Keyed by the request too: a client that reuses one token for different requests is not merged.
+    const fkey = `${peerKey(peer)}|${token}|${req.code}|${path.join('/')}?${query.join('&')}`;
     const prior = this.inflight.get(fkey);
     if (prior) return prior;
     const work = this.forward(k, { method: req.code, path, query, options, payload: req.payload }).then(
@@ -507,6 +519,9 @@ export class Gateway {
           up.state = 'active';
           up.retryMs = 1000;
           this.remember(up, m);
+        } else if (up.bridge && codeClass(m.code) === 5) {
+          // A kit still booting answers 5.xx (its module's 5.04): the bridge tries again.
+          this.registrationFailed(up, new Error(`the kit answered ${codeToString(m.code)}`));
         } else {
           // The kit answered without registering (an error, or a resource that is not observable).
           up.state = 'ended';
@@ -528,7 +543,12 @@ export class Gateway {
     up.obs?.forget();
     up.obs = undefined;
     this.log.debug({ mac: up.mac, err: e }, 'gateway upstream observation failed');
-    if (up.bridge && !this.stopping) {
+    if (!up.bridge) {
+      // Nobody retries for the clients: they are told the observation ended (RFC 7641 §3.2).
+      if (up.subscribers.size > 0 && up.latest) this.endUpstream(up, 'the kit did not answer the re-registration', false);
+      return;
+    }
+    if (!this.stopping) {
       // The bridge keeps trying while the kit is known; an announcement also restarts it.
       up.retry = setTimeout(() => {
         if (this.kits.get(up.mac)) this.register(up);
@@ -558,7 +578,10 @@ export class Gateway {
       }
     }
     if (!live) {
-      // RFC 7641 §3.2: a notification with an error code or without Observe ends the observation.
+      // RFC 7641 §3.2: a notification with an error code or without Observe ends the observation;
+      // the subscribers have just been given it, so they are not told a second time.
+      for (const s of up.subscribers) this.unindex(s);
+      up.subscribers.clear();
       this.endUpstream(up, `the kit ended the observation (${codeToString(m.code)})`, false);
     }
   }
@@ -567,17 +590,17 @@ export class Gateway {
   async subscribe(kit: KitEntry, path: string[], query: string[], accept: number | undefined, sub: Subscriber): Promise<{ msg: CoapMessage; seq: number | undefined }> {
     const up = this.upstream(kit, path, query, accept);
     up.subscribers.add(sub);
+    if (sub.peer && sub.token !== undefined) this.clientSubs.set(`${peerKey(sub.peer)}|${sub.token}`, { up, sub });
     let first: CoapMessage;
     try {
       first = await up.first!;
     } catch (e) {
-      up.subscribers.delete(sub);
-      this.maybeRelease(up);
+      this.unsubscribe(up, sub);
       throw e;
     }
     if (!up.subscribers.has(sub)) return { msg: first, seq: undefined };
     if (up.state !== 'active') {
-      up.subscribers.delete(sub);
+      this.unsubscribe(up, sub);
       return { msg: first, seq: undefined };
     }
     const latest = up.latest?.msg ?? first;
@@ -593,8 +616,15 @@ export class Gateway {
   }
 
   unsubscribe(up: Upstream, sub: Subscriber): void {
+    this.unindex(sub);
     if (!up.subscribers.delete(sub)) return;
     this.maybeRelease(up);
+  }
+
+  private unindex(sub: Subscriber): void {
+    if (!sub.peer || sub.token === undefined) return;
+    const k = `${peerKey(sub.peer)}|${sub.token}`;
+    if (this.clientSubs.get(k)?.sub === sub) this.clientSubs.delete(k);
   }
 
   /** Finds and removes a subscriber anywhere (by its handle). */
@@ -621,6 +651,7 @@ export class Gateway {
     }
     const subs = [...up.subscribers];
     up.subscribers.clear();
+    for (const s of subs) this.unindex(s);
     for (const s of subs) {
       try {
         s.ended(why);
@@ -653,7 +684,13 @@ export class Gateway {
           this.front.sendNon(peer, msg);
         }
       },
-      ended: () => undefined,
+      ended: (why) => {
+        if (this.stopping) return;
+        // RFC 7641 §3.2: an error response without Observe tells the client its observation ended.
+        const msg: CoapMessage = { type: con ? CON : NON, code: Code.SERVICE_UNAVAILABLE, mid: this.front.nextMid(), token: req.token, options: [], payload: Buffer.from(why.slice(0, 64)) };
+        if (con) void this.front.sendCon(peer, msg);
+        else this.front.sendNon(peer, msg);
+      },
     };
     const accept = getUintOption(req, Option.ACCEPT);
     try {
@@ -667,15 +704,10 @@ export class Gateway {
 
   /** Ends the subscription of a client's token (deregistration, a new request with the token, RST). */
   private dropClient(peer: Peer, token: string, why: string): void {
-    const pk = peerKey(peer);
-    for (const up of [...this.upstreams.values()]) {
-      for (const sub of [...up.subscribers]) {
-        if (sub.token === token && sub.peer && peerKey(sub.peer) === pk) {
-          this.log.debug({ peer: pk, token, why }, 'gateway observer removed');
-          this.unsubscribe(up, sub);
-        }
-      }
-    }
+    const hit = this.clientSubs.get(`${peerKey(peer)}|${token}`);
+    if (!hit) return;
+    this.log.debug({ peer: peerKey(peer), token, why }, 'gateway observer removed');
+    this.unsubscribe(hit.up, hit.sub);
   }
 
   /** A RST from a client to one of our NON notifications (RFC 7641 §3.6). */
