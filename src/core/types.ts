@@ -1,3 +1,5 @@
+import { isoUtc } from './time.ts';
+
 // Domain types of seed §2. Wire shapes (what clients see) and stored records are kept apart: the
 // store speaks records, the HTTP layer turns them into the wire form.
 
@@ -79,7 +81,7 @@ export interface Account {
 }
 
 export function toWireObservation(r: ObservationRecord): Observation {
-  const o: Observation = { timestamp: new Date(r.ts).toISOString() };
+  const o: Observation = { timestamp: isoUtc(r.ts) };
   if (r.temperature !== null) o.temperature = r.temperature;
   if (r.extra) for (const k in r.extra) if (k !== 'timestamp' && k !== 'temperature') o[k] = r.extra[k];
   return o;

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
 import { isReefError } from '../core/errors.ts';
 import type { Account, ObservationRecord } from '../core/types.ts';
+import { latestJson } from '../core/observation-json.ts';
 import type { Store } from './store.ts';
 
 export interface StoreFactory {
@@ -228,6 +229,22 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual((await store.queryObservations(d2, { limit: 10 })).observations, [{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }]);
       const latest = await store.latestObservations(a.groupId, 'many');
       assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 9]].sort());
+    });
+
+    it('the latest-of-all JSON fast path, where a backend has one, equals rendering the records', async () => {
+      if (!store.latestObservationsJson) return;
+      const a = account('fast');
+      assert.equal(await store.latestObservationsJson(a.groupId, 'fast'), '[]');
+      for (let i = 0; i < 5; i++) {
+        const id = randomUUID();
+        await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'fast', deviceType: 'VirtualDevice', domainInfo: {} });
+        if (i === 3) continue; // a device without observations is not listed
+        await store.insertObservations(id, [
+          { ts: T0 + i, temperature: i === 1 ? null : 1.5 + i, extra: i === 2 ? { note: 'ü "q"', nested: { a: [1, true] } } : null },
+          { ts: T0 - 1000, temperature: 99, extra: null },
+        ]);
+      }
+      assert.equal(await store.latestObservationsJson(a.groupId, 'fast'), latestJson(await store.latestObservations(a.groupId, 'fast')));
     });
 
     it('a batch for an unknown device stores nothing and says DEVICE_NOT_FOUND', async () => {

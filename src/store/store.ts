@@ -129,6 +129,11 @@ export interface Store {
   insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult>;
   /** The latest observation of every device of the solution that has one. */
   latestObservations(groupId: string, solution: string): Promise<{ deviceId: string; observation: ObservationRecord }[]>;
+  /**
+   * Optional fast path: the body of "latest of all devices" as JSON text, exactly what rendering
+   * latestObservations gives (the conformance suite checks). Callers fall back when absent.
+   */
+  latestObservationsJson?(groupId: string, solution: string): Promise<string>;
   /** One device, newest first, keyset-paged. */
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage>;
   /** Per-bucket min/avg/max of temperature over [from, to), oldest first, empty buckets omitted. */

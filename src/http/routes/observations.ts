@@ -7,7 +7,7 @@ import type { Config } from '../../config/config.ts';
 import type { EventBus, ReefEvent } from '../../events/bus.ts';
 import { findDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservations, parseBatch, storeObservations, type RangeQuery } from '../../service/observations.ts';
-import { latestJson, pageJson } from '../observation-json.ts';
+import { latestJson, pageJson } from '../../core/observation-json.ts';
 import type { Store } from '../../store/store.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
 
@@ -72,8 +72,9 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
   }, async (request, reply) => {
     const { solution } = request.params as { solution: string };
     await resolveSolution(store, request.account, solution);
-    const rows = await store.latestObservations(request.account.groupId, solution);
-    return reply.type('application/json; charset=utf-8').send(latestJson(rows));
+    const { groupId } = request.account;
+    const body = store.latestObservationsJson ? await store.latestObservationsJson(groupId, solution) : latestJson(await store.latestObservations(groupId, solution));
+    return reply.type('application/json; charset=utf-8').send(body);
   });
 
   app.get('/api/solutions/:solution/devices/:id/observations', {

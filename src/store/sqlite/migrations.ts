@@ -67,4 +67,21 @@ CREATE TABLE state (
     // Days to keep a solution's observations (Store.setRetention); NULL keeps them forever.
     sql: 'ALTER TABLE solutions ADD COLUMN retention_days INTEGER;',
   },
+  {
+    version: 3,
+    name: 'devices-covering-index',
+    // Latest of all devices reads (group, solution) → (pk, id): with id in the index the 10,000-row
+    // join never visits the devices table.
+    sql: `CREATE INDEX devices_by_solution_id ON devices (group_id, solution, pk, id);
+          DROP INDEX devices_by_solution;`,
+  },
+  {
+    version: 4,
+    name: 'latest-wire',
+    // The latest observation kept also as its rendered wire JSON (written once per upload batch), so
+    // "latest of all devices" is assembled by SQLite without touching each row in JavaScript.
+    // reef_observation_json is registered on every connection by SqliteStore.
+    sql: `ALTER TABLE latest ADD COLUMN wire TEXT;
+          UPDATE latest SET wire = reef_observation_json(ts, temperature, extra);`,
+  },
 ];

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { toWireObservation, type ObservationRecord } from '../../src/core/types.ts';
-import { latestJson, pageJson } from '../../src/http/observation-json.ts';
+import { latestJson, pageJson } from '../../src/core/observation-json.ts';
 
 const records: ObservationRecord[] = [
   { ts: 0, temperature: null, extra: null },

@@ -1,10 +1,11 @@
 // The two hot read responses (latest of all, a device's page) written as JSON text straight from
 // store records: no intermediate wire objects, no generic serialiser walking free-form fields.
 // The result is byte-for-byte what JSON.stringify of the wire form gives (test/http/observation-json.test.ts).
-import type { ObservationRecord } from '../core/types.ts';
+import { isoUtc } from './time.ts';
+import type { ObservationRecord } from './types.ts';
 
 export function observationJson(r: ObservationRecord): string {
-  let s = '{"timestamp":"' + new Date(r.ts).toISOString() + '"';
+  let s = '{"timestamp":"' + isoUtc(r.ts) + '"';
   if (r.temperature !== null) s += ',"temperature":' + JSON.stringify(r.temperature);
   if (r.extra) {
     // Free fields never include timestamp or temperature (parseBatch keeps those apart).
