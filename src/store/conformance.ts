@@ -120,6 +120,23 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal(await store.getDevice('G-other', 'mySolution', id), null);
     });
 
+    it('the solution version changes with every device created or deleted', async () => {
+      const a = account('ver');
+      assert.equal(await store.solutionVersion(a.groupId, 'v'), null);
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'v', deviceType: 'VirtualDevice', domainInfo: {} });
+      const v1 = await store.solutionVersion(a.groupId, 'v');
+      assert.equal(typeof v1, 'number');
+      await store.insertObservations(id, series(2));
+      assert.equal(await store.solutionVersion(a.groupId, 'v'), v1, 'observations do not change it');
+      await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'v', deviceType: 'VirtualDevice', domainInfo: {} });
+      const v2 = await store.solutionVersion(a.groupId, 'v');
+      assert.notEqual(v2, v1);
+      await store.deleteDevice(a.groupId, 'v', id);
+      const v3 = await store.solutionVersion(a.groupId, 'v');
+      assert.ok(v3 !== v2 && v3 !== v1);
+    });
+
     it('ensureSolution creates a solution once and keeps its settings', async () => {
       const a = account('sol');
       await store.ensureSolution(a.groupId, 'sandbox');

@@ -101,6 +101,11 @@ export interface Store {
 
   // solutions: a name per tenant group, created with its first device
   solutionExists(groupId: string, solution: string): Promise<boolean>;
+  /**
+   * A number that changes whenever a device of the solution is created or deleted (devices never
+   * change otherwise), or null when the group has no such solution: lets callers cache device lists.
+   */
+  solutionVersion(groupId: string, solution: string): Promise<number | null>;
   /** Creates the solution if the group does not have it yet (the built-in ones before a first device). */
   ensureSolution(groupId: string, solution: string): Promise<void>;
 

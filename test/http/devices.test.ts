@@ -60,6 +60,23 @@ describe('devices', () => {
     assert.equal(((await again.json()) as { code: string }).code, 'DEVICE_NOT_FOUND');
   });
 
+  it('a device created or deleted behind the service (another process, another node) shows at once', async () => {
+    const c = await server.login('behind');
+    const list = async (q = '') => ((await (await server.request('GET', `/api/solutions/sandbox/devices${q}`, { token: c.token })).json()) as { devices: { id: string }[] }).devices.map((d) => d.id);
+    assert.deepEqual(await list(), []);
+    const first = (await (await server.request('POST', '/api/solutions/sandbox/devices', { token: c.token, body: { deviceType: 'A' } })).json()) as { id: string };
+    assert.deepEqual(await list(), [first.id]);
+    assert.deepEqual(await list('?deviceType=A'), [first.id]);
+    // Straight into the store, as `reef provision` in another process does.
+    const other = crypto.randomUUID();
+    await server.services.store.createDevice({ id: other, tenantId: c.tenantId, groupId: c.groupId, solution: 'sandbox', deviceType: 'A', domainInfo: {} });
+    assert.deepEqual(await list(), [first.id, other]);
+    assert.deepEqual(await list('?deviceType=A'), [first.id, other]);
+    await server.services.store.deleteDevice(c.groupId, 'sandbox', first.id);
+    assert.deepEqual(await list(), [other]);
+    assert.deepEqual(await list('?deviceType=A'), [other]);
+  });
+
   it('filters by deviceType', async () => {
     const { token } = await server.login('filter');
     await server.request('POST', '/api/solutions/sandbox/devices', { token, body: { deviceType: 'A' } });

@@ -2,12 +2,14 @@
 import type { FastifyInstance } from 'fastify';
 import { toWireDevice } from '../../core/types.ts';
 import type { EventBus } from '../../events/bus.ts';
-import { createDevice, deleteDevice, findDevice, resolveSolution } from '../../service/devices.ts';
+import { DeviceListCache } from '../../service/device-list.ts';
+import { createDevice, deleteDevice, findDevice } from '../../service/devices.ts';
 import type { Store } from '../../store/store.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
 
 export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus }) {
   const { store, events } = opts;
+  const lists = new DeviceListCache(store);
 
   app.get('/api/solutions/:solution/devices', {
     schema: {
@@ -17,12 +19,11 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
       querystring: { type: 'object', properties: { deviceType: { type: 'string', maxLength: 64 } } },
       response: { 200: { type: 'object', properties: { devices: { type: 'array', items: { $ref: 'Device#' } } } }, ...errors(400, 401, 404) },
     },
-  }, async (request) => {
+  }, async (request, reply) => {
     const { solution } = request.params as { solution: string };
     const { deviceType } = request.query as { deviceType?: string };
-    await resolveSolution(store, request.account, solution);
-    const list = await store.listDevices(request.account.groupId, solution, deviceType || undefined);
-    return { devices: list.map(toWireDevice) };
+    const body = await lists.json(request.account, solution, deviceType || undefined);
+    return reply.type('application/json; charset=utf-8').send(body);
   });
 
   const createSchema = {

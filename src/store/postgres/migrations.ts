@@ -138,4 +138,11 @@ SELECT reef_ensure_tier(0);
     // (src/events/pg-bus.ts); rows older than a few minutes are swept by the sender.
     sql: 'CREATE TABLE event_payloads (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, created_at bigint NOT NULL, payload text NOT NULL);',
   },
+  {
+    version: 3,
+    name: 'solution version',
+    // Bumped with every device created or deleted in the solution (devices never change otherwise),
+    // so a node can cache a rendered device list and know, with one cheap read, that it is current.
+    sql: 'ALTER TABLE solutions ADD COLUMN version bigint NOT NULL DEFAULT 0;',
+  },
 ];

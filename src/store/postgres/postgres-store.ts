@@ -286,6 +286,11 @@ export class PostgresStore implements Store {
     return (await this.q('SELECT 1 FROM solutions WHERE group_id = $1 AND name = $2', [groupId, solution], 'solution-exists')).rowCount! > 0;
   }
 
+  async solutionVersion(groupId: string, solution: string): Promise<number | null> {
+    const r = await this.q('SELECT version FROM solutions WHERE group_id = $1 AND name = $2', [groupId, solution], 'solution-version');
+    return r.rows[0] ? Number(r.rows[0].version) : null;
+  }
+
   async ensureSolution(groupId: string, solution: string): Promise<void> {
     await this.q('INSERT INTO solutions (group_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (group_id, name) DO NOTHING', [groupId, solution, Date.now()], 'ensure-solution');
   }
@@ -296,8 +301,8 @@ export class PostgresStore implements Store {
     // statement, and the device takes the solution's retention tier.
     await this.q(
       `WITH s AS (
-         INSERT INTO solutions (group_id, name, created_at) VALUES ($3, $4, $9)
-         ON CONFLICT (group_id, name) DO UPDATE SET created_at = solutions.created_at
+         INSERT INTO solutions (group_id, name, created_at, version) VALUES ($3, $4, $9, 1)
+         ON CONFLICT (group_id, name) DO UPDATE SET version = solutions.version + 1
          RETURNING retention_days)
        INSERT INTO devices (${DEVICE_COLS}, tier)
        SELECT $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9, COALESCE(s.retention_days, 0) FROM s`,
@@ -334,6 +339,7 @@ export class PostgresStore implements Store {
       await c.query('DELETE FROM observations WHERE tier = $1 AND device_pk = $2', [dev.tier, dev.pk]);
       await c.query('DELETE FROM latest WHERE device_pk = $1', [dev.pk]);
       await c.query('DELETE FROM devices WHERE pk = $1', [dev.pk]);
+      await c.query('UPDATE solutions SET version = version + 1 WHERE group_id = $1 AND name = $2', [groupId, solution]);
       return true;
     });
   }

@@ -84,4 +84,12 @@ CREATE TABLE state (
     sql: `ALTER TABLE latest ADD COLUMN wire TEXT;
           UPDATE latest SET wire = reef_observation_json(ts, temperature, extra);`,
   },
+  {
+    version: 5,
+    name: 'solution-version',
+    // Bumped with every device created or deleted in the solution (devices never change otherwise),
+    // so the device list can be cached and known current with one cheap read — also when another
+    // process (reef provision) wrote it.
+    sql: 'ALTER TABLE solutions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;',
+  },
 ];

@@ -104,6 +104,8 @@ export class SqliteStore implements Store {
       addKey: p('INSERT INTO signing_keys (kid, secret, created_at) VALUES (?, ?, ?) ON CONFLICT (kid) DO NOTHING'),
       solutionExists: p('SELECT 1 FROM solutions WHERE group_id = ? AND name = ?'),
       ensureSolution: p('INSERT INTO solutions (group_id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
+      bumpSolution: p('UPDATE solutions SET version = version + 1 WHERE group_id = ? AND name = ?'),
+      solutionVersion: p('SELECT version FROM solutions WHERE group_id = ? AND name = ?').pluck(),
       insertDevice: p(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, provisioning_info, mac, created_at)
                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       listDevices: p('SELECT * FROM devices WHERE group_id = ? AND solution = ? ORDER BY pk'),
@@ -248,6 +250,9 @@ export class SqliteStore implements Store {
   solutionExists(groupId: string, solution: string) {
     return this.run(() => this.s.solutionExists.get(groupId, solution) !== undefined);
   }
+  solutionVersion(groupId: string, solution: string) {
+    return this.run(() => (this.s.solutionVersion.get(groupId, solution) as number | undefined) ?? null);
+  }
   ensureSolution(groupId: string, solution: string) {
     return this.run(() => {
       this.s.ensureSolution.run(groupId, solution, Date.now());
@@ -259,6 +264,7 @@ export class SqliteStore implements Store {
       const now = Date.now();
       const tx = this.db.transaction(() => {
         this.s.ensureSolution.run(d.groupId, d.solution, now);
+        this.s.bumpSolution.run(d.groupId, d.solution);
         this.s.insertDevice.run(
           d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo),
           d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now,
@@ -299,6 +305,7 @@ export class SqliteStore implements Store {
         this.s.deleteObs.run(r.pk);
         this.s.deleteLatest.run(r.pk);
         this.s.deleteDevice.run(r.pk);
+        this.s.bumpSolution.run(groupId, solution);
       })();
       return true;
     });

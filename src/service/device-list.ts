@@ -1,0 +1,36 @@
+// The rendered device list of a solution, cached per (group, solution, type filter) and keyed by
+// the store's solution version: devices never change once created, and every create or delete
+// bumps the version in the same transaction (also from another process or node), so one cheap
+// version read proves a cached list current.
+import { ReefError } from '../core/errors.ts';
+import { toWireDevice, type Account } from '../core/types.ts';
+import { solutionName } from '../core/validate.ts';
+import type { Store } from '../store/store.ts';
+import { isBuiltInSolution } from './devices.ts';
+
+const MAX_ENTRIES = 2000;
+
+export class DeviceListCache {
+  private entries = new Map<string, { version: number; json: string }>();
+
+  constructor(private readonly store: Store) {}
+
+  /** `{"devices":[...]}` as JSON text; SOLUTION_NOT_FOUND as resolveSolution would say it. */
+  async json(account: Account, solution: string, deviceType?: string): Promise<string> {
+    solutionName(solution);
+    const version = await this.store.solutionVersion(account.groupId, solution);
+    if (version === null) {
+      if (isBuiltInSolution(solution)) return '{"devices":[]}';
+      throw new ReefError('SOLUTION_NOT_FOUND', `no solution ${JSON.stringify(solution)} in this account (names are case sensitive)`);
+    }
+    const key = `${account.groupId}\n${solution}\n${deviceType ?? ''}`;
+    const hit = this.entries.get(key);
+    if (hit && hit.version === version) return hit.json;
+    const list = await this.store.listDevices(account.groupId, solution, deviceType);
+    const json = JSON.stringify({ devices: list.map(toWireDevice) });
+    if (hit) this.entries.delete(key);
+    else if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { version, json });
+    return json;
+  }
+}
