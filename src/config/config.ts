@@ -15,7 +15,21 @@ export interface Config {
   /** Failed logins allowed per client id in `loginWindowSeconds` before 429. */
   loginThrottle: { maxFailures: number; windowSeconds: number };
   maxObservationsPerRequest: number;
-  gateway: { enabled: boolean; host: string; port: number; deadlineMs: number; sessionTtlSeconds: number; maxSessionsPerAccount: number; meshDomain: string };
+  gateway: {
+    enabled: boolean;
+    host: string;
+    port: number;
+    deadlineMs: number;
+    sessionTtlSeconds: number;
+    maxSessionsPerAccount: number;
+    meshDomain: string;
+    /** A kit clock off by more than this many seconds is set right with a time PUT. */
+    clockSkewSeconds: number;
+    /** Store every reachable kit's readings as observations. */
+    readings: boolean;
+    /** Kits at fixed addresses, besides those that announce themselves. */
+    kits: { mac: string; host: string; port: number }[];
+  };
 }
 
 export class ConfigError extends Error {
@@ -52,6 +66,9 @@ export const SETTINGS = [
   { env: 'REEF_GATEWAY_SESSION_TTL', flag: 'gateway-session-ttl', def: '14400', doc: 'Gateway session lifetime in seconds' },
   { env: 'REEF_GATEWAY_MAX_SESSIONS', flag: 'gateway-max-sessions', def: '10', doc: 'Gateway sessions per account' },
   { env: 'REEF_MESH_DOMAIN', flag: 'mesh-domain', def: 'mesh.reef.local', doc: 'Domain of kit host names SSN<mac>.<domain>' },
+  { env: 'REEF_GATEWAY_CLOCK_SKEW', flag: 'gateway-clock-skew', def: '10', doc: 'Seconds a kit clock may be off before the gateway sets it' },
+  { env: 'REEF_GATEWAY_READINGS', flag: 'gateway-readings', def: 'true', doc: "Store every reachable kit's readings as observations in sandbox" },
+  { env: 'REEF_GATEWAY_KITS', flag: 'gateway-kits', def: '', doc: 'Kits at fixed addresses: MAC=host:port[,MAC=host:port...]' },
 ] as const;
 
 /** Parses `--name value` and `--name=value` flags into a map keyed by flag name. */
@@ -127,10 +144,30 @@ export function loadConfig(env: Source = process.env, argv: string[] = []): Conf
       sessionTtlSeconds: int('REEF_GATEWAY_SESSION_TTL', 1, 30 * 86400),
       maxSessionsPerAccount: int('REEF_GATEWAY_MAX_SESSIONS', 1, 10_000),
       meshDomain: str('REEF_MESH_DOMAIN'),
+      clockSkewSeconds: int('REEF_GATEWAY_CLOCK_SKEW', 1, 86400),
+      readings: bool('REEF_GATEWAY_READINGS'),
+      kits: parseKits(str('REEF_GATEWAY_KITS'), problems),
     },
   };
   if (problems.length) throw new ConfigError(problems);
   return config;
+}
+
+/** `MAC=host:port,...` → fixed kit addresses; each bad entry is one problem. */
+function parseKits(v: string, problems: string[]): { mac: string; host: string; port: number }[] {
+  if (!v) return [];
+  const kits: { mac: string; host: string; port: number }[] = [];
+  for (const entry of v.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const m = /^([0-9a-fA-F:-]{16,23})=(.+):(\d{1,5})$/.exec(entry);
+    const mac = m ? m[1]!.replace(/[:-]/g, '').toLowerCase() : '';
+    const port = m ? Number(m[3]) : 0;
+    if (!m || !/^[0-9a-f]{16}$/.test(mac) || port < 1 || port > 65535) {
+      problems.push(`REEF_GATEWAY_KITS (--gateway-kits) entry ${JSON.stringify(entry)} must be MAC=host:port with a 16-hex-digit MAC`);
+      continue;
+    }
+    kits.push({ mac, host: m[2]!.replace(/^\[|\]$/g, ''), port });
+  }
+  return kits;
 }
 
 /** A config for tests and embedding: defaults, then the given overrides. */

@@ -46,6 +46,9 @@ export function gatewayComponent(extra: Partial<GatewayOptions> & { demoKit?: bo
         deadlineMs: g.deadlineMs,
         sessionTtlMs: g.sessionTtlSeconds * 1000,
         maxSessionsPerAccount: g.maxSessionsPerAccount,
+        maxClockSkewMs: g.clockSkewSeconds * 1000,
+        readings: g.readings,
+        ...(g.kits.length ? { kits: g.kits } : {}),
         ...over,
       },
     );

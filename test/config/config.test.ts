@@ -1,0 +1,44 @@
+// Configuration: defaults, flags over variables, and every problem reported at once.
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+
+it('defaults match the documentation', () => {
+  const c = loadConfig({}, []);
+  assert.equal(c.http.port, 8080);
+  assert.equal(c.http.host, '127.0.0.1');
+  assert.match(c.dataDir, /\/data$/);
+  assert.equal(c.databaseUrl, null);
+  assert.equal(c.tokens.ttlSeconds, 3600);
+  assert.equal(c.gateway.port, 5683);
+  assert.equal(c.gateway.deadlineMs, 30000);
+  assert.equal(c.gateway.sessionTtlSeconds, 14400);
+  assert.equal(c.gateway.maxSessionsPerAccount, 10);
+  assert.deepEqual(c.gateway.kits, []);
+});
+
+it('flags win over variables', () => {
+  const c = loadConfig({ REEF_HTTP_PORT: '9000', REEF_LOG_LEVEL: 'warn' }, ['--port', '9100', '--log-level=error']);
+  assert.equal(c.http.port, 9100);
+  assert.equal(c.logLevel, 'error');
+});
+
+it('reads fixed kit addresses', () => {
+  const c = loadConfig({ REEF_GATEWAY_KITS: '00:13:50:05:FF:12:34:AB=127.0.0.1:4849, 00135005ff1234ac=[::1]:5000' }, []);
+  assert.deepEqual(c.gateway.kits, [
+    { mac: '00135005ff1234ab', host: '127.0.0.1', port: 4849 },
+    { mac: '00135005ff1234ac', host: '::1', port: 5000 },
+  ]);
+});
+
+it('reports every problem at once', () => {
+  assert.throws(
+    () => loadConfig({ REEF_HTTP_PORT: '70000', REEF_TOKEN_SECRET: 'short', REEF_ADMIN_KEY: 'k', REEF_DEMO: 'maybe', REEF_GATEWAY_KITS: 'nope', REEF_GATEWAY_CLOCK_SKEW: '0' }, []),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.equal(e.problems.length, 6, e.message);
+      for (const v of ['REEF_HTTP_PORT', 'REEF_TOKEN_SECRET', 'REEF_ADMIN_KEY', 'REEF_DEMO', 'REEF_GATEWAY_KITS', 'REEF_GATEWAY_CLOCK_SKEW']) assert.match(e.message, new RegExp(v));
+      return true;
+    },
+  );
+});
