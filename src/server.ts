@@ -35,6 +35,8 @@ export interface Component {
   plugin?: FastifyPluginAsync;
   start?(): Promise<void>;
   stop?(): Promise<void>;
+  /** Lines for the start-up banner of `reef serve` (after start), e.g. how to reach the demo kit. */
+  banner?(url: string): string[];
 }
 
 export interface RunningServer {
@@ -42,6 +44,7 @@ export interface RunningServer {
   services: Services;
   url: string;
   demo: DemoCredentials | null;
+  components: Component[];
   close(): Promise<void>;
 }
 
@@ -121,5 +124,5 @@ export async function startServer(config: Config, opts: { components?: Component
       await services.events.close();
       await services.store.close();
     })());
-  return { app, services, url, demo, close };
+  return { app, services, url, demo, components, close };
 }

@@ -38,6 +38,7 @@ export async function run(argv: string[]): Promise<number> {
     lines.push(`  Try: curl -s -X POST ${server.url}/api/tokens -H 'content-type: application/json' \\`);
     lines.push(`         -d '{"clientId":"${server.demo.clientId}","clientSecret":"${server.demo.clientSecret}"}'`);
   }
+  for (const c of server.components) lines.push(...(c.banner?.(server.url) ?? []));
   process.stdout.write(lines.join('\n') + '\n');
 
   await new Promise<void>((resolve) => {

@@ -59,6 +59,17 @@ export function gatewayComponent(extra: Partial<GatewayOptions> & { demoKit?: bo
       demoMac: null,
       apiPlugin: coapBridgeRoutes({ gateway: () => gateway, store: s.store, auth: s.auth, deadlineMs: g.deadlineMs }),
       address: () => gateway.address(),
+      banner() {
+        const a = gateway.address();
+        const lines = [`  CoAP gateway: udp://${a.address}:${a.port}  (docs/coap.md)`];
+        if (c.demoMac) {
+          const gw = `coap://${a.address === '0.0.0.0' ? '127.0.0.1' : a.address}:${a.port}`;
+          lines.push(`  Demo dev kit ${c.demoMac} (in sandbox); with TOKEN set to an access token of the demo account:`);
+          lines.push(`    coap-client-notls -p 50000 -m post -e "$TOKEN" ${gw}/sessions`);
+          lines.push(`    coap-client-notls -p 50000 -P ${gw} "${proxyUri(c.demoMac, s.config.gateway.meshDomain, '/snsr/arduino/temp?sens')}"`);
+        }
+        return lines;
+      },
       async start() {
         await gateway.start();
         const a = gateway.address();
