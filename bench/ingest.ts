@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { observationJson } from '../src/core/observation-json.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
 import { arg, fmt, machine, reefCli, request, serve } from './lib.ts';
 
@@ -83,12 +84,13 @@ function straightIntoSqlite(plan: Batch[]) {
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
+    db.function('reef_observation_json', (ts, t, extra) => observationJson({ ts: Number(ts), temperature: t === null ? null : Number(t), extra: extra ? JSON.parse(String(extra)) : null }));
     for (const m of MIGRATIONS) db.exec(m.sql);
     const insDev = db.prepare("INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at) VALUES (?, 'T', 'G', 'S', 'VirtualDevice', '{}', 0)");
     for (let i = 0; i < DEVICES; i++) insDev.run(`d${i}`);
     // The same multi-row upsert the store uses: the fastest plain better-sqlite3 way we know.
     const up = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(100).fill('(?, ?, ?, NULL)').join(', ')} ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
-    const latest = db.prepare('INSERT INTO latest (device_pk, ts, temperature) VALUES (?, ?, ?) ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature WHERE excluded.ts >= latest.ts');
+    const latest = db.prepare('INSERT INTO latest (device_pk, ts, temperature, wire) VALUES (?, ?, ?, ?) ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire WHERE excluded.ts >= latest.ts');
     const tx = db.transaction((b: Batch) => {
       const pk = b.device + 1;
       for (let i = 0; i < b.rows.length; i += 100) {
@@ -97,7 +99,7 @@ function straightIntoSqlite(plan: Batch[]) {
         up.run(args);
       }
       const last = b.rows[b.rows.length - 1]!;
-      latest.run(pk, last.ts, last.temperature);
+      latest.run(pk, last.ts, last.temperature, observationJson({ ts: last.ts, temperature: last.temperature, extra: null }));
     });
     const t = performance.now();
     for (const b of plan) tx(b);
