@@ -1,6 +1,7 @@
 // The kit's temperature: a seeded model so a fleet is varied but reproducible. A base temperature,
 // a daily sine swing peaking mid-afternoon local to the kit, and bounded noise from a PRNG seeded
 // per kit. A kit configured without a sensor reads 100.0 °C, as the original firmware did (wire §2).
+import { mulberry32 } from '../core/random.ts';
 
 export interface TemperatureModelOptions {
   seed: number;
@@ -16,17 +17,6 @@ export interface TemperatureModelOptions {
 
 export const MISSING_SENSOR_C = 100.0;
 
-/** mulberry32: tiny, fast, good enough for noise. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A stable 32-bit seed from a string (FNV-1a), e.g. from a kit's MAC. */
 export function seedFrom(s: string): number {
@@ -44,7 +34,7 @@ export class TemperatureModel {
   sensorPresent: boolean;
 
   constructor(o: TemperatureModelOptions) {
-    this.rnd = prng(o.seed);
+    this.rnd = mulberry32(o.seed);
     // Each kit gets its own base within ±2 °C of the configured one, from the seed.
     this.baseC = (o.baseC ?? 21) + (this.rnd() - 0.5) * 4;
     this.swingC = o.swingC ?? 3;

@@ -2,6 +2,9 @@
 // device's fixed traits once, and stateless hashing (value = f(seed, device, t)) for anything that
 // depends on time, so a reading can be recomputed at any timestamp — after a restart, on another
 // node — and come out bit-for-bit the same.
+import { mulberry32 } from '../core/random.ts';
+
+export { mulberry32 };
 
 /** A 32-bit hash of a string (FNV-1a followed by a murmur3 finaliser to spread short seeds). */
 export function hashString(s: string): number {
@@ -28,17 +31,6 @@ export function hash01(a: number, b: number, c = 0): number {
   return h / 4294967296;
 }
 
-/** mulberry32: tiny, fast and good enough for drawing a device's traits. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The generator of one device's traits: a function of (simulation seed, device index) only. */
 export function deviceRandom(seed: number, index: number): () => number {

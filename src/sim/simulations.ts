@@ -9,7 +9,7 @@ import { STUDIO_SIMULATION, type Account } from '../core/types.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import type { Leadership } from '../jobs/leader.ts';
-import { DEFAULT_LIMITS, parseSimulationRequest, type SimLimits } from './params.ts';
+import { DEFAULT_LIMITS, parseSimulationRequest, type SimLimits, type SimParams } from './params.ts';
 import { backfillTotal, initialProgress, observationsProduced, SimulationRun, virtualDeviceId, type SimDefinition, type SimProgress } from './runner.ts';
 import type { Area, Profile } from './model.ts';
 
@@ -24,15 +24,7 @@ export interface Simulation {
   devices: number;
   /** The virtual devices' ids, in index order (one simulation's GET and its creation only). */
   deviceIds?: string[];
-  params: {
-    devices: number;
-    intervalMs: number;
-    durationMs: number | null;
-    backfillMs: number;
-    area: Area;
-    seed: string;
-    profile: Profile;
-  };
+  params: Omit<SimParams, 'name'>;
   observationsProduced: number;
   createdAt: string;
   startedAt: string;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { after, before, describe, it } from 'node:test';
 import { announcementMessage, Code, CON, encodeAnnouncement, NON, Option, serializeMessage, stringOption, uintOption, type CoapMessage } from '../../src/coap/index.ts';
-import { prng } from '../../src/device/temperature-model.ts';
+import { mulberry32 as prng } from '../../src/core/random.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
 import { DOMAIN, nodeClient, startGateway, until, type GatewayHarness } from './helpers.ts';
 

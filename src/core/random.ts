@@ -1,0 +1,14 @@
+// Seeded pseudo-randomness shared by the software kit's temperature model and Studio simulation:
+// the same seed gives the same sequence on every run and machine (both promise determinism).
+
+/** mulberry32: a tiny, fast 32-bit generator, good enough for noise and drawing traits; values in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
