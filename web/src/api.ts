@@ -1,6 +1,6 @@
 // The app's view of the Reef HTTP interface, on the SDK (src/sdk: token kept in memory and renewed,
-// paging, typed errors, the SSE stream): failures become plain sentences a user can act on, and
-// the two APIs the SDK does not cover yet (the CoAP bridge, simulations) go through `call`.
+// paging, typed errors, the SSE streams, simulations, the CoAP bridge): failures become plain
+// sentences a user can act on.
 import { ApiError as SdkApiError, NetworkError, ReefClient } from '../../src/sdk/index.ts';
 import type { Bucket, Device, Observation, ObservationGroup } from '../../src/sdk/index.ts';
 
@@ -71,6 +71,11 @@ export class Connection {
     }
   }
 
+  /** Any SDK call, its failure worded for the user like every other. */
+  sdk<T>(fn: (client: ReefClient) => Promise<T>): Promise<T> {
+    return this.wrap(fn(this.client));
+  }
+
   /** Fetches (or renews) the token: the first thing Connect does. */
   accessToken(): Promise<string> {
     return this.wrap(this.client.getToken());
@@ -78,37 +83,6 @@ export class Connection {
 
   solutionPath(rest = ''): string {
     return `/api/solutions/${encodeURIComponent(this.solution)}${rest}`;
-  }
-
-  /**
-   * A call the SDK has no method for: the SDK's token, the uniform error body, the same sentences.
-   * A 401 renews the token once.
-   */
-  async call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      const headers: Record<string, string> = { accept: 'application/json', authorization: await this.accessToken() };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      let res: Response;
-      try {
-        res = await fetch(this.endpoint + path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), ...(signal ? { signal } : {}) });
-      } catch (e) {
-        if ((e as Error).name === 'AbortError') throw e;
-        throw this.explain(new NetworkError({ method, url: this.endpoint + path, message: String(e), cause: e }));
-      }
-      const text = await res.text();
-      if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
-      let b: { code?: string; message?: string; requestId?: string; field?: string } = {};
-      try {
-        b = JSON.parse(text);
-      } catch {
-        /* a proxy's page */
-      }
-      if (res.status === 401 && attempt === 0 && (b.code === 'TOKEN_EXPIRED' || b.code === 'TOKEN_INVALID')) {
-        await this.client.getToken();
-        continue;
-      }
-      throw this.explain(new SdkApiError({ status: res.status, code: b.code ?? `HTTP_${res.status}`, message: b.message ?? res.statusText, requestId: b.requestId ?? res.headers.get('x-request-id'), method, url: res.url }));
-    }
   }
 
   async devices(): Promise<Device[]> {

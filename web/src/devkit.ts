@@ -2,21 +2,13 @@
 // (docs/coap.md): read the sensor now, set the kit's unit (°C/°F), start and stop a live observe
 // (Server-Sent Events from the bridge), and the kit's clock (seed §4.4). The kit's errors and
 // deadlines are shown as the bridge words them.
-import { parseSse } from '../../src/sdk/sse.ts';
+import type { CoapResponse } from '../../src/sdk/index.ts';
 import { ApiError, type Connection, type Device } from './api.ts';
 import { el, fmtTime, isDevKit, shortId } from './format.ts';
 import type { PanelContext } from './panels.ts';
 
-/** The bridge's JSON form of a kit's CoAP response. */
-export interface KitResponse {
-  code: string;
-  codeName?: string;
-  contentFormat: number | null;
-  payload: string | null;
-  payloadEncoding?: 'text' | 'base64' | null;
-  reading: { epoch: number; value: number; unit: 'C' | 'F' } | null;
-  observe?: number;
-}
+/** The bridge's JSON form of a kit's CoAP response (the fields the panel reads). */
+export type KitResponse = Pick<CoapResponse, 'code' | 'contentFormat' | 'payload' | 'reading'> & Partial<Pick<CoapResponse, 'codeName' | 'payloadEncoding' | 'observe'>>;
 
 const SENSOR = 'arduino/temp';
 
@@ -93,8 +85,9 @@ export class DevKitPanel {
     );
   }
 
-  private path(resource: string, query: string): string {
-    return this.conn.solutionPath(`/devices/${this.device!.id}/coap/${resource}${query ? `?${query}` : ''}`);
+  private kit(method: 'GET' | 'PUT', resource: string): Promise<KitResponse> {
+    const id = this.device!.id;
+    return this.conn.sdk((c) => (method === 'GET' ? c.coapGet(id, resource) : c.coapPut(id, resource)));
   }
 
   private async run<T>(what: string, fn: () => Promise<T>): Promise<T | undefined> {
@@ -121,21 +114,21 @@ export class DevKitPanel {
   }
 
   async read(): Promise<void> {
-    const r = await this.run('Reading the sensor', () => this.conn.call<KitResponse>('GET', this.path(SENSOR, 'sens')));
+    const r = await this.run('Reading the sensor', () => this.kit('GET', `${SENSOR}?sens`));
     if (r) this.showReading(r);
   }
 
   async setUnit(u: 'C' | 'F'): Promise<void> {
-    const r = await this.run(`Setting the kit to °${u}`, () => this.conn.call<KitResponse>('PUT', this.path(SENSOR, `cfg=${u}`)));
+    const r = await this.run(`Setting the kit to °${u}`, () => this.kit('PUT', `${SENSOR}?cfg=${u}`));
     if (!r) return;
-    const cfg = await this.run('Reading the unit', () => this.conn.call<KitResponse>('GET', this.path(SENSOR, 'cfg')));
+    const cfg = await this.run('Reading the unit', () => this.kit('GET', `${SENSOR}?cfg`));
     const shown = (cfg?.payload ?? '').trim().toUpperCase().replace(/^°/, '');
     this.out.unit.textContent = shown === 'C' || shown === 'F' ? `°${shown}` : `°${u}`;
     this.out.status.textContent = `The kit now reports in °${u}.`;
   }
 
   async readClock(): Promise<void> {
-    const r = await this.run("Reading the kit's clock", () => this.conn.call<KitResponse>('GET', this.path('system/time', '')));
+    const r = await this.run("Reading the kit's clock", () => this.kit('GET', 'system/time'));
     if (!r) return;
     const epoch = r.reading?.epoch ?? clockEpoch(r);
     this.out.clock.textContent = epoch !== null ? `${fmtTime(epoch * 1000)} (epoch ${epoch})` : r.payload ?? '—';
@@ -150,38 +143,24 @@ export class DevKitPanel {
     this.out.status.classList.remove('error-text');
     this.out.status.textContent = 'Observing: readings appear as the kit sends them.';
     try {
-      const token = await this.conn.accessToken();
-      const res = await fetch(this.conn.endpoint + this.path(SENSOR, 'sens'), { headers: { accept: 'text/event-stream', authorization: token }, signal: ac.signal });
-      if (!res.ok || !res.body) {
-        let msg = `${res.status} ${res.statusText}`;
-        try {
-          msg = ((await res.json()) as { message?: string }).message ?? msg;
-        } catch {
-          /* not JSON */
+      let ended: string | null = null;
+      const stream = this.conn.client.coapObserve(this.device.id, `${SENSOR}?sens`, { signal: ac.signal, onEnd: (reason) => (ended = reason) });
+      for await (const r of stream) {
+        this.showReading(r);
+        if (r.reading) {
+          this.out.log.prepend(el('li', {}, `${fmtTime(r.reading.epoch * 1000)}  ${r.reading.value.toFixed(2)} °${r.reading.unit}`));
+          while (this.out.log.children.length > 50) this.out.log.lastElementChild!.remove();
         }
-        throw new Error(msg);
       }
-      for await (const m of parseSse(res.body)) {
-        if (m.event === 'notification') {
-          const r = JSON.parse(m.data) as KitResponse;
-          this.showReading(r);
-          if (r.reading) {
-            this.out.log.prepend(el('li', {}, `${fmtTime(r.reading.epoch * 1000)}  ${r.reading.value.toFixed(2)} °${r.reading.unit}`));
-            while (this.out.log.children.length > 50) this.out.log.lastElementChild!.remove();
-          }
-        } else if (m.event === 'error' || m.event === 'end') {
-          const d = JSON.parse(m.data) as { message?: string; reason?: string };
-          if (m.event === 'error' || (d.reason && d.reason !== 'stopped')) {
-            this.out.status.classList.add('error-text');
-            this.out.status.textContent = `Observing ended: ${d.message ?? d.reason}`;
-          }
-          break;
-        }
+      if (ended !== null && ended !== 'stopped') {
+        this.out.status.classList.add('error-text');
+        this.out.status.textContent = `Observing ended: ${ended}`;
       }
     } catch (err) {
       if (!ac.signal.aborted) {
         this.out.status.classList.add('error-text');
-        this.out.status.textContent = `Observing failed: ${(err as Error).message}`;
+        const e = this.conn.explain(err);
+        this.out.status.textContent = `Observing failed: ${(e as Error).message}`;
       }
     } finally {
       if (this.observing === ac) this.resetObserve();

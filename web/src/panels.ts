@@ -1,6 +1,7 @@
 // The dev kit and simulation panels, shown when they apply: the dev kit panel for a NICDevKit
 // selected in sandbox (through the gateway's HTTP bridge, docs/coap.md), the simulation panel in
 // StudioSimulation (docs/simulation.md).
+import type { NewSimulation, Simulation } from '../../src/sdk/index.ts';
 import type { Connection, Device } from './api.ts';
 import { ApiError } from './api.ts';
 import { $, el, fmtTime, type Unit } from './format.ts';
@@ -22,19 +23,7 @@ export interface Panels {
   destroy(): void;
 }
 
-export interface Simulation {
-  id: string;
-  name: string | null;
-  status: 'running' | 'backfilling' | 'stopped' | 'completed' | 'failed';
-  devices: number;
-  params: { devices: number; intervalMs: number; durationMs: number | null; backfillMs: number; area: Record<string, unknown> };
-  observationsProduced: number;
-  startedAt: string;
-  endsAt: string | null;
-  stoppedAt: string | null;
-  backfill: { done: number; total: number } | null;
-  error: string | null;
-}
+export type { Simulation };
 
 function msText(ms: number): string {
   for (const [u, n] of [['d', 86_400_000], ['h', 3_600_000], ['min', 60_000], ['s', 1000]] as const) if (ms >= n && ms % n === 0) return `${ms / n} ${u}`;
@@ -86,7 +75,7 @@ class SimulationPanel {
   }
 
   private async start(): Promise<void> {
-    const body: Record<string, unknown> = {
+    const body: NewSimulation = {
       devices: Number(this.value('sim-devices')),
       interval: this.value('sim-interval'),
       area: { center: { latitude: Number(this.value('sim-lat')), longitude: Number(this.value('sim-lon')) }, radiusKm: Number(this.value('sim-radius')) },
@@ -98,7 +87,7 @@ class SimulationPanel {
     btn.disabled = true;
     this.status.textContent = 'Starting…';
     try {
-      const sim = await this.conn.call<Simulation & { deviceIds?: string[] }>('POST', this.conn.solutionPath('/simulations'), body);
+      const sim = await this.conn.sdk((c) => c.createSimulation(body));
       this.sims.set(sim.id, sim);
       for (const d of sim.deviceIds ?? []) this.owner.set(d, sim.id);
       this.status.textContent = `Started ${sim.name ?? 'a simulation'} with ${sim.devices} devices.`;
@@ -114,7 +103,7 @@ class SimulationPanel {
 
   private async stop(id: string): Promise<void> {
     try {
-      const sim = await this.conn.call<Simulation>('DELETE', this.conn.solutionPath(`/simulations/${id}`));
+      const sim = await this.conn.sdk((c) => c.stopSimulation(id));
       this.sims.set(sim.id, sim);
       this.status.textContent = `Stopped ${sim.name ?? 'the simulation'}.`;
       this.render();
@@ -125,12 +114,12 @@ class SimulationPanel {
 
   async refresh(): Promise<void> {
     try {
-      const r = await this.conn.call<{ simulations: Simulation[] }>('GET', this.conn.solutionPath('/simulations'));
-      for (const s of r.simulations) this.sims.set(s.id, s);
+      const list = await this.conn.sdk((c) => c.listSimulations());
+      for (const s of list) this.sims.set(s.id, s);
       this.render();
       // The running ones' device ids, to count their live readings.
-      await Promise.all(r.simulations.filter(live).map(async (s) => {
-        const full = await this.conn.call<Simulation & { deviceIds?: string[] }>('GET', this.conn.solutionPath(`/simulations/${s.id}`));
+      await Promise.all(list.filter(live).map(async (s) => {
+        const full = await this.conn.sdk((c) => c.getSimulation(s.id));
         for (const d of full.deviceIds ?? []) this.owner.set(d, s.id);
         this.sims.set(s.id, { ...full, observationsProduced: Math.max(full.observationsProduced, this.sims.get(s.id)?.observationsProduced ?? 0) });
       }));
