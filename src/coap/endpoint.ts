@@ -7,7 +7,7 @@
 import dgram from 'node:dgram';
 import { EventEmitter } from 'node:events';
 import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
-import { ACK, classifyDatagram, CoapMessage, CoapOption, CON, emptyMessage, getUintOption, NON, parseMessage, RST, serializeMessage, uintOption, uriOptions } from './message.ts';
+import { ACK, classifyDatagram, CoapMessage, CoapOption, CON, emptyMessage, getUintOption, NON, parseMessage, responseTo, RST, serializeMessage, uintOption, uriOptions } from './message.ts';
 import { Option, RECOGNIZED_OPTIONS } from './options.ts';
 import { derivedTimes, DerivedTimes, initialTimeout, TransmissionParams, transmissionParams } from './timing.ts';
 
@@ -385,14 +385,7 @@ export class CoapEndpoint extends EventEmitter {
     if (m && isRequestCode(m.code) && (m.type === CON || m.type === NON)) {
       this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'respond');
       // §5.9.2.9: 4.13 with Size1 telling the largest acceptable size.
-      return this.sendRaw(peer, {
-        type: m.type === CON ? ACK : NON,
-        code: Code.REQUEST_ENTITY_TOO_LARGE,
-        mid: m.type === CON ? m.mid : this.nextMid(),
-        token: m.token,
-        options: [uintOption(Option.SIZE1, this.maxSize)],
-        payload: Buffer.alloc(0),
-      });
+      return this.sendRaw(peer, responseTo(m, Code.REQUEST_ENTITY_TOO_LARGE, () => this.nextMid(), [uintOption(Option.SIZE1, this.maxSize)]));
     }
     this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'ignore');
   }
@@ -451,14 +444,7 @@ export class CoapEndpoint extends EventEmitter {
       if (req.type !== CON) return;
       msg = emptyMessage(ACK, req.mid);
     } else {
-      msg = {
-        type: req.type === CON ? ACK : NON,
-        code: r.code,
-        mid: req.type === CON ? req.mid : this.nextMid(),
-        token: req.token,
-        options: r.options ?? [],
-        payload: r.payload ?? Buffer.alloc(0),
-      };
+      msg = responseTo(req, r.code, () => this.nextMid(), r.options, r.payload);
     }
     const data = serializeMessage(msg);
     entry.reply = data;

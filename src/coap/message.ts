@@ -301,6 +301,15 @@ export function emptyMessage(type: MessageType, mid: number): CoapMessage {
   return { type, code: Code.EMPTY, mid, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
 }
 
+/**
+ * The response to a request (RFC 7252 §5.2): piggy-backed in the ACK of a CON (same MID), or a NON
+ * with a fresh MID for a NON; always with the request's token.
+ */
+export function responseTo(req: CoapMessage, code: number, freshMid: () => number, options: CoapOption[] = [], payload: Buffer = Buffer.alloc(0)): CoapMessage {
+  const con = req.type === CON;
+  return { type: con ? ACK : NON, code, mid: con ? req.mid : freshMid(), token: req.token, options, payload };
+}
+
 export function isEmpty(m: CoapMessage): boolean {
   return m.code === Code.EMPTY;
 }

@@ -33,6 +33,7 @@ import {
   NON,
   Option,
   planBlock2,
+  responseTo,
   RST,
   serializeMessage,
   stringOption,
@@ -190,14 +191,7 @@ export class Sensor {
     if (!isRequestCode(m.code) && m.code !== 0) return;
     this.stats.requests++;
     const res = this.handle(m);
-    this.send({
-      type: m.type === CON ? ACK : NON,
-      code: res.code,
-      mid: m.type === CON ? m.mid : this.nextMid(),
-      token: m.token,
-      options: res.options ?? [],
-      payload: res.payload ?? Buffer.alloc(0),
-    });
+    this.send(responseTo(m, res.code, () => this.nextMid(), res.options, res.payload));
   }
 
   private onAckOrReset(m: CoapMessage): void {
