@@ -68,6 +68,12 @@ abstract class Station {
   protected readonly trace: FrameTrace | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   protected closed = false;
+  /** Send and receive state variables V(S), V(R), mod 8 (window 1, wire §2). */
+  protected vs = 0;
+  protected vr = 0;
+  /** Messages waiting to go; the head is the one in flight when inFlight is set. */
+  protected readonly queue: Buffer[] = [];
+  protected inFlight = false;
 
   constructor(
     protected readonly stream: ByteStream,
@@ -115,6 +121,35 @@ abstract class Station {
 
   protected abstract onFrame(f: HdlcFrame): void;
 
+  /**
+   * N(R) of a received I or RR frame: it acknowledges our frame in flight (window 1), or, naming
+   * the same frame again, asks for it once more (sent again on the next poll).
+   */
+  protected takeAcknowledgement(nr: number): void {
+    if (!this.inFlight) return;
+    this.inFlight = false;
+    const acked = (this.vs + 1) & 7;
+    if (nr === acked) {
+      this.vs = acked;
+      this.queue.shift();
+    } else this.counters.retransmissions++;
+  }
+
+  /** An I-frame: delivered once when in sequence; a repeat (our acknowledgement was lost) is counted. */
+  protected takeInformation(f: HdlcFrame, deliver: (info: Buffer) => void): void {
+    if (nsOf(f.control) !== this.vr) {
+      this.counters.duplicates++;
+      return;
+    }
+    this.vr = (this.vr + 1) & 7;
+    this.counters.iReceived++;
+    try {
+      deliver(f.info);
+    } catch {
+      // A handler fault must not break the link; the CoAP layer answers errors itself.
+    }
+  }
+
   close(): void {
     this.closed = true;
     if (this.idleTimer) clearTimeout(this.idleTimer);
@@ -134,10 +169,6 @@ export interface SecondaryOptions extends StationOptions {
 /** The application processor's side. */
 export class SecondaryStation extends Station {
   state: 'NDM' | 'NRM' | 'FRMR' = 'NDM';
-  private vs = 0;
-  private vr = 0;
-  private readonly queue: Buffer[] = [];
-  private inFlight = false;
   private frmrInfo: Buffer | undefined;
   private wakePending = false;
 
@@ -217,24 +248,8 @@ export class SecondaryStation extends Station {
       const acked = (this.vs + 1) & 7;
       if (nr !== this.vs && !(this.inFlight && nr === acked)) return this.reject(f.control, FRMR_Z);
       if (kind === 'I' && f.info.length > this.maxInfo) return this.reject(f.control, FRMR_Y);
-      if (this.inFlight) {
-        this.inFlight = false;
-        if (nr === acked) {
-          this.vs = acked;
-          this.queue.shift();
-        } else this.counters.retransmissions++; // not acknowledged: resent on this poll
-      }
-      if (kind === 'I') {
-        if (nsOf(f.control) === this.vr) {
-          this.vr = (this.vr + 1) & 7;
-          this.counters.iReceived++;
-          try {
-            this.o.onMessage(f.info);
-          } catch {
-            // A handler fault must not break the link; the CoAP layer answers errors itself.
-          }
-        } else this.counters.duplicates++;
-      }
+      this.takeAcknowledgement(nr);
+      if (kind === 'I') this.takeInformation(f, (info) => this.o.onMessage(info));
       if (p) this.reply();
       return;
     }
@@ -275,10 +290,6 @@ export interface PrimaryOptions extends StationOptions {
 export class PrimaryStation extends Station {
   state: 'down' | 'setup' | 'up' = 'down';
   params: LinkParams | undefined;
-  private vs = 0;
-  private vr = 0;
-  private readonly queue: Buffer[] = [];
-  private inFlight = false;
   private pollWanted = false;
   private busy = false;
   private retries = 0;
@@ -415,28 +426,8 @@ export class PrimaryStation extends Station {
       this.counters.unexpected++;
       return;
     }
-    const nr = nrOf(f.control);
-    if (this.inFlight) {
-      this.inFlight = false;
-      if (nr === ((this.vs + 1) & 7)) {
-        this.vs = nr;
-        this.queue.shift();
-      } else this.counters.retransmissions++;
-    }
-    if (kind === 'I') {
-      if (nsOf(f.control) === this.vr) {
-        this.vr = (this.vr + 1) & 7;
-        this.counters.iReceived++;
-        try {
-          this.o.onMessage(f.info);
-        } catch {
-          // see SecondaryStation
-        }
-      } else {
-        // Our acknowledgement was lost: the next frame's N(R) acknowledges it again.
-        this.counters.duplicates++;
-      }
-    }
+    this.takeAcknowledgement(nrOf(f.control));
+    if (kind === 'I') this.takeInformation(f, (info) => this.o.onMessage(info));
     if (pollFinal(f.control)) {
       this.setTimer(undefined);
       this.busy = false;
