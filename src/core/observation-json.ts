@@ -1,6 +1,6 @@
 // The two hot read responses (latest of all, a device's page) written as JSON text straight from
 // store records: no intermediate wire objects, no generic serialiser walking free-form fields.
-// The result is byte-for-byte what JSON.stringify of the wire form gives (test/http/observation-json.test.ts).
+// The result is byte-for-byte what JSON.stringify of the wire form gives (test/core/observation-json.test.ts).
 import { isoUtc } from './time.ts';
 import type { ObservationRecord } from './types.ts';
 

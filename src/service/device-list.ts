@@ -2,11 +2,9 @@
 // the store's solution version: devices never change once created, and every create or delete
 // bumps the version in the same transaction (also from another process or node), so one cheap
 // version read proves a cached list current.
-import { ReefError } from '../core/errors.ts';
 import { toWireDevice, type Account } from '../core/types.ts';
-import { solutionName } from '../core/validate.ts';
 import type { Store } from '../store/store.ts';
-import { isBuiltInSolution } from './devices.ts';
+import { resolveSolutionVersion } from './devices.ts';
 
 const MAX_ENTRIES = 2000;
 
@@ -15,14 +13,10 @@ export class DeviceListCache {
 
   constructor(private readonly store: Store) {}
 
-  /** `{"devices":[...]}` as JSON text; SOLUTION_NOT_FOUND as resolveSolution would say it. */
+  /** `{"devices":[...]}` as JSON text; an unknown solution is SOLUTION_NOT_FOUND. */
   async json(account: Account, solution: string, deviceType?: string): Promise<string> {
-    solutionName(solution);
-    const version = await this.store.solutionVersion(account.groupId, solution);
-    if (version === null) {
-      if (isBuiltInSolution(solution)) return '{"devices":[]}';
-      throw new ReefError('SOLUTION_NOT_FOUND', `no solution ${JSON.stringify(solution)} in this account (names are case sensitive)`);
-    }
+    const version = await resolveSolutionVersion(this.store, account, solution);
+    if (version === null) return '{"devices":[]}';
     const key = `${account.groupId}\n${solution}\n${deviceType ?? ''}`;
     const hit = this.entries.get(key);
     if (hit && hit.version === version) return hit.json;

@@ -22,10 +22,23 @@ export function isBuiltInSolution(name: string): boolean {
 export async function resolveSolution(store: Store, account: Account, name: string): Promise<string> {
   solutionName(name);
   if (isBuiltInSolution(name)) return name;
-  if (!(await store.solutionExists(account.groupId, name))) {
-    throw new ReefError('SOLUTION_NOT_FOUND', `no solution ${JSON.stringify(name)} in this account (names are case sensitive)`);
-  }
+  if (!(await store.solutionExists(account.groupId, name))) throw solutionNotFound(name);
   return name;
+}
+
+/**
+ * resolveSolution's rule, answering the solution's version (Store.solutionVersion) in the same
+ * read: null for a built-in solution that holds nothing yet.
+ */
+export async function resolveSolutionVersion(store: Store, account: Account, name: string): Promise<number | null> {
+  solutionName(name);
+  const version = await store.solutionVersion(account.groupId, name);
+  if (version === null && !isBuiltInSolution(name)) throw solutionNotFound(name);
+  return version;
+}
+
+function solutionNotFound(name: string): ReefError {
+  return new ReefError('SOLUTION_NOT_FOUND', `no solution ${JSON.stringify(name)} in this account (names are case sensitive)`);
 }
 
 /** A device of the caller's group, or 404 — another group's device answers exactly like none. */

@@ -39,15 +39,7 @@ export function parseBatch(body: unknown, max: number): ObservationRecord[] {
 
 export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): Promise<number> {
   const { written } = await store.insertObservations(device.id, batch);
-  if (events && !events.idle && batch.length) {
-    events.publish({
-      kind: 'observations',
-      groupId: device.groupId,
-      solution: device.solution,
-      deviceId: device.id,
-      observations: batch.map(toWireObservation),
-    });
-  }
+  publishStored(events, device, batch);
   return written;
 }
 
@@ -57,14 +49,15 @@ export async function storeObservations(store: Store, events: EventBus | null, d
  */
 export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRecord; batch: ObservationRecord[] }[]): Promise<string[]> {
   const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
-  if (events && !events.idle) {
-    const gone = new Set(missing);
-    for (const { device, batch } of items) {
-      if (gone.has(device.id) || !batch.length) continue;
-      events.publish({ kind: 'observations', groupId: device.groupId, solution: device.solution, deviceId: device.id, observations: batch.map(toWireObservation) });
-    }
-  }
+  const gone = new Set(missing);
+  for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
   return missing;
+}
+
+/** A stored batch as a live event; nothing is built when nobody can be listening. */
+function publishStored(events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): void {
+  if (!events || events.idle || !batch.length) return;
+  events.publish({ kind: 'observations', groupId: device.groupId, solution: device.solution, deviceId: device.id, observations: batch.map(toWireObservation) });
 }
 
 export interface RangeQuery {

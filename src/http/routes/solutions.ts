@@ -2,7 +2,7 @@
 // days observations are kept; null keeps them forever (the default). Expired observations are
 // removed by the store upkeep job on the leader node (docs/operations.md).
 import type { FastifyInstance } from 'fastify';
-import { resolveSolution } from '../../service/devices.ts';
+import { resolveSolution, resolveSolutionVersion } from '../../service/devices.ts';
 import type { Store } from '../../store/store.ts';
 import { errors, solutionParams } from '../schemas.ts';
 
@@ -21,9 +21,8 @@ export async function solutionRoutes(app: FastifyInstance, opts: { store: Store 
     schema: { tags: ['solutions'], summary: "The solution's retention", params: solutionParams, response: { 200: retentionBody, ...errors(400, 401, 404) } },
   }, async (request) => {
     const { solution } = request.params as { solution: string };
-    await resolveSolution(store, request.account, solution);
-    const exists = await store.solutionExists(request.account.groupId, solution);
-    return { solution, retentionDays: exists ? await store.getRetention(request.account.groupId, solution) : null };
+    const version = await resolveSolutionVersion(store, request.account, solution);
+    return { solution, retentionDays: version === null ? null : await store.getRetention(request.account.groupId, solution) };
   });
 
   app.put('/api/solutions/:solution/retention', {
