@@ -9,7 +9,7 @@ export class Fleet {
 
   constructor(
     readonly config: DeviceConfig,
-    private readonly o: { monitor?: LogSink; random?: () => number } = {},
+    o: { monitor?: LogSink; random?: () => number } = {},
   ) {
     if (config.serial && config.count > 1) throw new Error('a serial HDLC path serves one kit only');
     for (let i = 0; i < config.count; i++) {

@@ -11,7 +11,6 @@ import type { Store } from '../store/store.ts';
 import type { Leadership } from '../jobs/leader.ts';
 import { DEFAULT_LIMITS, parseSimulationRequest, type SimLimits, type SimParams } from './params.ts';
 import { backfillTotal, initialProgress, observationsProduced, SimulationRun, virtualDeviceId, type SimDefinition, type SimProgress } from './runner.ts';
-import type { Area, Profile } from './model.ts';
 
 export type SimStatus = 'running' | 'backfilling' | 'stopped' | 'completed' | 'failed';
 

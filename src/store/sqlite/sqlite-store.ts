@@ -76,7 +76,7 @@ export class SqliteStore implements Store {
   private db: Database.Database;
   private s!: ReturnType<SqliteStore['prepare']>;
 
-  constructor(private readonly opts: SqliteOptions) {
+  constructor(opts: SqliteOptions) {
     if (opts.file !== ':memory:') fs.mkdirSync(path.dirname(opts.file), { recursive: true });
     this.db = new Database(opts.file);
     this.db.pragma('journal_mode = WAL');
