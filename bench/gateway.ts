@@ -79,8 +79,8 @@ async function main(): Promise<void> {
 
   // ---- 1. one kit: direct vs through the gateway ----
   const mac = 'be00000000000001';
-  await provisionKit(services.store, null, account, mac);
-  const kit = new Kit(loadDeviceConfig({ mac, port: 0, gateway: { address: gw.address, port: gw.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 60_000 }));
+  const { kitKey } = await provisionKit(services.store, null, account, mac);
+  const kit = new Kit(loadDeviceConfig({ mac, port: 0, gateway: { address: gw.address, port: gw.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 60_000, key: kitKey }));
   await kit.start();
   while (!gateway.kits.get(mac)) await new Promise((r) => setTimeout(r, 10));
   const client = await CoapEndpoint.create({ host: '127.0.0.1', port: 0 });
@@ -115,9 +115,13 @@ async function main(): Promise<void> {
   const gw2 = g2.address();
   const base = 'be10000000000000';
   const macs = Array.from({ length: KITS }, (_, i) => (BigInt('0x' + base) + BigInt(i)).toString(16).padStart(16, '0'));
-  for (const m of macs) await provisionKit(services.store, null, account, m);
+  // The fleet's kit keys, one "<mac> <key>" line each (reef device --key-file).
+  const keyFile = path.join(dataDir, 'kit-keys.txt');
+  const lines: string[] = [];
+  for (const m of macs) lines.push(`${m} ${(await provisionKit(services.store, null, account, m)).kitKey}`);
+  fs.writeFileSync(keyFile, lines.join('\n') + '\n', { mode: 0o600 });
   const tStart = performance.now();
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, '--fleet', base, String(KITS), String(gw2.port), String(PERIOD)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, '--fleet', base, String(KITS), String(gw2.port), String(PERIOD), keyFile], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve, reject) => {
     child.stdout.on('data', (b: Buffer) => (b.toString().includes('ready') ? resolve() : undefined));
     child.once('exit', (code) => reject(new Error(`fleet exited ${code}`)));
@@ -160,8 +164,8 @@ async function main(): Promise<void> {
 }
 
 /** The child: a fleet of kits announcing to the gateway. */
-async function fleetChild(base: string, count: number, gwPort: number, period: number): Promise<void> {
-  const fleet = new Fleet(loadDeviceConfig({ mac: base, count, port: 0, gateway: { address: '127.0.0.1', port: gwPort }, monitorWindowMs: 0, logLevel: 0, periodMs: period, announceIntervalMs: 60_000, timeSyncIntervalMs: 0 }));
+async function fleetChild(base: string, count: number, gwPort: number, period: number, keyFile: string): Promise<void> {
+  const fleet = new Fleet(loadDeviceConfig({ mac: base, count, port: 0, gateway: { address: '127.0.0.1', port: gwPort }, monitorWindowMs: 0, logLevel: 0, periodMs: period, announceIntervalMs: 60_000, timeSyncIntervalMs: 0, keyFile }));
   await fleet.start();
   process.stdout.write('ready\n');
   process.once('SIGTERM', () => void fleet.stop().then(() => process.exit(0)));
@@ -169,7 +173,7 @@ async function fleetChild(base: string, count: number, gwPort: number, period: n
 }
 
 const fi = process.argv.indexOf('--fleet');
-(fi > 0 ? fleetChild(process.argv[fi + 1]!, Number(process.argv[fi + 2]), Number(process.argv[fi + 3]), Number(process.argv[fi + 4])) : main()).then(
+(fi > 0 ? fleetChild(process.argv[fi + 1]!, Number(process.argv[fi + 2]), Number(process.argv[fi + 3]), Number(process.argv[fi + 4]), process.argv[fi + 5]!) : main()).then(
   () => process.exit(0),
   (e) => {
     console.error(e);

@@ -31,6 +31,9 @@ Options (each also as an environment variable REEF_DEVICE_*):
                         after the monitor window as on the real kit
   --serial A,B          run HDLC over two serial/pty paths (module side, sensor side)
   --seed N              temperature model seed (0 = from the MAC)               [0]
+  --key K               the kit key \`reef provision\` printed (64 hex digits); the
+                        gateway ignores announcements without the right key
+  --key-file F          a fleet's keys: one "<mac> <key>" line per kit
   -h, --help            this text
 `;
 
@@ -52,6 +55,8 @@ const FLAGS: Record<string, keyof DeviceConfig> = {
   '--monitor-window': 'monitorWindowMs',
   '--serial': 'serial',
   '--seed': 'seed',
+  '--key': 'key',
+  '--key-file': 'keyFile',
 };
 
 export interface RunIo {
@@ -105,7 +110,18 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
     return 2;
   }
   // The terminal is the serial monitor, attached at reset, unless --no-monitor.
-  const fleet = new Fleet(config, args.monitor ? { monitor: err } : {});
+  // The gateway's answer to each kit's announcements: say when it ignores a kit, and when it then accepts it.
+  const onGateway = (mac: string, accepted: boolean): void =>
+    accepted
+      ? out(`${mac} accepted by the gateway`)
+      : err(`${mac}: the gateway ignores this kit: MAC ${mac} is not provisioned, or it has no key or not its key (reef provision prints the key; give it with --key)`);
+  let fleet: Fleet;
+  try {
+    fleet = new Fleet(config, { ...(args.monitor ? { monitor: err } : {}), ...(config.gateway ? { onGateway } : {}) });
+  } catch (e) {
+    err(`reef device: ${isReefError(e) ? e.message : (e as Error).message}`);
+    return 2;
+  }
   try {
     await fleet.start();
   } catch (e) {

@@ -9,8 +9,15 @@
 // cf the content-format of readings (0 text, 60 CBOR); seq counts announcements since boot (0 first);
 // boot the kit's boot time in epoch seconds (a new value means the kit restarted); period the
 // announcement interval in seconds (a gateway may forget a kit after missing ~3 of them).
+//
+// Authentication (docs/security.md "Kits"): every announcement carries `sig`, the HMAC-SHA256 of the
+// canonical payload (the fields above, in this order, as JSON) under the kit's own 32-byte key,
+// issued at provisioning. The signed host and port must be where the datagram comes from, so a
+// captured announcement replayed from any other address is refused, and a host that does not own
+// the key cannot announce a MAC at all.
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Code } from './codes.ts';
-import { CoapMessage, getUintOption, NON, uintOption, uriPath } from './message.ts';
+import { CoapMessage, CoapOption, getUintOption, NON, uintOption, uriPath } from './message.ts';
 import { ContentFormat, Option } from './options.ts';
 import { stringOption } from './message.ts';
 
@@ -28,6 +35,17 @@ export interface Announcement {
   seq: number;
   boot: number;
   period: number;
+  /** HMAC-SHA256 of the canonical payload under the kit key, base64url (43 characters). */
+  sig?: string;
+}
+
+/** A kit key: 32 bytes, written as 64 hex digits (what `reef provision` prints). */
+export const KIT_KEY_BYTES = 32;
+
+/** Parses a kit key as printed by `reef provision` (64 hex digits); null when it is not one. */
+export function parseKitKey(s: string): Buffer | null {
+  const t = s.trim().toLowerCase();
+  return /^[0-9a-f]{64}$/.test(t) ? Buffer.from(t, 'hex') : null;
 }
 
 export class AnnouncementError extends Error {
@@ -37,9 +55,35 @@ export class AnnouncementError extends Error {
   }
 }
 
-export function encodeAnnouncement(a: Announcement): Buffer {
+/** The signed part of an announcement: its fields in a fixed order, without `sig`. */
+function canonical(a: Announcement): string {
   const { v, mac, host, port, prefix, fw, cf, seq, boot, period } = a;
-  return Buffer.from(JSON.stringify({ v, mac, host, port, prefix, fw, cf, seq, boot, period }), 'utf8');
+  return JSON.stringify({ v, mac, host, port, prefix, fw, cf, seq, boot, period });
+}
+
+function signature(a: Announcement, key: Buffer): Buffer {
+  return createHmac('sha256', key).update(canonical(a)).digest();
+}
+
+/** The announcement with its `sig` under the kit key. */
+export function signAnnouncement(a: Announcement, key: Buffer): Announcement {
+  return { ...a, sig: signature(a, key).toString('base64url') };
+}
+
+/**
+ * True when `sig` is the announcement's HMAC under `key`, compared in constant time. A gateway that
+ * has no key for the MAC passes a throw-away key, so unknown and known MACs cost the same work.
+ */
+export function verifyAnnouncement(a: Announcement, key: Buffer): boolean {
+  if (typeof a.sig !== 'string') return false;
+  const got = Buffer.from(a.sig, 'base64url');
+  const want = signature(a, key);
+  return got.length === want.length && timingSafeEqual(got, want);
+}
+
+export function encodeAnnouncement(a: Announcement): Buffer {
+  const body = canonical(a);
+  return Buffer.from(a.sig === undefined ? body : `${body.slice(0, -1)},"sig":${JSON.stringify(a.sig)}}`, 'utf8');
 }
 
 /** Validates and decodes an announcement payload; throws AnnouncementError naming every bad field. */
@@ -66,20 +110,19 @@ export function decodeAnnouncement(payload: Uint8Array): Announcement {
   int('seq', 0, Number.MAX_SAFE_INTEGER);
   int('boot', 0, 0xffffffff);
   int('period', 1, 0xffffffff);
+  if (o.sig !== undefined && (typeof o.sig !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(o.sig))) bad.push('sig');
   if (bad.length) throw new AnnouncementError(`announcement fields invalid: ${bad.join(', ')}`);
   return o as unknown as Announcement;
 }
 
+/** The options of an announcement request: Uri-Path `kits`, Content-Format JSON. */
+export function announcementOptions(): CoapOption[] {
+  return [...ANNOUNCE_PATH.map((s) => stringOption(Option.URI_PATH, s)), uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)];
+}
+
 /** The NON POST /kits message carrying an announcement (the caller sets mid and token). */
 export function announcementMessage(a: Announcement, mid: number, token: Buffer): CoapMessage {
-  return {
-    type: NON,
-    code: Code.POST,
-    mid,
-    token,
-    options: [...ANNOUNCE_PATH.map((s) => stringOption(Option.URI_PATH, s)), uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)],
-    payload: encodeAnnouncement(a),
-  };
+  return { type: NON, code: Code.POST, mid, token, options: announcementOptions(), payload: encodeAnnouncement(a) };
 }
 
 /** True when a request is an announcement (POST /kits); a gateway then calls decodeAnnouncement. */

@@ -53,6 +53,10 @@ export interface DeviceConfig {
   maxRetransmit: number;
   /** HDLC over two serial/pty paths "module-side,sensor-side" instead of in process. */
   serial: [string, string] | undefined;
+  /** The kit key `reef provision` printed (64 hex digits): signs announcements (docs/security.md). */
+  key: string | undefined;
+  /** A file of `<mac> <key>` lines, one per kit of a fleet (`#` comments allowed). */
+  keyFile: string | undefined;
 }
 
 export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
@@ -82,6 +86,8 @@ export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
   ackTimeoutMs: 2000,
   maxRetransmit: 4,
   serial: undefined,
+  key: undefined,
+  keyFile: undefined,
 });
 
 type Key = keyof DeviceConfig;
@@ -137,6 +143,8 @@ export const DEVICE_SETTINGS: Record<Key, { env: string; parse: Parser }> = {
   ackTimeoutMs: { env: 'REEF_DEVICE_ACK_TIMEOUT', parse: (s) => parseDuration(s, 'ms') },
   maxRetransmit: { env: 'REEF_DEVICE_MAX_RETRANSMIT', parse: Number },
   serial: { env: 'REEF_DEVICE_SERIAL', parse: (s) => (s === '' ? undefined : s.split(',')) },
+  key: { env: 'REEF_DEVICE_KEY', parse: (s) => (s === '' ? undefined : s.trim().toLowerCase()) },
+  keyFile: { env: 'REEF_DEVICE_KEY_FILE', parse: (s) => (s === '' ? undefined : s) },
 };
 
 const int = (v: unknown, min: number, max: number): boolean => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
@@ -173,6 +181,9 @@ export function deviceConfigProblems(c: Record<Key, unknown>): string[] {
   need(c.unit === 'C' || c.unit === 'F', 'unit', 'must be C or F');
   need(int(c.ackTimeoutMs, 1, 600_000), 'ackTimeoutMs', 'must be 1 ms..600 s');
   need(int(c.maxRetransmit, 0, 20), 'maxRetransmit', 'must be 0..20');
+  need(c.key === undefined || (typeof c.key === 'string' && /^[0-9a-f]{64}$/.test(c.key)), 'key', 'must be the 64 hex digits `reef provision` printed');
+  need(c.key === undefined || c.count === 1, 'key', 'is for one kit: give a fleet its keys with --key-file');
+  need(c.keyFile === undefined || (typeof c.keyFile === 'string' && c.keyFile.length > 0), 'keyFile', 'must be a path');
   need(c.serial === undefined || (Array.isArray(c.serial) && c.serial.length === 2 && c.serial.every((s) => typeof s === 'string' && s.length > 0)), 'serial', 'must be two paths "module-side,sensor-side"');
   return p;
 }
@@ -191,7 +202,7 @@ export function loadDeviceConfig(values: Partial<Record<Key, unknown>> = {}, env
     if (v === undefined) continue;
     if (typeof v === 'string') {
       v = s.parse(v);
-      if (v === null || (typeof v === 'number' && Number.isNaN(v)) || (v === undefined && !['gateway', 'serial'].includes(key))) {
+      if (v === null || (typeof v === 'number' && Number.isNaN(v)) || (v === undefined && !['gateway', 'serial', 'key', 'keyFile'].includes(key))) {
         bad.push(`${key} (${s.env}) is not readable: ${JSON.stringify(key in values ? values[key] : fromEnv)}`);
         continue;
       }
@@ -206,4 +217,32 @@ export function loadDeviceConfig(values: Partial<Record<Key, unknown>> = {}, env
 /** MAC + i as 16 lower-case hex. */
 export function macPlus(mac: string, i: number): string {
   return ((BigInt('0x' + mac) + BigInt(i)) & 0xffffffffffffffffn).toString(16).padStart(16, '0');
+}
+
+/**
+ * The kit keys of a configuration by MAC: `key` for the one kit, or every `<mac> <key>` line of
+ * `keyFile`. Throws a ReefError naming the bad line; a kit without a key announces unsigned (the
+ * gateway ignores it, and the kit says so).
+ */
+export function loadKitKeys(c: DeviceConfig, readFile: (path: string) => string): Map<string, Buffer> {
+  const keys = new Map<string, Buffer>();
+  if (c.key !== undefined) keys.set(c.mac, Buffer.from(c.key, 'hex'));
+  if (c.keyFile === undefined) return keys;
+  let text: string;
+  try {
+    text = readFile(c.keyFile);
+  } catch (e) {
+    throw new ReefError('VALIDATION_FAILED', `keyFile (REEF_DEVICE_KEY_FILE) cannot be read: ${(e as Error).message}`, { field: 'keyFile' });
+  }
+  text.split(/\r?\n/).forEach((line, i) => {
+    const t = line.replace(/#.*/, '').trim();
+    if (!t) return;
+    const m = /^([0-9a-fA-F:-]{16,23})\s+([0-9a-fA-F]{64})$/.exec(t);
+    const mac = m?.[1]?.replace(/[:-]/g, '').toLowerCase();
+    if (!m || !mac || !/^[0-9a-f]{16}$/.test(mac)) {
+      throw new ReefError('VALIDATION_FAILED', `keyFile line ${i + 1} must be "<16-hex MAC> <64-hex key>"`, { field: 'keyFile' });
+    }
+    keys.set(mac, Buffer.from(m[2]!, 'hex'));
+  });
+  return keys;
 }

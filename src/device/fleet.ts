@@ -1,6 +1,7 @@
 // N kits in one process (`reef device --count N`): kit i has MAC + i and port + i (or an ephemeral
 // port each when the base port is 0), each with its own UDP socket and HDLC link.
-import { DeviceConfig } from './config.ts';
+import fs from 'node:fs';
+import { DeviceConfig, loadKitKeys, macPlus } from './config.ts';
 import { Kit, KitOptions } from './kit.ts';
 import { LogSink } from './log.ts';
 
@@ -9,13 +10,17 @@ export class Fleet {
 
   constructor(
     readonly config: DeviceConfig,
-    o: { monitor?: LogSink; random?: () => number } = {},
+    o: { monitor?: LogSink; random?: () => number; onGateway?: KitOptions['onGateway'] } = {},
   ) {
     if (config.serial && config.count > 1) throw new Error('a serial HDLC path serves one kit only');
+    const keys = loadKitKeys(config, (f) => fs.readFileSync(f, 'utf8'));
     for (let i = 0; i < config.count; i++) {
       const ko: KitOptions = { index: i };
       if (o.monitor) ko.monitor = o.monitor;
       if (o.random) ko.random = o.random;
+      if (o.onGateway) ko.onGateway = o.onGateway;
+      const key = keys.get(macPlus(config.mac, i));
+      if (key) ko.key = key;
       this.kits.push(new Kit(config, ko));
     }
   }

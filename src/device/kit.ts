@@ -4,7 +4,8 @@
 // opens (seed §4.4: debug output only when a monitor attaches within it), the CoAP server starts
 // when a monitor attaches or the window ends, and the module sets the link up with SNRM.
 import { Peer } from '../coap/index.ts';
-import { DeviceConfig, macPlus } from './config.ts';
+import fs from 'node:fs';
+import { DeviceConfig, loadKitKeys, macPlus } from './config.ts';
 import { describeFrame } from './hdlc/frame.ts';
 import { FrameTrace, PrimaryStation, SecondaryStation } from './hdlc/link.ts';
 import { ByteStream, duplexPair, openSerialPort } from './hdlc/transport.ts';
@@ -19,6 +20,10 @@ export interface KitOptions {
   /** A serial monitor attached at reset (the terminal of `reef device`). */
   monitor?: LogSink;
   random?: () => number;
+  /** This kit's key (a fleet reads its key file once); else from config.key / config.keyFile. */
+  key?: Buffer;
+  /** Told whether the gateway acknowledged the kit's announcements (`reef device` prints it). */
+  onGateway?: (mac: string, accepted: boolean) => void;
 }
 
 export class Kit {
@@ -91,6 +96,8 @@ export class Kit {
       readingFormat: config.cbor ? 60 : 0,
       transmission: { ackTimeoutMs: config.ackTimeoutMs, maxRetransmit: config.maxRetransmit },
       bootEpoch,
+      ...withKey(o.key ?? loadKitKeys(config, (f) => fs.readFileSync(f, 'utf8')).get(this.mac)),
+      onGateway: (accepted) => o.onGateway?.(this.mac, accepted),
     });
   }
 
@@ -134,4 +141,8 @@ export class Kit {
     this.primary.close();
     this.secondary.close();
   }
+}
+
+function withKey(key: Buffer | undefined): { key?: Buffer } {
+  return key ? { key } : {};
 }

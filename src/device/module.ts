@@ -5,15 +5,17 @@
 // peer. Messages the application processor starts arrive by wake-and-poll; requests among them go
 // upstream to the configured gateway (only logged without one). It also announces the kit to the
 // gateway (src/coap/announce.ts).
+import dgram from 'node:dgram';
 import {
   ACK,
   Announcement,
-  announcementMessage,
+  announcementOptions,
   Code,
   CoapEndpoint,
   CoapMessage,
   CON,
   describeMessage,
+  encodeAnnouncement,
   emptyMessage,
   EndpointOptions,
   getUintOption,
@@ -25,6 +27,7 @@ import {
   ResponseSpec,
   RST,
   serializeMessage,
+  signAnnouncement,
   TransmissionParams,
   uintOption,
   uriPath,
@@ -60,6 +63,10 @@ export interface ModuleOptions {
   readingFormat: number;
   transmission?: Partial<TransmissionParams>;
   bootEpoch: number;
+  /** The kit key: announcements are signed with it (src/coap/announce.ts); without one they are not, and the gateway ignores them. */
+  key?: Buffer;
+  /** Told after each announcement whether the gateway acknowledged it (accepted) or stayed silent. */
+  onGateway?: (accepted: boolean) => void;
 }
 
 interface Forward {
@@ -89,6 +96,10 @@ export class NetworkModule {
   private readonly nonRelay = new Map<string, number>();
   private announceTimer: NodeJS.Timeout | undefined;
   private announceSeq = 0;
+  /** The address the gateway sees this module at (the bound one, or the route's source address when bound to any). */
+  private announcedHost = '';
+  /** Whether the gateway acknowledged the last announcement (undefined before the first answer or silence). */
+  gatewayAccepted: boolean | undefined;
 
   constructor(private readonly o: ModuleOptions) {
     this.prefix = prefixFor(o.firmware);
@@ -108,6 +119,7 @@ export class NetworkModule {
     this.endpoint.on('reset', (mid: number, peer: Peer) => this.onPeerReset(mid, peer));
     this.endpoint.on('error', (e: Error) => log.err(`udp error: ${e.message}`));
     if (this.o.gateway) {
+      this.announcedHost = await sourceAddressToward(this.endpoint.address().address, this.o.gateway);
       this.announce();
       if (this.o.announceIntervalMs > 0) {
         this.announceTimer = setInterval(() => this.announce(), this.o.announceIntervalMs);
@@ -130,13 +142,13 @@ export class NetworkModule {
     await this.endpoint?.close();
   }
 
-  /** The announcement this module sends (src/coap/announce.ts). */
+  /** The announcement this module sends (src/coap/announce.ts), signed when the kit has its key. */
   announcement(): Announcement {
     const a = this.address();
-    return {
+    const plain: Announcement = {
       v: 1,
       mac: this.o.mac,
-      host: a.address,
+      host: this.announcedHost || a.address,
       port: a.port,
       prefix: this.prefix,
       fw: this.o.firmware,
@@ -145,15 +157,44 @@ export class NetworkModule {
       boot: Math.floor(this.o.bootEpoch / 1000),
       period: Math.max(1, Math.round(this.o.announceIntervalMs / 1000)),
     };
+    return this.o.key ? signAnnouncement(plain, this.o.key) : plain;
   }
 
+  /**
+   * A NON `POST /kits`. The gateway answers an announcement it accepted with 2.04 and stays silent
+   * otherwise (an unknown MAC, a wrong key and garbage look the same from outside), so silence past
+   * NON_LIFETIME-ish seconds means: not provisioned, or not this key.
+   */
   private announce(): void {
     const gw = this.o.gateway;
     if (!gw) return;
-    const msg = announcementMessage(this.announcement(), this.endpoint.nextMid(), this.endpoint.newToken());
+    const payload = encodeAnnouncement(this.announcement());
     this.announceSeq++;
     this.stats.announcements++;
-    this.endpoint.sendNon(gw, msg);
+    this.endpoint
+      .request(gw, {
+        method: Code.POST,
+        confirmable: false,
+        options: announcementOptions(),
+        payload,
+        timeoutMs: 5000,
+      })
+      .then(
+        (m) => this.gatewayAnswered(m.code === Code.CHANGED),
+        () => this.gatewayAnswered(false),
+      );
+  }
+
+  private gatewayAnswered(accepted: boolean): void {
+    const changed = this.gatewayAccepted !== accepted;
+    this.gatewayAccepted = accepted;
+    if (!changed) return;
+    if (accepted) this.o.log.info(`gateway ${this.o.gateway!.address}:${this.o.gateway!.port} accepted kit ${this.o.mac}`);
+    else
+      this.o.log.warn(
+        `the gateway ignores this kit: MAC ${this.o.mac} is not provisioned${this.o.key ? ' or its key is not this kit key' : ', or the kit has no key (reef provision prints it; give it with --key)'}`,
+      );
+    this.o.onGateway?.(accepted);
   }
 
   private nextLocalMid(): number {
@@ -327,3 +368,24 @@ export class NetworkModule {
   }
 }
 
+
+/**
+ * The source address datagrams from `bound` toward `to` carry: `bound` itself, or, when bound to
+ * any address, the one the routing table picks (a connected UDP socket reports it). Signed
+ * announcements name a concrete address, because the gateway accepts one only from where it says.
+ */
+async function sourceAddressToward(bound: string, to: Peer): Promise<string> {
+  if (bound !== '0.0.0.0' && bound !== '::') return bound;
+  const s = dgram.createSocket(to.address.includes(':') ? 'udp6' : 'udp4');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.connect(to.port, to.address, () => resolve());
+    });
+    return s.address().address;
+  } catch {
+    return bound;
+  } finally {
+    s.close();
+  }
+}

@@ -8,6 +8,7 @@ import { ReefError } from '../core/errors.ts';
 import { coapBridgeRoutes } from '../http/routes/coap-bridge.ts';
 import type { Component, ComponentFactory, DemoCredentials, Services } from '../server.ts';
 import { provisionKit } from '../service/devices.ts';
+import { issueKitKey, kitKey } from '../service/kit-keys.ts';
 import { Gateway, proxyUri, type GatewayOptions } from './gateway.ts';
 
 export interface GatewayComponent extends Component {
@@ -109,11 +110,13 @@ async function startDemoKit(s: Services, demo: DemoCredentials, gw: { address: s
   }
   const d = await s.store.getDeviceByMac(mac);
   if (!d || d.tenantId !== demo.tenantId) return null;
+  // The demo kit runs in this process, so it takes its key straight from the store (issued at provisioning).
+  const key = (await kitKey(s.store, mac)) ?? Buffer.from(await issueKitKey(s.store, mac), 'hex');
   // The software kit lives in src/device (it knows nothing of the platform); only wiring is here.
   const { Kit } = await import('../device/kit.ts');
   const { loadDeviceConfig } = await import('../device/config.ts');
   const address = gw.address === '0.0.0.0' || gw.address === '::' ? '127.0.0.1' : gw.address;
-  const kit = new Kit(loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address, port: gw.port }, monitorWindowMs: 0, logLevel: 0, periodMs, announceIntervalMs: 60_000 }));
+  const kit = new Kit(loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address, port: gw.port }, monitorWindowMs: 0, logLevel: 0, periodMs, announceIntervalMs: 60_000 }), { key });
   await kit.start();
   onMac(mac);
   const uri = proxyUri(mac, s.config.gateway.meshDomain, '/snsr/arduino/temp?sens');

@@ -13,6 +13,7 @@
 // §5.2.2). Observations of the same kit resource share one upstream observation (RFC 7641 §3.1 on
 // the kit's side, which keeps one observer per resource), which the readings bridge also holds for
 // each reachable kit's temperature so every notification is stored as an observation.
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   ACK,
@@ -39,6 +40,7 @@ import {
   uintOption,
   uriPath,
   uriQuery,
+  verifyAnnouncement,
   type Observation as CoapObservation,
   type Peer,
   type ResponseSpec,
@@ -47,6 +49,7 @@ import { ReefError, isReefError } from '../core/errors.ts';
 import { SANDBOX, type DeviceRecord } from '../core/types.ts';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
+import { KitKeyCache } from '../service/kit-keys.ts';
 import { storeObservations } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { ClockKeeper } from './clock.ts';
@@ -185,6 +188,7 @@ export class Gateway {
   /** (client address, port, token) → the answer in progress: a re-sent request is not forwarded twice. */
   private readonly inflight = new Map<string, Promise<ResponseSpec>>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
+  private readonly kitKeys: KitKeyCache;
   private readonly log: Logger;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
   private stopping = false;
@@ -202,6 +206,7 @@ export class Gateway {
       piggybackMs: 1000,
       ...opts,
     } as Required<Omit<GatewayOptions, 'kits'>>;
+    this.kitKeys = new KitKeyCache(deps.store);
     this.log = deps.log;
     this.kits = new KitDirectory(opts.kits ?? []);
     this.sessions = new SessionTable(deps.auth, { ttlMs: opts.sessionTtlMs, maxPerAccount: opts.maxSessionsPerAccount }, (s, why) => this.sessionEnded(s, why));
@@ -263,10 +268,7 @@ export class Gateway {
       if (isProxyRequest(req)) return this.answer(req, peer, this.proxy(req, peer));
       const path = uriPath(req);
       if (path.length === 1 && path[0] === 'sessions') return this.sessionRequest(req, peer);
-      if (isAnnouncement(req)) {
-        this.onAnnouncement(req, peer);
-        return req.type === CON ? { code: Code.CHANGED } : undefined;
-      }
+      if (isAnnouncement(req)) return this.onAnnouncement(req, peer);
       const kit = this.kits.byAddress(peer);
       if (kit && req.code === Code.PUT) {
         this.onKitMessage(kit, req, path);
@@ -722,38 +724,52 @@ export class Gateway {
 
   // ---- kits: announcements, their own messages, the readings bridge, clocks -------------------
 
-  private onAnnouncement(req: CoapMessage, peer: Peer): void {
-    if (!this.o.learnKits) return;
-    let a;
+  /**
+   * A kit announcement (src/coap/announce.ts). Learned only when it is signed with the kit key of a
+   * provisioned MAC and comes from the very address and port it names: an outsider can neither move
+   * a kit nor replay a captured announcement from elsewhere. An accepted announcement is answered
+   * 2.04 (the kit then knows it is in); anything else gets no answer at all, whether the MAC is
+   * unknown, the signature wrong or the payload garbage, after the same work (a throw-away key
+   * stands in for a missing one), so silence tells an outsider nothing about which MACs exist.
+   */
+  private async onAnnouncement(req: CoapMessage, peer: Peer): Promise<ResponseSpec | undefined> {
+    if (!this.o.learnKits) return undefined;
+    let ann;
     try {
-      a = decodeAnnouncement(req.payload);
+      ann = decodeAnnouncement(req.payload);
     } catch (e) {
       this.stats.announcementsRefused++;
       this.log.debug({ peer: peerKey(peer), err: (e as Error).message }, 'gateway ignored a bad announcement');
-      return;
+      return undefined;
     }
-    const ann = a;
-    void this.device(ann.mac).then(
-      (d) => {
-        if (this.stopping) return;
-        // Only provisioned kits are learned: the directory cannot be filled with made-up MACs.
-        if (!d) {
-          this.stats.announcementsRefused++;
-          return;
-        }
-        const { outcome, entry } = this.kits.announce(ann, peer);
-        if (!entry) {
-          this.stats.announcementsRefused++;
-          this.log.warn({ peer: peerKey(peer), mac: ann.mac, outcome }, 'gateway refused an announcement');
-          return;
-        }
-        this.stats.announcements++;
-        if (outcome !== 'refreshed') this.log.info({ mac: entry.mac, at: peerKey(entry.peer), prefix: entry.prefix, outcome }, 'gateway learned a kit');
-        if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
-        else this.ensureBridge(entry);
-      },
-      (e) => this.log.warn({ err: e }, 'gateway announcement lookup failed'),
-    );
+    let d: DeviceRecord | null;
+    let key: Buffer | null;
+    try {
+      d = await this.device(ann.mac);
+      key = d ? await this.kitKeys.get(ann.mac) : null;
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, 'gateway announcement lookup failed');
+      return undefined;
+    }
+    const signed = verifyAnnouncement(ann, key ?? THROWAWAY_KEY);
+    if (this.stopping) return undefined;
+    if (!d || !key || !signed) {
+      this.stats.announcementsRefused++;
+      // Debug only: a flood of forged announcements must not flood the log either.
+      this.log.debug({ peer: peerKey(peer), mac: ann.mac, why: !d ? 'not provisioned' : !key ? 'no kit key issued' : 'bad signature' }, 'gateway ignored an announcement');
+      return undefined;
+    }
+    const { outcome, entry } = this.kits.announce(ann, peer);
+    if (!entry) {
+      this.stats.announcementsRefused++;
+      this.log.warn({ peer: peerKey(peer), mac: ann.mac, outcome }, 'gateway refused an announcement');
+      return undefined;
+    }
+    this.stats.announcements++;
+    if (outcome !== 'refreshed') this.log.info({ mac: entry.mac, at: peerKey(entry.peer), prefix: entry.prefix, outcome }, 'gateway learned a kit');
+    if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
+    else this.ensureBridge(entry);
+    return { code: Code.CHANGED };
   }
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */
@@ -824,6 +840,9 @@ export class Gateway {
       });
   }
 }
+
+/** Stands in for the key of a MAC that has none, so a refused announcement costs what an accepted one does. */
+const THROWAWAY_KEY = randomBytes(32);
 
 const EMPTY: CoapMessage = { type: ACK, code: 0, mid: 0, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
 

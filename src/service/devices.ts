@@ -5,6 +5,7 @@ import { ReefError } from '../core/errors.ts';
 import { DEVICE_TYPE_DEVKIT, SANDBOX, STUDIO_SIMULATION, type Account, type DeviceRecord, type DomainInfo, type ProvisioningInfo } from '../core/types.ts';
 import { deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
+import { issueKitKey } from './kit-keys.ts';
 import type { Store } from '../store/store.ts';
 
 const DEVICE_TYPE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -104,7 +105,11 @@ export async function deleteDevice(store: Store, events: EventBus, account: Acco
  * Dev-kit provisioning (seed §3, "on order fulfillment"): a NICDevKit in the account's sandbox with
  * provisioningInfo. A MAC is provisioned once across the whole platform.
  */
-export async function provisionKit(store: Store, events: EventBus | null, account: Account, mac: string): Promise<DeviceRecord> {
+/**
+ * Provisions a dev kit and issues its kit key (src/service/kit-keys.ts): the key is returned here
+ * once, to be given to the kit (`reef device --key`); Reef keeps only what derives it.
+ */
+export async function provisionKit(store: Store, events: EventBus | null, account: Account, mac: string): Promise<{ device: DeviceRecord; kitKey: string }> {
   const m = macAddress(mac, 'mac');
   const existing = await store.getDeviceByMac(m);
   if (existing) throw new ReefError('MAC_ALREADY_PROVISIONED', `a dev kit with MAC ${m} is already provisioned`, { field: 'mac' });
@@ -124,6 +129,7 @@ export async function provisionKit(store: Store, events: EventBus | null, accoun
     provisioningInfo,
     mac: m,
   });
+  const kitKey = await issueKitKey(store, m);
   events?.publish({ kind: 'device', groupId: d.groupId, solution: SANDBOX, deviceId: d.id, action: 'created' });
-  return d;
+  return { device: d, kitKey };
 }

@@ -41,8 +41,8 @@ export async function startGateway(opts: { gateway?: Partial<Config['gateway']>;
     kits,
     async kit(tenantId, mac, over = {}) {
       const account = (await t.services.store.getAccountByTenantId(tenantId))!;
-      const device = await provisionKit(t.services.store, null, account, mac);
-      const kit = new Kit(loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, ...over }));
+      const { device, kitKey } = await provisionKit(t.services.store, null, account, mac);
+      const kit = new Kit(loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, key: kitKey, ...over }));
       kits.push(kit);
       await kit.start();
       await until(() => gw.gateway.kits.get(mac) !== undefined, `the gateway learns kit ${mac}`);

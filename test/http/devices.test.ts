@@ -182,7 +182,10 @@ describe('dev-kit provisioning over HTTP (operator)', () => {
     const mac = '00135005ff1234ab';
     const r = await server.request('POST', '/api/admin/provision', { headers: admin, body: { clientId: c.clientId, mac: mac.toUpperCase() } });
     assert.equal(r.status, 201);
-    const d = (await r.json()) as { id: string; deviceType: string; domainInfo: object; provisioningInfo: Record<string, string> };
+    const { kitKey, ...d } = (await r.json()) as { id: string; deviceType: string; domainInfo: object; provisioningInfo: Record<string, string>; kitKey: string };
+    // The kit key is in this answer only (docs/security.md "Kits"): never in a device listing.
+    assert.match(kitKey, /^[0-9a-f]{64}$/);
+    assert.equal(r.headers.get('cache-control'), 'no-store');
     assert.equal(d.deviceType, 'NICDevKit');
     assert.deepEqual(d.domainInfo, {});
     assert.equal(d.provisioningInfo.status, 'provisioned');

@@ -130,7 +130,7 @@ describe('SDK: the CoAP bridge to dev kits', () => {
     const virtual = await client.createDevice({ deviceType: 'VirtualDevice' });
     await assert.rejects(client.coapGet(virtual.id, 'snsr/arduino/temp?sens'), (x: unknown) => x instanceof ApiError && x.status === 404 && x.code === 'DEVICE_NOT_FOUND');
     const account = (await h.t.services.store.getAccountByTenantId(tenantId))!;
-    const offline = await provisionKit(h.t.services.store, null, account, '00000000000005e1');
+    const { device: offline } = await provisionKit(h.t.services.store, null, account, '00000000000005e1');
     await assert.rejects(client.coapGet(offline.id, 'snsr/arduino/temp?sens'), (x: unknown) => x instanceof ApiError && x.status === 503 && x.code === 'KIT_OFFLINE');
   });
 });

@@ -38,13 +38,14 @@ describe('web app: dev kit panel', () => {
     const c = await server.account('kit-owner');
     creds = c;
     const account = (await server.services.store.getAccountByTenantId(c.tenantId))!;
-    kitId = (await provisionKit(server.services.store, server.services.events, account, MAC)).id;
-    kit = new Kit(loadDeviceConfig({ mac: MAC, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: gw.address().port }, monitorWindowMs: 0, logLevel: 0, periodMs: 300 }));
+    const provisioned = await provisionKit(server.services.store, server.services.events, account, MAC);
+    kitId = provisioned.device.id;
+    kit = new Kit(loadDeviceConfig({ mac: MAC, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: gw.address().port }, monitorWindowMs: 0, logLevel: 0, periodMs: 300, key: provisioned.kitKey }));
     await kit.start();
     // A kit that announced itself and then never answers: the deadline case.
     sink = dgram.createSocket('udp4');
     await new Promise<void>((r) => sink.bind(0, '127.0.0.1', () => r()));
-    silentId = (await provisionKit(server.services.store, server.services.events, account, SILENT)).id;
+    silentId = (await provisionKit(server.services.store, server.services.events, account, SILENT)).device.id;
     gw.gateway.kits.announce({ v: 1, mac: SILENT, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 }, { address: '127.0.0.1', port: sink.address().port });
     const end = Date.now() + 15_000;
     while (!gw.gateway.kits.get(MAC)) {

@@ -6,7 +6,9 @@ import { ReefError } from '../../core/errors.ts';
 import { toWireDevice } from '../../core/types.ts';
 import { createAccount, findAccount } from '../../auth/accounts.ts';
 import type { EventBus } from '../../events/bus.ts';
+import { macAddress } from '../../core/validate.ts';
 import { provisionKit } from '../../service/devices.ts';
+import { issueKitKey } from '../../service/kit-keys.ts';
 import type { Store } from '../../store/store.ts';
 import { errors } from '../schemas.ts';
 
@@ -48,11 +50,31 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
       tags: ['admin'],
       summary: "Provision a dev kit (NICDevKit) to an account's sandbox, as on order fulfillment (seed §3)",
       body: { type: 'object', properties: { clientId: { type: 'string', maxLength: 100 }, mac: { type: 'string', maxLength: 32 } }, required: ['clientId', 'mac'] },
-      response: { 201: { $ref: 'Device#' }, ...errors(400, 403, 404, 409) },
+      response: {
+        201: {
+          description: 'The device, and `kitKey`: the kit key (64 hex digits), in this response only (docs/security.md "Kits")',
+          allOf: [{ $ref: 'Device#' }, { type: 'object', properties: { kitKey: { type: 'string' } } }],
+        },
+        ...errors(400, 403, 404, 409),
+      },
     },
   }, async (request, reply) => {
     const { clientId, mac } = request.body as { clientId: string; mac: string };
     const account = await findAccount(store, clientId);
-    return reply.code(201).send(toWireDevice(await provisionKit(store, events, account, mac)));
+    const { device, kitKey } = await provisionKit(store, events, account, mac);
+    return reply.code(201).header('cache-control', 'no-store').send({ ...toWireDevice(device), kitKey });
+  });
+
+  app.post('/api/admin/kits/:mac/key', {
+    schema: {
+      tags: ['admin'],
+      summary: "Issue a new kit key for a provisioned dev kit; the previous key stops working",
+      params: { type: 'object', properties: { mac: { type: 'string', maxLength: 32 } }, required: ['mac'] },
+      response: { 201: { type: 'object', properties: { mac: { type: 'string' }, kitKey: { type: 'string' } } }, ...errors(400, 403, 404) },
+    },
+  }, async (request, reply) => {
+    const mac = macAddress((request.params as { mac: string }).mac, 'mac');
+    if (!(await store.getDeviceByMac(mac))) throw new ReefError('DEVICE_NOT_FOUND', `no dev kit with MAC ${mac} is provisioned`, { field: 'mac' });
+    return reply.code(201).header('cache-control', 'no-store').send({ mac, kitKey: await issueKitKey(store, mac) });
   });
 }
