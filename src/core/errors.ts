@@ -44,9 +44,12 @@ export const ERRORS = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, coap: '4.15', title: 'The body must be application/json' },
   // 429
   RATE_LIMITED: { status: 429, coap: '4.29', title: 'Too many requests; retry after the given delay' },
+  TOO_MANY_STREAMS: { status: 429, title: 'Too many live event streams open for this account or node' },
+  QUOTA_EXCEEDED: { status: 403, title: 'An account quota would be exceeded; the message names the limit' },
   // 5xx
   INTERNAL: { status: 500, coap: '5.00', title: 'Something went wrong on our side' },
   BAD_GATEWAY: { status: 502, coap: '5.02', title: 'The device answered with an error' },
+  SERVER_BUSY: { status: 503, coap: '5.03', title: 'The service is shedding load; retry after the given delay' },
   STORE_UNAVAILABLE: { status: 503, coap: '5.03', title: 'The database is unreachable; retry shortly' },
   KIT_OFFLINE: { status: 503, coap: '5.03', title: 'The dev kit has not announced itself to the gateway' },
   GATEWAY_TIMEOUT: { status: 504, coap: '5.04', title: 'The device did not answer before the deadline' },

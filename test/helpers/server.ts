@@ -22,9 +22,27 @@ export function tempDir(prefix = 'reef-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-export async function startTestServer(overrides: Partial<Config> = {}, components: ComponentFactory[] = []): Promise<TestServer> {
+/** Config overrides; nested sections may be given in part (the rest keeps its defaults). */
+export type TestOverrides = Omit<Partial<Config>, 'http' | 'gateway' | 'loginThrottle' | 'streams' | 'quotas'> & {
+  http?: Partial<Config['http']>;
+  gateway?: Partial<Config['gateway']>;
+  loginThrottle?: Partial<Config['loginThrottle']>;
+  streams?: Partial<Config['streams']>;
+  quotas?: Partial<Config['quotas']>;
+};
+
+export async function startTestServer(overrides: TestOverrides = {}, components: ComponentFactory[] = []): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? tempDir();
-  const config = testConfig({ ...overrides, dataDir, gateway: { ...testConfig({ dataDir }).gateway, enabled: false, ...(overrides.gateway ?? {}) } });
+  const base = testConfig({ dataDir });
+  const config = testConfig({
+    ...overrides,
+    dataDir,
+    http: { ...base.http, ...overrides.http },
+    gateway: { ...base.gateway, enabled: false, ...overrides.gateway },
+    loginThrottle: { ...base.loginThrottle, ...overrides.loginThrottle },
+    streams: { ...base.streams, ...overrides.streams },
+    quotas: { ...base.quotas, ...overrides.quotas },
+  });
   const server = await startServer(config, { components });
   const t: TestServer = {
     ...server,
