@@ -54,12 +54,12 @@ export interface DemoCredentials {
   clientSecret: string;
 }
 
-export async function openServices(config: Config, log?: Logger): Promise<Services> {
+export async function openServices(config: Config, log?: Logger, now: () => number = Date.now): Promise<Services> {
   const logger = log ?? pino({ level: config.logLevel, redact: ['*.clientSecret', '*.accessToken', 'req.headers.authorization'] });
   const store = await openStore(config);
-  const tokens = new TokenService(store, config.tokens);
+  const tokens = new TokenService(store, config.tokens, now);
   await tokens.init();
-  const auth = new Authenticator(store, tokens, config.loginThrottle);
+  const auth = new Authenticator(store, tokens, config.loginThrottle, 1000, now);
   // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
   const { events, leadership } = await openCoordination(store, { onError: (err, what) => logger.warn({ err }, what) });
   leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
@@ -89,8 +89,8 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
 
 export type ComponentFactory = (s: Services, demo: DemoCredentials | null) => Promise<Component | null>;
 
-export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger } = {}): Promise<RunningServer> {
-  const services = await openServices(config, opts.log);
+export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger; now?: () => number } = {}): Promise<RunningServer> {
+  const services = await openServices(config, opts.log, opts.now);
   const demo = await ensureDemo(services);
   const components: Component[] = [];
   for (const make of opts.components ?? []) {
@@ -103,6 +103,7 @@ export async function startServer(config: Config, opts: { components?: Component
     auth: services.auth,
     events: services.events,
     logger: services.log,
+    ...(opts.now ? { now: opts.now } : {}),
     apiPlugins: components.flatMap((c) => (c.apiPlugin ? [c.apiPlugin] : [])),
     plugins: components.flatMap((c) => (c.plugin ? [c.plugin] : [])),
   });

@@ -11,6 +11,7 @@ import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { requireAccount } from './auth-hook.ts';
+import { StreamRegistry } from './sse.ts';
 import { installErrorHandling, sendError } from './errors.ts';
 import * as schemas from './schemas.ts';
 import { adminRoutes } from './routes/admin.ts';
@@ -31,6 +32,8 @@ export interface AppDeps {
   apiPlugins?: FastifyPluginAsync[];
   /** Routes outside authentication, e.g. the browser app's static files. */
   plugins?: FastifyPluginAsync[];
+  /** The clock streams check token expiry against (tests move it). */
+  now?: () => number;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -81,6 +84,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Live event streams: bounded per account and node, slow readers cut, authority re-checked.
+  const streams = new StreamRegistry(config.streams, auth, deps.now);
+  app.decorate('streams', streams);
+  app.addHook('preClose', async () => streams.closeAll());
   installErrorHandling(app);
 
   // Browser clients read next_page and Retry-After only if they are exposed (wire §1).

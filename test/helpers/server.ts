@@ -31,7 +31,7 @@ export type TestOverrides = Omit<Partial<Config>, 'http' | 'gateway' | 'loginThr
   quotas?: Partial<Config['quotas']>;
 };
 
-export async function startTestServer(overrides: TestOverrides = {}, components: ComponentFactory[] = []): Promise<TestServer> {
+export async function startTestServer(overrides: TestOverrides = {}, components: ComponentFactory[] = [], opts: { now?: () => number } = {}): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? tempDir();
   const base = testConfig({ dataDir });
   const config = testConfig({
@@ -43,7 +43,7 @@ export async function startTestServer(overrides: TestOverrides = {}, components:
     streams: { ...base.streams, ...overrides.streams },
     quotas: { ...base.quotas, ...overrides.quotas },
   });
-  const server = await startServer(config, { components });
+  const server = await startServer(config, { components, ...opts });
   const t: TestServer = {
     ...server,
     dataDir,

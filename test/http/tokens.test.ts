@@ -131,7 +131,7 @@ describe('Authorization header', () => {
     const rotated = await rotateSecret(server.services.store, c.tenantId);
     server.services.auth.forget(c.tenantId);
     const b = await expectError(await server.request('GET', url, { token: c.token }), 401, 'TOKEN_INVALID');
-    assert.match(b.message, /rotated/);
+    assert.match(String(b.message), /rotated/);
     const fresh = await server.token(rotated);
     assert.equal((await server.request('GET', url, { token: fresh })).status, 200, 'a token for the new secret works');
   });

@@ -10,6 +10,7 @@ import { deviceBuckets, deviceObservations, parseBatch, storeObservations, type 
 import { latestJson, pageJson } from '../../core/observation-json.ts';
 import type { Store } from '../../store/store.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
+import { sseFrame } from '../sse.ts';
 
 const rangeQuery = {
   type: 'object',
@@ -118,11 +119,13 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
 
   // Live updates as Server-Sent Events: `observations` events carry {deviceId, observations}.
   app.get('/api/solutions/:solution/events', {
+    config: { tokenInQuery: true },
     schema: {
       tags: ['observations'],
       summary: 'Server-Sent Events: new observations (and device changes) of the solution as they are stored',
       params: solutionParams,
       querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64 }, access_token: { type: 'string' } } },
+      response: { ...errors(401, 404, 429) },
     },
   }, async (request, reply) => {
     const { solution } = request.params as { solution: string };
@@ -132,32 +135,27 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     else await resolveSolution(store, request.account, solution);
     const groupId = request.account.groupId;
     const wanted = deviceId?.toLowerCase();
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      ...corsHeaders(request),
-    });
-    res.write(': connected\n\n');
-    const send = (e: ReefEvent) => {
+    const stream = app.streams.start(request, reply, request.caller, corsHeaders(request));
+    const unsubscribe = events.subscribe((e: ReefEvent) => {
       if (e.groupId !== groupId || e.solution !== solution) return;
       if (wanted && 'deviceId' in e && e.deviceId !== wanted) return;
-      if (e.kind === 'observations') res.write(`event: observations\ndata: ${JSON.stringify({ deviceId: e.deviceId, observations: e.observations })}\n\n`);
-      else if (e.kind === 'device') res.write(`event: device\ndata: ${JSON.stringify({ deviceId: e.deviceId, action: e.action })}\n\n`);
-      else res.write(`event: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
-    };
-    const unsubscribe = events.subscribe(send);
-    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-    const end = () => {
-      clearInterval(heartbeat);
-      unsubscribe();
-    };
-    request.raw.on('close', end);
-    res.on('error', end);
+      stream.write(eventFrame(e));
+    });
+    stream.onClose(unsubscribe);
   });
+}
+
+// One serialization per event, whatever the number of streams it goes to (src/http/sse.ts).
+const frames = new WeakMap<ReefEvent, Buffer>();
+function eventFrame(e: ReefEvent): Buffer {
+  let f = frames.get(e);
+  if (!f) {
+    if (e.kind === 'observations') f = sseFrame('observations', { deviceId: e.deviceId, observations: e.observations });
+    else if (e.kind === 'device') f = sseFrame('device', { deviceId: e.deviceId, action: e.action });
+    else f = sseFrame(e.kind, e);
+    frames.set(e, f);
+  }
+  return f;
 }
 
 // A hijacked reply skips Fastify's hooks, so the CORS headers of @fastify/cors are set by hand.
