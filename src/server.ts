@@ -1,5 +1,6 @@
 // The running service: store, auth, events, HTTP (and, as they land, the CoAP gateway and the
 // simulation scheduler), started together and stopped together.
+import { QuotaService } from './service/quotas.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
@@ -23,6 +24,8 @@ export interface Services {
   tokens: TokenService;
   /** Background jobs run where this says (one node at a time on PostgreSQL). */
   leadership: Leadership;
+  /** Per-account quotas (devices, stored observations, simulation backfill). */
+  quotas: QuotaService;
   log: Logger;
 }
 
@@ -62,8 +65,9 @@ export async function openServices(config: Config, log?: Logger, now: () => numb
   const auth = new Authenticator(store, tokens, config.loginThrottle, 1000, now);
   // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
   const { events, leadership } = await openCoordination(store, { onError: (err, what) => logger.warn({ err }, what) });
-  leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
-  return { config, store, events, auth, tokens, leadership, log: logger };
+  const quotas = new QuotaService(store, config.quotas, now);
+  leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, quotas, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
+  return { config, store, events, auth, tokens, leadership, quotas, log: logger };
 }
 
 /**
@@ -102,6 +106,7 @@ export async function startServer(config: Config, opts: { components?: Component
     store: services.store,
     auth: services.auth,
     events: services.events,
+    quotas: services.quotas,
     logger: services.log,
     ...(opts.now ? { now: opts.now } : {}),
     apiPlugins: components.flatMap((c) => (c.apiPlugin ? [c.apiPlugin] : [])),

@@ -10,6 +10,7 @@ import type { Config } from '../config/config.ts';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
+import type { QuotaService } from '../service/quotas.ts';
 import { requireAccount } from './auth-hook.ts';
 import { StreamRegistry } from './sse.ts';
 import { installErrorHandling, sendError } from './errors.ts';
@@ -26,6 +27,7 @@ export interface AppDeps {
   store: Store;
   auth: Authenticator;
   events: EventBus;
+  quotas: QuotaService;
   /** A pino logger or Fastify logger options; defaults to config.logLevel on stdout. */
   logger?: FastifyServerOptions['loggerInstance'];
   /** Routes that need an authenticated caller (request.account), e.g. simulations, the CoAP bridge. */
@@ -40,7 +42,7 @@ const REQUEST_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, store, auth, events } = deps;
+  const { config, store, auth, events, quotas } = deps;
   // Request ids: a random per-process prefix and a counter — unique across nodes, no entropy per request.
   const idPrefix = randomBytes(4).toString('hex');
   let idCounter = 0;
@@ -127,12 +129,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(tokenRoutes, { auth });
   await app.register(async (api) => {
     requireAccount(api, auth);
-    await api.register(deviceRoutes, { store, events });
-    await api.register(observationRoutes, { store, events, config });
+    await api.register(deviceRoutes, { store, events, quotas });
+    await api.register(observationRoutes, { store, events, config, quotas });
     await api.register(solutionRoutes, { store });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
-  await app.register(adminRoutes, { store, events, adminKey: config.adminKey });
+  await app.register(adminRoutes, { store, events, quotas, adminKey: config.adminKey });
   for (const p of deps.plugins ?? []) await app.register(p);
 
   for (const [url, have] of [...routes]) {

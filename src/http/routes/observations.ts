@@ -9,6 +9,7 @@ import { findDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservations, parseBatch, storeObservations, type RangeQuery } from '../../service/observations.ts';
 import { latestJson, pageJson } from '../../core/observation-json.ts';
 import type { Store } from '../../store/store.ts';
+import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
 import { sseFrame } from '../sse.ts';
 
@@ -24,17 +25,29 @@ const rangeQuery = {
   },
 } as const;
 
-/** The next page's full URL: same path and query, with the cursor replaced (wire §1). */
-function nextPageUrl(request: FastifyRequest, after: string): string {
+/**
+ * The next page's full URL: same path and query, with the cursor replaced (wire §1). Its origin is
+ * REEF_PUBLIC_URL when set; else the forwarded host when proxy headers are trusted; else the
+ * address this server answered on. Never a client's own Host header: a link built from it would
+ * send the next request (and its token) wherever the previous request claimed to be (issue 11.7).
+ */
+function nextPageUrl(request: FastifyRequest, after: string, config: Config): string {
   const raw = request.url;
   const q = new URLSearchParams(raw.includes('?') ? raw.slice(raw.indexOf('?') + 1) : '');
   q.set('after', after);
   q.delete('access_token');
-  return `${request.protocol}://${request.host}${raw.split('?')[0]}?${q.toString()}`;
+  let origin = config.http.publicUrl;
+  if (!origin && config.http.trustProxy) origin = `${request.protocol}://${request.host}`;
+  if (!origin) {
+    const s = request.socket;
+    const host = s.localAddress?.includes(':') ? `[${s.localAddress}]` : s.localAddress;
+    origin = `${request.protocol}://${host}:${s.localPort}`;
+  }
+  return `${origin}${raw.split('?')[0]}?${q.toString()}`;
 }
 
-export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config }) {
-  const { store, events, config } = opts;
+export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config; quotas: QuotaService }) {
+  const { store, events, config, quotas } = opts;
 
   app.post('/api/solutions/:solution/devices/:id/observations', {
     schema: {
@@ -46,13 +59,16 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
         properties: { observations: { type: 'array', items: { type: 'object' } } },
         required: ['observations'],
       },
-      response: { 201: { type: 'object', properties: { stored: { type: 'integer' } } }, ...errors(400, 401, 404, 413, 415) },
+      response: { 201: { type: 'object', properties: { stored: { type: 'integer' } } }, ...errors(400, 401, 403, 404, 413, 415) },
     },
   }, async (request, reply) => {
     const { solution, id } = request.params as { solution: string; id: string };
     const device = await findDevice(store, request.account, solution, id);
     const batch = parseBatch(request.body, config.maxObservationsPerRequest);
+    // The device's owner pays for what is stored on it, whoever in its group uploads.
+    await quotas.checkObservations(device.tenantId, batch.length);
     const stored = await storeObservations(store, events, device, batch);
+    quotas.recordWritten(device.tenantId, stored);
     return reply.code(201).send({ stored });
   });
 
@@ -113,7 +129,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     const device = await findDevice(store, request.account, solution, id);
     if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
     const page = await deviceObservations(store, device, q);
-    if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter));
+    if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
     return reply.type('application/json; charset=utf-8').send(pageJson(page.records));
   });
 

@@ -285,6 +285,15 @@ export class SqliteStore implements Store {
       return rows.map(deviceFromRow);
     });
   }
+  countDevices(tenantId: string) {
+    return this.run(() => (this.db.prepare('SELECT count(*) AS n FROM devices WHERE tenant_id = ?').get(tenantId) as { n: number }).n);
+  }
+  countObservationsByTenant() {
+    return this.run(() => {
+      const rows = this.db.prepare('SELECT d.tenant_id AS t, count(*) AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id').all() as { t: string; n: number }[];
+      return new Map(rows.map((r) => [r.t, r.n]));
+    });
+  }
   getDevice(groupId: string, solution: string, id: string) {
     return this.run(() => {
       const r = this.s.getDevice.get(groupId, solution, id) as Row | undefined;
