@@ -80,7 +80,7 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
   if ((await s.store.countAccounts()) === 0) {
     const c = await createAccount(s.store, { name: 'demo' });
     const demo = { tenantId: c.tenantId, clientId: c.clientId, clientSecret: c.clientSecret };
-    fs.mkdirSync(s.config.dataDir, { recursive: true });
+    fs.mkdirSync(s.config.dataDir, { recursive: true, mode: 0o700 });
     fs.writeFileSync(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
     return demo;
   }

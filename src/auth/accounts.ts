@@ -23,17 +23,31 @@ export function newTenantId(): string {
   return 'TN' + randomBytes(10).toString('hex').toUpperCase();
 }
 
-export async function createAccount(store: Store, opts: { name: string; group?: string }): Promise<NewCredentials> {
+const TENANT_ID = /^TN[0-9A-F]{20}$/i;
+
+/**
+ * A new account. Without a group it is a group of its own (group id = its tenant id). `group`
+ * starts a new named group; `joinGroup` joins an existing one, and only that way: a group is never
+ * joined by accident, and a group name can never be another account's tenant id, so nobody joins a
+ * tenant's own devices by naming its id (issue 11.7).
+ */
+export async function createAccount(store: Store, opts: { name: string; group?: string; joinGroup?: string }): Promise<NewCredentials> {
   const name = opts.name.trim();
   if (!name || name.length > 200) throw new ReefError('VALIDATION_FAILED', 'account name must be 1-200 characters', { field: 'name' });
-  if (opts.group !== undefined && !SOLUTION_NAME.test(opts.group)) {
-    throw new ReefError('VALIDATION_FAILED', "group must be 1-64 letters, digits, '_', '-' or '.'", { field: 'group' });
+  if (opts.group !== undefined && opts.joinGroup !== undefined) throw new ReefError('VALIDATION_FAILED', 'give either group (a new group) or joinGroup (an existing one), not both', { field: 'group' });
+  const named = opts.group ?? opts.joinGroup;
+  const field = opts.group !== undefined ? 'group' : 'joinGroup';
+  if (named !== undefined) {
+    if (!SOLUTION_NAME.test(named)) throw new ReefError('VALIDATION_FAILED', "group must be 1-64 letters, digits, '_', '-' or '.'", { field });
+    if (TENANT_ID.test(named)) throw new ReefError('VALIDATION_FAILED', 'a group name cannot have the form of a tenant id (TN + 20 hex digits)', { field });
+    const exists = (await store.listAccounts()).some((a) => a.groupId === named);
+    if (opts.group !== undefined && exists) throw new ReefError('CONFLICT', `group ${named} already exists; to add this account to it, join it explicitly (--join-group ${named})`, { field });
+    if (opts.joinGroup !== undefined && !exists) throw new ReefError('VALIDATION_FAILED', `there is no group ${named} to join; create it with --group`, { field });
   }
   const tenantId = newTenantId();
   const clientId = randomUUID();
   const clientSecret = generateSecret();
-  // Without --group an account is a group of its own; the group id is then the tenant id.
-  const groupId = opts.group ?? tenantId;
+  const groupId = named ?? tenantId;
   await store.createAccount({ tenantId, name, groupId, clientId, secretHash: await hashSecret(clientSecret), disabled: false, createdAt: Date.now() });
   return { tenantId, clientId, clientSecret, groupId, name };
 }

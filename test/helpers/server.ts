@@ -51,7 +51,13 @@ export async function startTestServer(overrides: TestOverrides = {}, components:
       await server.close();
       if (!overrides.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
-    account: (name = 'test', group) => createAccount(server.services.store, { name, ...(group ? { group } : {}) }),
+    // The first account of a group starts it; later ones join it (explicitly, as an operator would).
+    async account(name = 'test', group) {
+      const store = server.services.store;
+      if (!group) return createAccount(store, { name });
+      const exists = (await store.listAccounts()).some((a) => a.groupId === group);
+      return createAccount(store, { name, ...(exists ? { joinGroup: group } : { group }) });
+    },
     async token(c) {
       const r = await fetch(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(c) });
       if (r.status !== 201) throw new Error(`token request failed: ${r.status} ${await r.text()}`);

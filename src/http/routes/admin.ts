@@ -34,15 +34,15 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
     schema: {
       tags: ['admin'],
       summary: 'Create an account; the client secret is in this response only',
-      body: { type: 'object', properties: { name: { type: 'string', maxLength: 200 }, group: { type: 'string', maxLength: 64 } }, required: ['name'] },
+      body: { type: 'object', properties: { name: { type: 'string', maxLength: 200 }, group: { type: 'string', maxLength: 64 }, joinGroup: { type: 'string', maxLength: 64 } }, required: ['name'] },
       response: {
         201: { type: 'object', properties: { tenantId: { type: 'string' }, clientId: { type: 'string' }, clientSecret: { type: 'string' }, groupId: { type: 'string' } } },
         ...errors(400, 403),
       },
     },
   }, async (request, reply) => {
-    const { name, group } = request.body as { name: string; group?: string };
-    const c = await createAccount(store, { name, ...(group === undefined ? {} : { group }) });
+    const { name, group, joinGroup } = request.body as { name: string; group?: string; joinGroup?: string };
+    const c = await createAccount(store, { name, ...(group === undefined ? {} : { group }), ...(joinGroup === undefined ? {} : { joinGroup }) });
     return reply.code(201).header('cache-control', 'no-store').send(c);
   });
 

@@ -77,7 +77,15 @@ export class SqliteStore implements Store {
   private s!: ReturnType<SqliteStore['prepare']>;
 
   constructor(opts: SqliteOptions) {
-    if (opts.file !== ':memory:') fs.mkdirSync(path.dirname(opts.file), { recursive: true });
+    if (opts.file !== ':memory:') {
+      // The database holds the token signing keys and the kit master key: only its owner may read
+      // it (issue 11.7). The directory is created 0700 and the file 0600 before SQLite opens it;
+      // SQLite gives its -wal and -shm files the database file's permissions.
+      fs.mkdirSync(path.dirname(opts.file), { recursive: true, mode: 0o700 });
+      fs.closeSync(fs.openSync(opts.file, 'a', 0o600));
+      const mode = fs.statSync(opts.file).mode & 0o777;
+      if (mode & 0o077) fs.chmodSync(opts.file, 0o600);
+    }
     this.db = new Database(opts.file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma(`synchronous = ${opts.synchronous ?? 'FULL'}`);
