@@ -59,7 +59,10 @@ export function sendError(reply: FastifyReply, e: ReefError): FastifyReply {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const e = toReefError(err);
-    if (e.status >= 500) request.log.error({ err, code: e.code }, 'request failed');
+    // Only faults of ours are errors, with their stack. A kit that is offline, slow or answers an
+    // error, a store outage or load shedding is an expected condition: one line, no stack.
+    if (e.code === 'INTERNAL') request.log.error({ err, code: e.code }, 'request failed');
+    else if (e.status >= 500) request.log.info({ code: e.code, msg: e.message }, 'request failed upstream');
     else request.log.debug({ code: e.code, msg: e.message }, 'request refused');
     return sendError(reply, e);
   });

@@ -31,7 +31,7 @@ export type TestOverrides = Omit<Partial<Config>, 'http' | 'gateway' | 'loginThr
   quotas?: Partial<Config['quotas']>;
 };
 
-export async function startTestServer(overrides: TestOverrides = {}, components: ComponentFactory[] = [], opts: { now?: () => number } = {}): Promise<TestServer> {
+export async function startTestServer(overrides: TestOverrides = {}, components: ComponentFactory[] = [], opts: { now?: () => number; log?: import('pino').Logger } = {}): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? tempDir();
   const base = testConfig({ dataDir });
   const config = testConfig({

@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { provisionKit } from '../../src/service/devices.ts';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
 import { startGateway, type GatewayHarness } from '../gateway/helpers.ts';
 import { assertClean, tally } from './tally.ts';
@@ -132,6 +134,30 @@ describe('the HTTP bridge payload limit (issue 11.7)', () => {
     const json = await fetch(url, { method: 'PUT', headers: { authorization: owner.token, 'content-type': 'application/json' }, body: JSON.stringify({ payload: 'x'.repeat(2000) }) });
     probe.status(json.status, 413, 'JSON payload 2000 bytes');
     assertClean(probe);
+  });
+});
+
+describe('expected kit failures are not logged as errors (issue 11.7)', () => {
+  it('an offline kit and a kit that answers nothing: one info line each, no error, no stack', async () => {
+    const lines: { level: number; msg: string; err?: unknown }[] = [];
+    const log = pino({ level: 'debug' }, { write: (l: string) => lines.push(JSON.parse(l)) });
+    const h = await startGateway({ log });
+    try {
+      const owner = await h.t.login('quiet');
+      const { device, kit } = await h.kit(owner.tenantId, '00000000000044d1');
+      await kit.stop(); // known to the gateway, no longer answering: 504 after the deadline
+      const offline = await provisionKit(h.t.services.store, null, (await h.t.services.store.getAccountByTenantId(owner.tenantId))!, '00000000000044d2');
+      const read = (id: string) => fetch(`${h.t.url}/api/solutions/sandbox/devices/${id}/coap/snsr/arduino/temp?sens`, { headers: { authorization: owner.token } });
+      assert.equal((await read(offline.device.id)).status, 503);
+      assert.equal((await read(device.id)).status, 504);
+      const errors = lines.filter((l) => l.level >= 50);
+      assert.deepEqual(errors, [], 'nothing at error level');
+      const upstream = lines.filter((l) => l.msg === 'request failed upstream');
+      assert.equal(upstream.length, 2);
+      assert.ok(upstream.every((l) => l.err === undefined), 'no stack traces');
+    } finally {
+      await h.close();
+    }
   });
 });
 
