@@ -9,6 +9,7 @@ export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }
   { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
   { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
   { name: 'gateway', load: async () => (await import('../gateway/component.ts')).gatewayComponent() },
+  { name: 'alarms', load: async () => (await import('../alarms/component.ts')).alarmComponent },
 ];
 
 const HELP = `Usage: reef serve [options]

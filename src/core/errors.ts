@@ -34,6 +34,8 @@ export const ERRORS = {
   DEVICE_NOT_FOUND: { status: 404, coap: '4.04', title: 'No such device in this solution' },
   ACCOUNT_NOT_FOUND: { status: 404, title: 'No such account' },
   NOT_FOUND: { status: 404, coap: '4.04', title: 'No such resource' },
+  ALARM_RULE_NOT_FOUND: { status: 404, title: 'No such alarm rule in this solution' },
+  ALARM_NOT_FOUND: { status: 404, title: 'No such alarm in this solution' },
   // 405
   METHOD_NOT_ALLOWED: { status: 405, coap: '4.05', title: 'The endpoint does not accept this method' },
   // 408
