@@ -103,11 +103,20 @@ export class AlarmEngine {
   handle(e: ReefEvent): void {
     if (!this.active) return;
     if (e.kind === 'observations') {
-      if (!this.byDevice.has(e.deviceId) && !this.bySolution.has(key(e.groupId, e.solution)) && !this.loading) return;
+      if (!this.byDevice.has(e.deviceId) && !this.bySolution.has(key(e.groupId, e.solution)) && !this.loading && !this.reloading) return;
       const at = this.o.now();
       this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, e.observations, at));
     } else if (e.kind === 'alarm-rule') {
-      this.enqueue(() => this.reloadRule(e.groupId, e.solution, e.ruleId));
+      // Listen at once: an upload right after the rule was created must be evaluated.
+      if (e.action !== 'deleted') this.subscribe(true);
+      this.reloading++;
+      this.enqueue(async () => {
+        try {
+          await this.reloadRule(e.groupId, e.solution, e.ruleId);
+        } finally {
+          this.reloading--;
+        }
+      });
     } else if (e.kind === 'alarm' && e.event === 'cleared') {
       const a = e.alarm as { id: string; ruleId: string; deviceId: string };
       this.enqueue(() => this.forget(a.ruleId, a.deviceId, a.id));
@@ -123,6 +132,8 @@ export class AlarmEngine {
   // ---- queue ----------------------------------------------------------------------------------
 
   private loading = false;
+  /** Rule reloads queued: observations queued meanwhile are kept, the new rule may want them. */
+  private reloading = 0;
 
   private enqueue(task: () => Promise<void> | void): void {
     this.queue.push(task);
