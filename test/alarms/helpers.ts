@@ -7,7 +7,9 @@ import { createAlarmComponent, type AlarmComponentOptions, type AlarmParts } fro
 import type { ReefEvent } from '../../src/events/bus.ts';
 import { startTestServer, type TestOverrides, type TestServer } from '../helpers/server.ts';
 
-export const T0 = Date.UTC(2026, 5, 1, 12);
+// The fake clock starts at the real time: devices are stamped with their real creation time, and a
+// device made "after" the fake now would never count as silent.
+export const T0 = Date.now();
 export const MIN = 60_000;
 export const iso = (ms: number) => new Date(ms).toISOString();
 
