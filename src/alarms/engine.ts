@@ -65,6 +65,14 @@ export class AlarmEngine {
     return this.active;
   }
 
+  private runningWaiters: (() => void)[] = [];
+
+  /** Resolves once this node evaluates (at once if it does): a take-over after the leader went. */
+  whenRunning(): Promise<void> {
+    if (this.active && !this.loading) return Promise.resolve();
+    return new Promise((r) => this.runningWaiters.push(r));
+  }
+
   get ruleCount(): number {
     return this.rules.size;
   }
@@ -78,6 +86,7 @@ export class AlarmEngine {
     this.enqueue(() => this.load());
     await this.flush();
     this.updateSubscription();
+    for (const w of this.runningWaiters.splice(0)) w();
   }
 
   async stop(): Promise<void> {
