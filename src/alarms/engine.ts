@@ -284,30 +284,37 @@ export class AlarmEngine {
       }
     }
     const cutoff = at - this.o.lateMs;
+    // The pairs once per batch, not per reading: a batch is up to 10,000 readings.
+    const live: [AlarmRuleRecord, Pair][] = [];
+    for (const r of rules) if (r.spec.condition !== 'silence') live.push([r, this.pair(r.id, deviceId)]);
+    if (!live.length) return;
     for (const o of list) {
       const ts = Date.parse(o.timestamp);
       if (ts < cutoff) {
         this.skippedLate++;
         continue;
       }
-      for (const r of rules) {
-        if (r.spec.condition === 'silence') continue;
-        const step = this.evaluate(r, deviceId, ts, o);
+      for (const [r, p] of live) {
+        const step = this.evaluate(r, p, deviceId, ts, o);
         if (step) await step;
       }
     }
   }
 
+  private pair(ruleId: string, deviceId: string): Pair {
+    const k = key(ruleId, deviceId);
+    let p = this.pairs.get(k);
+    if (!p) this.pairs.set(k, (p = { phase: 'normal', since: 0 }));
+    return p;
+  }
+
   /** One reading against one rule; returns a promise only when the pair changes state. */
-  private evaluate(r: AlarmRuleRecord, deviceId: string, ts: number, o: Observation): Promise<void> | undefined {
+  private evaluate(r: AlarmRuleRecord, p: Pair, deviceId: string, ts: number, o: Observation): Promise<void> | undefined {
     const s = r.spec;
     const raw = readField(o, s.field);
     if (raw === null) return;
     const from = s.unit ? readingUnit(o) : null;
     const v = s.unit && from ? convert(raw, from, s.unit) : raw;
-    const k = key(r.id, deviceId);
-    let p = this.pairs.get(k);
-    if (!p) this.pairs.set(k, (p = { phase: 'normal', since: 0 }));
     if (p.lastTs !== undefined && ts <= p.lastTs) return; // older than what was judged already
     let x = v;
     if (s.condition === 'rate') {

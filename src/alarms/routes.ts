@@ -189,9 +189,9 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
       await resolveSolution(store, request.account, solution);
       const parsed = parseRule(request.body);
       if (parsed.deviceId) await findDevice(store, request.account, solution, parsed.deviceId);
-      const have = await store.listAlarmRules(request.account.groupId, solution);
-      if (have.length >= deps.maxRulesPerSolution) {
-        throw new ReefError('QUOTA_EXCEEDED', `a solution holds at most ${deps.maxRulesPerSolution} alarm rules; this one has ${have.length}`);
+      const have = await store.countAlarmRules(request.account.groupId, solution);
+      if (have >= deps.maxRulesPerSolution) {
+        throw new ReefError('QUOTA_EXCEEDED', `a solution holds at most ${deps.maxRulesPerSolution} alarm rules; this one has ${have}`);
       }
       const t = now();
       const rec: AlarmRuleRecord = { id: randomUUID(), groupId: request.account.groupId, tenantId: request.account.tenantId, solution, deviceId: parsed.deviceId, spec: parsed.spec, createdAt: t, updatedAt: t };

@@ -421,6 +421,8 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         assert.equal(await store.getAlarmRule(a.groupId, 'warm', r1.id), null);
         assert.deepEqual((await store.listAlarmRules(a.groupId, 'cold')).map((r) => r.id), [r1.id, r2.id]);
         assert.deepEqual(await store.listAlarmRules(other.groupId, 'cold'), []);
+        assert.equal(await store.countAlarmRules(a.groupId, 'cold'), 2);
+        assert.equal(await store.countAlarmRules(other.groupId, 'cold'), 0);
         const changed = { ...r1, deviceId: null, spec: { ...r1.spec, threshold: 5 }, updatedAt: T0 + 5 };
         assert.equal(await store.updateAlarmRule({ ...changed, groupId: other.groupId }), false);
         assert.equal(await store.updateAlarmRule(changed), true);

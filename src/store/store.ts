@@ -192,6 +192,7 @@ export interface Store {
   getAlarmRule(groupId: string, solution: string, id: string): Promise<AlarmRuleRecord | null>;
   /** The group's rules of a solution, oldest first. */
   listAlarmRules(groupId: string, solution: string): Promise<AlarmRuleRecord[]>;
+  countAlarmRules(groupId: string, solution: string): Promise<number>;
   /** Every rule of every group (the evaluating node loads them once, then follows changes). */
   allAlarmRules(): Promise<AlarmRuleRecord[]>;
   /**

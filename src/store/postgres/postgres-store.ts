@@ -585,6 +585,9 @@ export class PostgresStore implements Store {
     const r = await this.q('SELECT * FROM alarm_rules WHERE group_id = $1 AND solution = $2 ORDER BY created_at, id', [groupId, solution]);
     return r.rows.map(pgRuleFromRow);
   }
+  async countAlarmRules(groupId: string, solution: string): Promise<number> {
+    return (await this.q('SELECT count(*)::int AS n FROM alarm_rules WHERE group_id = $1 AND solution = $2', [groupId, solution])).rows[0]!.n as number;
+  }
   async allAlarmRules(): Promise<AlarmRuleRecord[]> {
     return (await this.q('SELECT * FROM alarm_rules ORDER BY created_at, id')).rows.map(pgRuleFromRow);
   }

@@ -498,6 +498,9 @@ export class SqliteStore implements Store {
   listAlarmRules(groupId: string, solution: string) {
     return this.run(() => (this.db.prepare('SELECT * FROM alarm_rules WHERE group_id = ? AND solution = ? ORDER BY created_at, id').all(groupId, solution) as Row[]).map(ruleFromRow));
   }
+  countAlarmRules(groupId: string, solution: string) {
+    return this.run(() => this.db.prepare('SELECT count(*) FROM alarm_rules WHERE group_id = ? AND solution = ?').pluck().get(groupId, solution) as number);
+  }
   allAlarmRules() {
     return this.run(() => (this.db.prepare('SELECT * FROM alarm_rules ORDER BY created_at, id').all() as Row[]).map(ruleFromRow));
   }
