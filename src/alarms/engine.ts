@@ -13,7 +13,7 @@
 // pending duration and knows which alarms are raised.
 import type { Logger } from 'pino';
 import type { AlarmEvalState, AlarmReading, AlarmRuleRecord } from '../core/alarms.ts';
-import type { Observation } from '../core/types.ts';
+import type { Observation, ObservationRecord } from '../core/types.ts';
 import type { EventBus, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { breaks, clears, convert, ratePerMinute, readField, readingUnit } from './evaluate.ts';
@@ -43,6 +43,9 @@ export interface AlarmEngineOptions {
 }
 
 const key = (a: string, b: string) => a + '\n' + b;
+
+/** A stored batch: its records when published in this process, else its wire form. */
+type Batch = { records: ObservationRecord[]; wire: null } | { records: null; wire: Observation[] };
 
 export class AlarmEngine {
   readonly name = 'alarms';
@@ -114,7 +117,11 @@ export class AlarmEngine {
     if (e.kind === 'observations') {
       if (!this.byDevice.has(e.deviceId) && !this.bySolution.has(key(e.groupId, e.solution)) && !this.loading && !this.reloading) return;
       const at = this.o.now();
-      this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, e.observations, at));
+      // In-process publishers attach the stored records (src/service/observations.ts): numbers, no
+      // wire form to build or parse. Events from other nodes carry the wire form only.
+      const records = (e as { records?: ObservationRecord[] }).records;
+      const batch: Batch = records ? { records, wire: null } : { records: null, wire: e.observations };
+      this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, batch, at));
     } else if (e.kind === 'alarm-rule') {
       // Listen at once: an upload right after the rule was created must be evaluated.
       if (e.action !== 'deleted') this.subscribe(true);
@@ -263,39 +270,59 @@ export class AlarmEngine {
 
   // ---- evaluation -----------------------------------------------------------------------------
 
-  private async observe(groupId: string, solution: string, deviceId: string, observations: Observation[], at: number): Promise<void> {
+  private async observe(groupId: string, solution: string, deviceId: string, batch: Batch, at: number): Promise<void> {
     const a = this.byDevice.get(deviceId);
     const b = this.bySolution.get(key(groupId, solution));
     if (!a && !b) return;
     const rules = a && b ? [...a, ...b] : (a ?? b)!;
     this.lastSeen.set(deviceId, at);
-    const last = observations[observations.length - 1];
+    const { records, wire } = batch;
+    const n = records ? records.length : wire!.length;
+    if (!n) return;
+    const temperatureAt = (i: number): number | null => {
+      if (records) return records[i]!.temperature;
+      const t = wire![i]!.temperature;
+      return typeof t === 'number' ? t : null;
+    };
+    const bagAt = (i: number): Record<string, unknown> | null => (records ? records[i]!.extra : wire![i]!);
+    // Timestamps read once; a batch may come in any order, and evaluation goes oldest first.
+    const tss = new Float64Array(n);
+    let ordered = true;
+    for (let i = 0; i < n; i++) {
+      tss[i] = records ? records[i]!.ts : Date.parse(wire![i]!.timestamp);
+      if (i && tss[i]! < tss[i - 1]!) ordered = false;
+    }
+    const order: number[] | null = ordered ? null : Array.from({ length: n }, (_, i) => i).sort((x, y) => tss[x]! - tss[y]!);
+    const newest = order ? order[n - 1]! : n - 1;
     for (const r of rules) {
       if (r.spec.condition !== 'silence') continue;
       const p = this.pairs.get(key(r.id, deviceId));
-      if (p?.phase === 'raised') await this.clear(r, deviceId, p, last ? this.silenceReading(r, last) : null, 'an observation arrived');
-    }
-    // A batch may come in any order; evaluation goes oldest first.
-    let list = observations;
-    for (let i = 1; i < list.length; i++) {
-      if (list[i]!.timestamp < list[i - 1]!.timestamp) {
-        list = [...observations].sort((x, y) => (x.timestamp < y.timestamp ? -1 : x.timestamp > y.timestamp ? 1 : 0));
-        break;
+      if (p?.phase === 'raised') {
+        const v = r.spec.field === 'temperature' ? temperatureAt(newest) : readField(bagAt(newest) ?? {}, r.spec.field);
+        await this.clear(r, deviceId, p, v === null ? null : this.reading(r, tss[newest]!, v, bagAt(newest)), 'an observation arrived');
       }
     }
     const cutoff = at - this.o.lateMs;
     // The pairs once per batch, not per reading: a batch is up to 10,000 readings.
-    const live: [AlarmRuleRecord, Pair][] = [];
-    for (const r of rules) if (r.spec.condition !== 'silence') live.push([r, this.pair(r.id, deviceId)]);
-    if (!live.length) return;
-    for (const o of list) {
-      const ts = Date.parse(o.timestamp);
+    const liveRules: AlarmRuleRecord[] = [];
+    const livePairs: Pair[] = [];
+    for (const r of rules) {
+      if (r.spec.condition === 'silence') continue;
+      liveRules.push(r);
+      livePairs.push(this.pair(r.id, deviceId));
+    }
+    if (!liveRules.length) return;
+    for (let j = 0; j < n; j++) {
+      const i = order ? order[j]! : j;
+      const ts = tss[i]!;
       if (ts < cutoff) {
         this.skippedLate++;
         continue;
       }
-      for (const [r, p] of live) {
-        const step = this.evaluate(r, p, deviceId, ts, o);
+      const temp = temperatureAt(i);
+      const bag = bagAt(i);
+      for (let k = 0; k < liveRules.length; k++) {
+        const step = this.evaluate(liveRules[k]!, livePairs[k]!, deviceId, ts, temp, bag);
         if (step) await step;
       }
     }
@@ -308,14 +335,20 @@ export class AlarmEngine {
     return p;
   }
 
-  /** One reading against one rule; returns a promise only when the pair changes state. */
-  private evaluate(r: AlarmRuleRecord, p: Pair, deviceId: string, ts: number, o: Observation): Promise<void> | undefined {
+  /**
+   * One reading against one rule; returns a promise only when the pair changes state (rarely).
+   * `bag` holds the reading's other fields (and its `unit`).
+   */
+  private evaluate(r: AlarmRuleRecord, p: Pair, deviceId: string, ts: number, temperature: number | null, bag: Record<string, unknown> | null): Promise<void> | undefined {
     const s = r.spec;
-    const raw = readField(o, s.field);
+    const raw = s.field === 'temperature' ? temperature : bag ? readField(bag, s.field) : null;
     if (raw === null) return;
-    const from = s.unit ? readingUnit(o) : null;
-    const v = s.unit && from ? convert(raw, from, s.unit) : raw;
     if (p.lastTs !== undefined && ts <= p.lastTs) return; // older than what was judged already
+    let v = raw;
+    if (s.unit !== null) {
+      const from = bag && bag.unit !== undefined ? readingUnit(bag) : 'C';
+      if (from !== s.unit) v = convert(raw, from, s.unit);
+    }
     let x = v;
     if (s.condition === 'rate') {
       const prevTs = p.lastTs;
@@ -327,11 +360,10 @@ export class AlarmEngine {
       if (rate === null) return;
       x = rate;
     } else p.lastTs = ts;
-    const reading: AlarmReading = { ts, value: raw, unit: s.field === 'temperature' ? (from ?? readingUnit(o)) : null };
     switch (p.phase) {
       case 'normal':
         if (!breaks(s, x)) return;
-        if (s.durationMs === 0) return this.raise(r, deviceId, p, reading);
+        if (s.durationMs === 0) return this.raise(r, deviceId, p, this.reading(r, ts, raw, bag));
         p.phase = 'pending';
         p.since = ts;
         return this.persist(r.id, deviceId, p);
@@ -340,12 +372,16 @@ export class AlarmEngine {
           p.phase = 'normal';
           return this.persist(r.id, deviceId, null);
         }
-        if (ts - p.since >= s.durationMs) return this.raise(r, deviceId, p, reading);
+        if (ts - p.since >= s.durationMs) return this.raise(r, deviceId, p, this.reading(r, ts, raw, bag));
         return;
       case 'raised':
-        if (clears(s, x)) return this.clear(r, deviceId, p, reading);
+        if (clears(s, x)) return this.clear(r, deviceId, p, this.reading(r, ts, raw, bag));
         return;
     }
+  }
+
+  private reading(r: AlarmRuleRecord, ts: number, value: number, bag: Record<string, unknown> | null): AlarmReading {
+    return { ts, value, unit: r.spec.field === 'temperature' ? readingUnit(bag ?? {}) : null };
   }
 
   private async silence(): Promise<void> {
@@ -410,11 +446,6 @@ export class AlarmEngine {
     }
     await this.persist(r.id, deviceId, p);
     await this.o.notifier.notify('raised', alarm, r);
-  }
-
-  private silenceReading(r: AlarmRuleRecord, o: Observation): AlarmReading | null {
-    const v = readField(o, r.spec.field);
-    return v === null ? null : { ts: Date.parse(o.timestamp), value: v, unit: r.spec.field === 'temperature' ? readingUnit(o) : null };
   }
 
   private async clear(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {
