@@ -115,6 +115,10 @@ async function connect(): Promise<void> {
       message: showMessage,
       reloadDevices: reloadSoon,
       reloadPlot: () => void loadPlot(),
+      alarmsChanged: () => {
+        table.refresh();
+        plot.redraw();
+      },
     });
     panels.update();
     state.stopEvents = conn.events({

@@ -6,6 +6,7 @@ import type { Connection, Device } from './api.ts';
 import { ApiError } from './api.ts';
 import { $, el, fmtTime, type Unit } from './format.ts';
 import { DevKitPanel } from './devkit.ts';
+import { AlarmsPanel } from './alarms.ts';
 
 export interface PanelContext {
   devices: () => Device[];
@@ -14,6 +15,8 @@ export interface PanelContext {
   message: (text: string, kind?: 'error' | 'info') => void;
   reloadDevices: () => void;
   reloadPlot: () => void;
+  /** Alarm counts, rules or alarms changed: redraw badges and the plot's thresholds. */
+  alarmsChanged: () => void;
 }
 
 export interface Panels {
@@ -185,12 +188,15 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
   const sim = conn.solution === 'StudioSimulation' ? new SimulationPanel(simRoot, conn, ctx) : null;
   simRoot.hidden = !sim;
   const kit = new DevKitPanel(kitRoot, conn, ctx);
+  const alarms = new AlarmsPanel(conn, { selected: ctx.selected, unit: ctx.unit, message: ctx.message, changed: ctx.alarmsChanged }, document.getElementById('plot-panel'));
   return {
     update() {
       kit.update();
+      alarms.update();
     },
     event(type, data) {
       if (type === 'simulation') sim?.event(data);
+      else if (type === 'alarm' || type === 'alarm-rule') alarms.event(type);
       else kit.event();
     },
     observations(deviceId, count) {
@@ -198,6 +204,7 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
     },
     destroy() {
       kit.destroy();
+      alarms.destroy();
       simRoot.hidden = true;
       simRoot.replaceChildren();
     },

@@ -4,6 +4,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { fmtTemp, fmtTime, shortId, toUnit, type Unit } from './format.ts';
+import { drawAlarmOverlay } from './alarms.ts';
 
 export const PALETTE = ['#127a8a', '#d2562a', '#6b4fbb', '#2f8f3a', '#c0398d', '#8a6d1f', '#2a62c9', '#6d7580'];
 
@@ -131,6 +132,11 @@ export class PlotView {
     this.info.dataset.detail = 'raw';
   }
 
+  /** Draws again without new data (alarm thresholds changed). */
+  redraw(): void {
+    this.u?.redraw(false);
+  }
+
   points(): number {
     return this.series.reduce((n, s) => n + s.x.length, 0);
   }
@@ -174,6 +180,8 @@ export class PlotView {
         { stroke: 'currentColor', label: `Temperature (°${unit})`, grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' }, values: (_u, v) => v.map((x) => x.toFixed(1)) },
       ],
       hooks: {
+        // Alarm thresholds and raised alarms (web/src/alarms.ts).
+        draw: [(u) => drawAlarmOverlay(u, this.unit, this.series.map((s) => s.deviceId), this.host)],
         setCursor: [(u) => this.cursorMoved(u)],
         setScale: [(u, key) => {
           if (key !== 'x') return;

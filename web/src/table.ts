@@ -3,6 +3,7 @@
 // it to (or removes it from) the comparison.
 import type { Device } from './api.ts';
 import { el, fmtAge, fmtTemp, shortId, whereOf, type Unit } from './format.ts';
+import { alarmBadge } from './alarms.ts';
 
 export interface Latest {
   ts: number;
@@ -62,7 +63,8 @@ export class DeviceTable {
       e.stopPropagation();
       this.ctx.select(d.id, 'toggle');
     });
-    const idCell = el('th', { scope: 'row', class: 'mono', title: d.id }, el('span', { class: 'id-short' }, shortId(d.id)), el('span', { class: 'id-rest' }, d.id.slice(8)));
+    const idCell = el('th', { scope: 'row', class: 'mono', title: d.id }, el('span', { class: 'id-short' }, shortId(d.id)), el('span', { class: 'id-rest' }, d.id.slice(8)),
+      el('span', { class: 'alarm-badge', hidden: '' }));
     const tr = el('tr', { tabindex: '0', 'data-id': d.id, 'aria-selected': 'false' },
       el('td', { class: 'c-pick' }, box),
       idCell,
@@ -99,6 +101,11 @@ export class DeviceTable {
       const on = sel.has(id);
       tr.setAttribute('aria-selected', String(on));
       (cells[0]!.firstChild as HTMLInputElement).checked = on;
+      // Active alarms of the device (src/alarms; web/src/alarms.ts keeps the counts).
+      const badge = cells[1]!.querySelector<HTMLElement>('.alarm-badge')!;
+      const n = alarmBadge(id);
+      badge.hidden = n === 0;
+      badge.textContent = n ? `${n} alarm${n > 1 ? 's' : ''}` : '';
     }
     this.order();
   }
