@@ -47,6 +47,11 @@ function thresholds(deviceIds: string[]): { c: number; rule: AlarmRule; key: 'th
   return out;
 }
 
+/** The threshold values drawn for these devices, in the plot's unit: the y scale keeps them in view. */
+export function alarmThresholds(deviceIds: string[], unit: Unit): number[] {
+  return thresholds(deviceIds).map((l) => fromC(l.c, unit));
+}
+
 const dragging = new WeakSet<uPlot>();
 
 /**
@@ -58,6 +63,8 @@ export function drawAlarmOverlay(u: uPlot, unit: Unit, deviceIds: string[], host
   const { left, top, width, height } = u.bbox;
   const lines = thresholds(deviceIds);
   host.dataset.thresholds = lines.map((l) => fromC(l.c, unit).toFixed(2)).join(',');
+  // Where each line is, in CSS pixels from the top of the plotting area (what a drag grabs).
+  host.dataset.thresholdY = lines.map((l) => u.valToPos(fromC(l.c, unit), 'y').toFixed(1)).join(',');
   ctx.save();
   ctx.lineWidth = 1.5 * devicePixelRatio;
   ctx.setLineDash([6 * devicePixelRatio, 4 * devicePixelRatio]);

@@ -4,7 +4,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { fmtTemp, fmtTime, shortId, toUnit, type Unit } from './format.ts';
-import { drawAlarmOverlay } from './alarms.ts';
+import { alarmThresholds, drawAlarmOverlay } from './alarms.ts';
 
 export const PALETTE = ['#127a8a', '#d2562a', '#6b4fbb', '#2f8f3a', '#c0398d', '#8a6d1f', '#2a62c9', '#6d7580'];
 
@@ -132,9 +132,33 @@ export class PlotView {
     this.info.dataset.detail = 'raw';
   }
 
-  /** Draws again without new data (alarm thresholds changed). */
+  /** Draws again without new data (alarm thresholds changed): the y range follows them. */
   redraw(): void {
-    this.u?.redraw(false);
+    const u = this.u;
+    if (!u) return;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let i = 1; i < u.data.length; i++) {
+      for (const v of u.data[i]!) {
+        if (v === null || v === undefined) continue;
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+    }
+    const [min, max] = this.yRange(Number.isFinite(lo) ? lo : null, Number.isFinite(hi) ? hi : null);
+    u.setScale('y', { min: min ?? 0, max: max ?? 1 });
+  }
+
+  private yRange(min: number | null, max: number | null): uPlot.Range.MinMax {
+    const t = alarmThresholds(this.series.map((s) => s.deviceId), this.unit);
+    let lo = min ?? Infinity;
+    let hi = max ?? -Infinity;
+    for (const v of t) {
+      lo = Math.min(lo, v);
+      hi = Math.max(hi, v);
+    }
+    if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [0, 1];
+    return uPlot.rangeNum(lo, hi, 0.1, true);
   }
 
   points(): number {
@@ -174,7 +198,11 @@ export class PlotView {
       legend: { show: false },
       cursor: { drag: { x: true, y: false, setScale: true }, focus: { prox: 30 } },
       // auto: false keeps the asked-for window (not the data's extent); zoom and pan set it.
-      scales: { x: { time: true, auto: false, min: wmin, max: wmax } },
+      scales: {
+        x: { time: true, auto: false, min: wmin, max: wmax },
+        // Alarm thresholds of the plotted devices stay in view (web/src/alarms.ts).
+        y: { range: (_u, min, max) => this.yRange(min, max) },
+      },
       axes: [
         { stroke: 'currentColor', grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' } },
         { stroke: 'currentColor', label: `Temperature (°${unit})`, grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' }, values: (_u, v) => v.map((x) => x.toFixed(1)) },
