@@ -2,42 +2,19 @@
 // simulation scheduler), started together and stopped together.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from './config/config.ts';
 import { Authenticator, createAccount } from './auth/accounts.ts';
 import { TokenService } from './auth/tokens.ts';
-import type { EventBus } from './events/bus.ts';
-import { openCoordination } from './jobs/coordination.ts';
-import type { Leadership } from './jobs/leader.ts';
 import { upkeepJob } from './jobs/upkeep.ts';
 import { buildApp } from './http/app.ts';
-import { openStore } from './store/open.ts';
-import type { Store } from './store/store.ts';
+import { openBackend } from './app/backend.ts';
+import type { Component, ComponentFactory, DemoCredentials, Services } from './app/contracts.ts';
 
-export interface Services {
-  config: Config;
-  store: Store;
-  events: EventBus;
-  auth: Authenticator;
-  tokens: TokenService;
-  /** Background jobs run where this says (one node at a time on PostgreSQL). */
-  leadership: Leadership;
-  log: Logger;
-}
-
-/** A part of the running service (gateway, simulations...) with its own start and stop. */
-export interface Component {
-  name: string;
-  /** HTTP routes needing an authenticated caller. */
-  apiPlugin?: FastifyPluginAsync;
-  /** HTTP routes outside authentication. */
-  plugin?: FastifyPluginAsync;
-  start?(): Promise<void>;
-  stop?(): Promise<void>;
-  /** Lines for the start-up banner of `reef serve` (after start), e.g. how to reach the demo kit. */
-  banner?(url: string): string[];
-}
+// The contract types moved below the features (src/app/contracts.ts); re-exported for callers of
+// the composition root (cli/serve.ts, tests, benches).
+export type { Component, ComponentFactory, DemoCredentials, Services } from './app/contracts.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -48,20 +25,13 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export interface DemoCredentials {
-  tenantId: string;
-  clientId: string;
-  clientSecret: string;
-}
-
 export async function openServices(config: Config, log?: Logger): Promise<Services> {
   const logger = log ?? pino({ level: config.logLevel, redact: ['*.clientSecret', '*.accessToken', 'req.headers.authorization'] });
-  const store = await openStore(config);
+  // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
+  const { store, events, leadership } = await openBackend(config, { onError: (err, what) => logger.warn({ err }, what) });
   const tokens = new TokenService(store, config.tokens);
   await tokens.init();
   const auth = new Authenticator(store, tokens, config.loginThrottle);
-  // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
-  const { events, leadership } = await openCoordination(store, { onError: (err, what) => logger.warn({ err }, what) });
   leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
   return { config, store, events, auth, tokens, leadership, log: logger };
 }
@@ -86,8 +56,6 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
     return null;
   }
 }
-
-export type ComponentFactory = (s: Services, demo: DemoCredentials | null) => Promise<Component | null>;
 
 export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger } = {}): Promise<RunningServer> {
   const services = await openServices(config, opts.log);

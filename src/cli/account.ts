@@ -2,7 +2,7 @@
 // directly (the same data directory or database as `reef serve`; safe while it runs).
 import { loadConfig } from '../config/config.ts';
 import { createAccount, rotateSecret, setDisabled } from '../auth/accounts.ts';
-import { openStore } from '../store/open.ts';
+import { openStore } from '../app/backend.ts';
 import { UsageError, parseArgs, printJson, printTable, required } from './args.ts';
 
 const HELP = `Usage:

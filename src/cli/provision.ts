@@ -10,7 +10,7 @@ import { toWireDevice } from '../core/types.ts';
 import { macAddress } from '../core/validate.ts';
 import { provisionKit } from '../service/devices.ts';
 import { issueKitKey } from '../service/kit-keys.ts';
-import { openStore } from '../store/open.ts';
+import { openStore } from '../app/backend.ts';
 import { parseArgs, printJson, required } from './args.ts';
 
 const HELP = `Usage: reef provision --client-id ID --mac MAC [--json] [--data-dir DIR | --database-url URL]

@@ -4,11 +4,18 @@ import { SETTINGS, loadConfig } from '../config/config.ts';
 import { startServer, type ComponentFactory } from '../server.ts';
 import { parseArgs } from './args.ts';
 
-/** Parts of the service beyond the HTTP API; each is optional and loaded on demand. */
+// The gateway component made for this process; the demo kit announces to it.
+let gateway: import('../gateway/component.ts').GatewayFactory | undefined;
+
+/**
+ * Parts of the service beyond the HTTP API; each is optional and loaded on demand. Started in this
+ * order and stopped in reverse, so the demo kit stops before the gateway it announces to.
+ */
 export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [
   { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
   { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
-  { name: 'gateway', load: async () => (await import('../gateway/component.ts')).gatewayComponent() },
+  { name: 'gateway', load: async () => (gateway = (await import('../gateway/component.ts')).gatewayComponent()) },
+  { name: 'demo kit', load: async () => (await import('../demo/component.ts')).demoKitComponent(() => gateway?.last) },
 ];
 
 const HELP = `Usage: reef serve [options]

@@ -3,7 +3,7 @@
 // then prints a summary; the simulation keeps running in the service.
 import { ReefClient, isApiError } from '../sdk/index.ts';
 import { UsageError, parseArgs } from './args.ts';
-import type { Simulation } from '../sim/simulations.ts';
+import type { Simulation } from '../sdk/index.ts';
 
 const HELP = `Usage:
   reef simulate --devices N --interval 10s [options]   start a simulation

@@ -27,8 +27,8 @@ export interface GatewayHarness {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config> } = {}): Promise<GatewayHarness> {
-  const factory = gatewayComponent({ demoKit: false, ...(opts.options ?? {}) });
+export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions>; config?: Partial<Config> } = {}): Promise<GatewayHarness> {
+  const factory = gatewayComponent(opts.options ?? {});
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
   const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [factory]);
   const gw = factory.last!;

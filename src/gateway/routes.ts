@@ -8,14 +8,14 @@
 // The kit's error → 502 (X-CoAP-Code header), no answer by the deadline → 504, a kit that has not
 // announced itself → 503, another group's kit or a non-kit device → 404.
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { Code, CoapMessage, CoapResetError, CoapTimeoutError, ContentFormat, codeClass, codeToString, getUintOption, Option, uintOption, type CoapOption } from '../../coap/index.ts';
-import { ReefError, isReefError } from '../../core/errors.ts';
-import { DEVICE_TYPE_DEVKIT } from '../../core/types.ts';
-import type { Gateway, Subscriber } from '../../gateway/gateway.ts';
-import { tryReading } from '../../gateway/readings.ts';
-import { findDevice } from '../../service/devices.ts';
-import type { Store } from '../../store/store.ts';
-import type { Authenticator } from '../../auth/accounts.ts';
+import { Code, CoapMessage, CoapResetError, CoapTimeoutError, ContentFormat, codeClass, codeToString, getUintOption, Option, uintOption, type CoapOption } from '../coap/index.ts';
+import { ReefError, isReefError } from '../core/errors.ts';
+import { DEVICE_TYPE_DEVKIT } from '../core/types.ts';
+import type { Gateway, Subscriber } from './gateway.ts';
+import { tryReading } from './readings.ts';
+import { findDevice } from '../service/devices.ts';
+import type { Store } from '../store/store.ts';
+import type { Authenticator } from '../auth/accounts.ts';
 
 const METHODS: Record<string, number> = { GET: Code.GET, POST: Code.POST, PUT: Code.PUT, DELETE: Code.DELETE };
 const TEXTUAL = new Set<number>([ContentFormat.TEXT_PLAIN, ContentFormat.LINK_FORMAT, ContentFormat.JSON, ContentFormat.XML]);
