@@ -26,12 +26,12 @@ ${SETTINGS.map((s) => `  --${s.flag.padEnd(22)} ${s.env.padEnd(26)} ${s.doc} (de
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, SETTINGS.map((s) => s.flag));
+  const args = parseArgs(argv, { values: SETTINGS.map((s) => s.flag) });
   if (args.flags.help) {
     process.stdout.write(HELP);
     return 0;
   }
-  const config = loadConfig(process.env, argv);
+  const config = loadConfig(process.env, args.flags);
   const components = await Promise.all(COMPONENTS.map((c) => c.load()));
   const server = await startServer(config, { components });
   const log = server.services.log;
