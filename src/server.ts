@@ -25,13 +25,19 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function openServices(config: Config, log?: Logger): Promise<Services> {
+/** What a caller may inject: a logger, and the clock of tokens and the account cache (tests). */
+export interface ServiceOptions {
+  log?: Logger;
+  now?: () => number;
+}
+
+export async function openServices(config: Config, log?: Logger, opts: Omit<ServiceOptions, 'log'> = {}): Promise<Services> {
   const logger = log ?? pino({ level: config.logLevel, redact: ['*.clientSecret', '*.accessToken', 'req.headers.authorization'] });
   // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
   const { store, events, leadership } = await openBackend(config, { onError: (err, what) => logger.warn({ err }, what) });
-  const tokens = new TokenService(store, config.tokens);
+  const tokens = new TokenService(store, config.tokens, opts.now);
   await tokens.init();
-  const auth = new Authenticator(store, tokens, config.loginThrottle);
+  const auth = new Authenticator(store, tokens, config.loginThrottle, undefined, opts.now);
   leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
   return { config, store, events, auth, tokens, leadership, log: logger };
 }
@@ -57,8 +63,8 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
   }
 }
 
-export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger } = {}): Promise<RunningServer> {
-  const services = await openServices(config, opts.log);
+export async function startServer(config: Config, opts: ServiceOptions & { components?: ComponentFactory[] } = {}): Promise<RunningServer> {
+  const services = await openServices(config, opts.log, opts.now ? { now: opts.now } : {});
   const demo = await ensureDemo(services);
   const components: Component[] = [];
   for (const make of opts.components ?? []) {

@@ -71,6 +71,8 @@ export class Authenticator {
     readonly tokens: TokenService,
     throttle: { maxFailures: number; windowSeconds: number },
     private readonly cacheMs = 1000,
+    /** The clock of the account cache (tests inject one). */
+    private readonly now: () => number = Date.now,
   ) {
     this.throttle = new LoginThrottle(throttle.maxFailures, throttle.windowSeconds * 1000);
   }
@@ -108,7 +110,7 @@ export class Authenticator {
   }
 
   async account(tenantId: string): Promise<Account | null> {
-    const now = Date.now();
+    const now = this.now();
     const hit = this.cache.get(tenantId);
     if (hit && now - hit.at < this.cacheMs) return hit.account;
     const account = await this.store.getAccountByTenantId(tenantId);

@@ -22,10 +22,10 @@ export function tempDir(prefix = 'reef-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-export async function startTestServer(overrides: Partial<Config> = {}, components: ComponentFactory[] = []): Promise<TestServer> {
+export async function startTestServer(overrides: Partial<Config> = {}, components: ComponentFactory[] = [], opts: { now?: () => number } = {}): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? tempDir();
   const config = testConfig({ ...overrides, dataDir, gateway: { ...testConfig({ dataDir }).gateway, enabled: false, ...(overrides.gateway ?? {}) } });
-  const server = await startServer(config, { components });
+  const server = await startServer(config, { components, ...opts });
   const t: TestServer = {
     ...server,
     dataDir,
