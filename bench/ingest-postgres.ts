@@ -5,7 +5,9 @@
 // batch path without HTTP, to show where the time goes.
 import pg from 'pg';
 import { PostgresStore } from '../src/store/postgres/postgres-store.ts';
-import { copyFrom } from '../src/store/postgres/copy.ts';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import { from as copyFrom } from 'pg-copy-streams';
 import { periodEnd, periodStart, widthOf } from '../src/store/postgres/partitions.ts';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/pg.ts';
 import { reefCli, request, serve, type Served } from './lib.ts';
@@ -108,7 +110,10 @@ export async function copyIntoPostgres(plan: PgBatch[], o: { devices: number }) 
     const c = await store.pool.connect();
     try {
       const t = performance.now();
-      const n = await copyFrom(c, 'COPY observations (device_pk, ts, temperature) FROM STDIN', chunks);
+      // COPY … FROM STDIN through pg-copy-streams (the documented way to stream COPY data on pg).
+      const copy = c.query(copyFrom('COPY observations (device_pk, ts, temperature) FROM STDIN'));
+      await pipeline(Readable.from(chunks), copy);
+      const n = copy.rowCount;
       const secs = (performance.now() - t) / 1000;
       if (n !== plan.reduce((a, b) => a + b.rows.length, 0)) throw new Error(`COPY stored ${n} rows`);
       return { secs };

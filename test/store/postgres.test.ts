@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, before, after } from 'node:test';
 import { periodStart, widthOf } from '../../src/store/postgres/partitions.ts';
-import { storeConformance } from '../../src/store/conformance.ts';
+import { storeConformance } from './conformance.ts';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 

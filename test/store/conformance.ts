@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
-import { isReefError } from '../core/errors.ts';
-import type { Account, ObservationRecord } from '../core/types.ts';
-import { latestJson } from '../core/observation-json.ts';
-import type { Store } from './store.ts';
+import { isReefError } from '../../src/core/errors.ts';
+import type { Account, ObservationRecord } from '../../src/core/types.ts';
+import { latestJson } from '../../src/core/observation-json.ts';
+import type { Store } from '../../src/store/store.ts';
 
 export interface StoreFactory {
   /** A fresh, migrated, empty store. */
