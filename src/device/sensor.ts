@@ -262,8 +262,8 @@ export class Sensor {
   }
 
   private temp(m: CoapMessage, query: string[]): { code: number; options?: CoapOption[]; payload?: Buffer } {
-    if (query.length === 0) return { code: Code.METHOD_NOT_ALLOWED };
     const q = query[0];
+    if (q === undefined) return { code: Code.METHOD_NOT_ALLOWED };
     if (q === 'sens') {
       if (m.code !== Code.GET) return { code: Code.METHOD_NOT_ALLOWED };
       const accept = getUintOption(m, Option.ACCEPT);

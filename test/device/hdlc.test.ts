@@ -42,6 +42,7 @@ describe('CRC-16/X.25 and frame vectors', () => {
     assert.equal(f.readUInt16BE(1), 0xa000 | (f.length - 2));
     assert.equal(f.length, 2 + 7 + info.length + 2);
     const [out] = new FrameDecoder().push(f);
+    assert.ok(out);
     assert.deepEqual(out.info, info);
     assert.equal(out.control, iControl(1, 2, true));
   });
@@ -77,9 +78,9 @@ describe('frame decoder on damaged input', () => {
   test('a corrupted info byte (FCS) or header byte (HCS) drops that frame only and is counted', () => {
     const d = new FrameDecoder();
     const badFcs = good(1);
-    badFcs[9] ^= 0x01;
+    badFcs.writeUInt8(badFcs.readUInt8(9) ^ 0x01, 9);
     const badHcs = good(2);
-    badHcs[5] ^= 0x20;
+    badHcs.writeUInt8(badHcs.readUInt8(5) ^ 0x20, 5);
     const out = d.push(Buffer.concat([badFcs, badHcs, good(3)]));
     assert.deepEqual(out.map((f) => f.info.toString()), ['msg3']);
     assert.equal(d.counters.badFcs, 1);
@@ -163,7 +164,7 @@ describe('link state machines', () => {
     // Device-initiated: wake-and-poll.
     secondary.send(Buffer.from('notification'));
     await waitFor(() => toPrimary.length === 21);
-    assert.equal(toPrimary[20].toString(), 'notification');
+    assert.equal(toPrimary[20]?.toString(), 'notification');
     primary.close();
     secondary.close();
   });
@@ -175,7 +176,7 @@ describe('link state machines', () => {
     const junk = [
       (() => {
         const f = encodeFrame({ control: iControl(0, 0, true), info: Buffer.from('x') });
-        f[8] ^= 0xff;
+        f.writeUInt8(f.readUInt8(8) ^ 0xff, 8);
         return f;
       })(),
       encodeFrame({ control: iControl(0, 0, true), info: Buffer.from('y') }).subarray(0, 7),

@@ -113,7 +113,7 @@ describe('malformed datagrams against a kit', () => {
         const kind = i % 3;
         if (kind === 0) b = Buffer.from(Array.from({ length: Math.floor(rnd() * 64) }, () => Math.floor(rnd() * 256)));
         else {
-          b = Buffer.from(bases[Math.floor(rnd() * bases.length)]);
+          b = Buffer.from(bases[Math.floor(rnd() * bases.length)]!);
           for (let k = 0; k < 1 + Math.floor(rnd() * 3); k++) b[Math.floor(rnd() * b.length)] = Math.floor(rnd() * 256);
           if (kind === 2 && rnd() < 0.5) b = b.subarray(0, Math.floor(rnd() * b.length));
         }

@@ -142,7 +142,10 @@ describe('hostile datagrams to the gateway', () => {
       } else if (kind < 0.9) {
         d = Buffer.from(valid[Math.floor(rnd() * valid.length)]!);
         const flips = 1 + Math.floor(rnd() * 4);
-        for (let f = 0; f < flips; f++) d[Math.floor(rnd() * d.length)] ^= 1 << Math.floor(rnd() * 8);
+        for (let f = 0; f < flips; f++) {
+          const at = Math.floor(rnd() * d.length);
+          d.writeUInt8(d.readUInt8(at) ^ (1 << Math.floor(rnd() * 8)), at);
+        }
         if (rnd() < 0.2) d = d.subarray(0, Math.floor(rnd() * d.length));
       } else {
         d = Buffer.from(valid[Math.floor(rnd() * valid.length)]!);

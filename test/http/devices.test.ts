@@ -157,7 +157,7 @@ describe('devices', () => {
       assert.equal(none.status, 404);
       const [t, n] = [(await theirs.json()) as Record<string, string>, (await none.json()) as Record<string, string>];
       assert.equal(t.code, n.code);
-      assert.equal(t.message.replace(d.id, 'ID'), n.message.replace(missing, 'ID'));
+      assert.equal(t.message?.replace(d.id, 'ID'), n.message?.replace(missing, 'ID'));
     }
     assert.deepEqual(await (await server.request('GET', '/api/solutions/sandbox/devices', { token: b.token })).json(), { devices: [] });
     // The owner still has it, with no observation from the stranger.
