@@ -1,5 +1,6 @@
 // The running service: store, auth, events, HTTP (and, as they land, the CoAP gateway and the
 // simulation scheduler), started together and stopped together.
+import { QuotaService } from './service/quotas.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -38,8 +39,9 @@ export async function openServices(config: Config, log?: Logger, opts: Omit<Serv
   const tokens = new TokenService(store, config.tokens, opts.now);
   await tokens.init();
   const auth = new Authenticator(store, tokens, config.loginThrottle, undefined, opts.now);
-  leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
-  return { config, store, events, auth, tokens, leadership, log: logger };
+  const quotas = new QuotaService(store, config.quotas, opts.now);
+  leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, quotas, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
+  return { config, store, events, auth, tokens, leadership, quotas, log: logger };
 }
 
 /**
@@ -52,7 +54,7 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
   if ((await s.store.countAccounts()) === 0) {
     const c = await createAccount(s.store, { name: 'demo' });
     const demo = { tenantId: c.tenantId, clientId: c.clientId, clientSecret: c.clientSecret };
-    fs.mkdirSync(s.config.dataDir, { recursive: true });
+    fs.mkdirSync(s.config.dataDir, { recursive: true, mode: 0o700 });
     fs.writeFileSync(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
     return demo;
   }
@@ -76,7 +78,9 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
     store: services.store,
     auth: services.auth,
     events: services.events,
+    quotas: services.quotas,
     logger: services.log,
+    ...(opts.now ? { now: opts.now } : {}),
     apiPlugins: components.flatMap((c) => (c.apiPlugin ? [c.apiPlugin] : [])),
     plugins: components.flatMap((c) => (c.plugin ? [c.plugin] : [])),
   });

@@ -1,6 +1,7 @@
 // What the composition root (src/server.ts) hands to the parts it plugs in, and what a part gives
 // back. It lives below the features so that a feature (gateway, sim, web...) can name these types
 // without importing the composition root: dependencies point inward (docs/architecture.md).
+import type { QuotaService } from '../service/quotas.ts';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/accounts.ts';
@@ -18,6 +19,8 @@ export interface Services {
   tokens: TokenService;
   /** Background jobs run where this says (one node at a time on PostgreSQL). */
   leadership: Leadership;
+  /** Per-account quotas (devices, stored observations, simulation backfill). */
+  quotas: QuotaService;
   log: Logger;
 }
 
