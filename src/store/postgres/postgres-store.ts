@@ -324,7 +324,7 @@ export class PostgresStore implements Store {
   }
   async countDevices(tenantId: string): Promise<number> {
     const r = await this.q('SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1', [tenantId], 'count-devices');
-    return r.rows[0].n as number;
+    return (r.rows[0]?.n as number | undefined) ?? 0;
   }
   async countObservationsByTenant(): Promise<Map<string, number>> {
     const r = await this.q('SELECT d.tenant_id AS t, count(*)::bigint AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id', [], 'count-observations');
