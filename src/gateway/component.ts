@@ -10,6 +10,7 @@ import type { Component, ComponentFactory, DemoCredentials, Services } from '../
 import { provisionKit } from '../service/devices.ts';
 import { issueKitKey, kitKey } from '../service/kit-keys.ts';
 import { Gateway, proxyUri, type GatewayOptions } from './gateway.ts';
+import { kitStatusRoutes } from './kit-status-routes.ts';
 
 export interface GatewayComponent extends Component {
   gateway: Gateway;
@@ -58,7 +59,10 @@ export function gatewayComponent(extra: Partial<GatewayOptions> & { demoKit?: bo
       name: 'gateway',
       gateway,
       demoMac: null,
-      apiPlugin: coapBridgeRoutes({ gateway: () => gateway, store: s.store, auth: s.auth, deadlineMs: g.deadlineMs }),
+      apiPlugin: async (app) => {
+        await app.register(coapBridgeRoutes({ gateway: () => gateway, store: s.store, auth: s.auth, deadlineMs: g.deadlineMs }));
+        await app.register(kitStatusRoutes({ gateway: () => gateway, store: s.store }));
+      },
       address: () => gateway.address(),
       banner() {
         const a = gateway.address();
