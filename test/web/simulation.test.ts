@@ -42,7 +42,12 @@ describe('web app: simulation panel', () => {
     assert.match((await item.textContent()) ?? '', /Web test/);
     // Its virtual devices appear in the table and on the map without a reload.
     await page.waitForFunction(() => document.querySelectorAll('#devices tbody tr').length === 4, null, { timeout: 30_000 });
-    await page.waitForFunction(() => document.querySelectorAll('#map circle.dot').length === 4);
+    // On the map: every device is a point or counted in a cluster (random spots may fall together).
+    await page.waitForFunction(() => {
+      const dots = document.querySelectorAll('#map circle.dot').length;
+      const clustered = Array.from(document.querySelectorAll<SVGGElement>('#map g.cluster')).reduce((n, g) => n + Number(g.dataset.count), 0);
+      return dots + clustered === 4;
+    });
     // Backfill finishes and live readings keep coming: the count grows past the history.
     await page.waitForFunction(() => document.querySelector('#sim-panel li.sim')?.getAttribute('data-status') === 'running', null, { timeout: 30_000 });
     const produced = async () => Number(((await item.locator('.produced').textContent()) ?? '0').replace(/[^0-9]/g, ''));
