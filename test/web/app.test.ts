@@ -5,22 +5,11 @@ import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { TestServer } from '../helpers/server.ts';
-import { connect, countViaApi, createDevice, launchBrowser, newPage, series, shot, startWebServer, upload } from './harness.ts';
+import { connect, countViaApi, createDevice, launchBrowser, newPage, series, shot, startWebServer, upload, waitAttr, waitText } from './harness.ts';
 
 const SIM = 'StudioSimulation';
 
-async function waitText(page: Page, selector: string, re: RegExp, timeout = 20_000): Promise<string> {
-  await page.waitForFunction(
-    ([sel, src, flags]) => new RegExp(src!, flags).test(document.querySelector(sel!)?.textContent ?? ''),
-    [selector, re.source, re.flags],
-    { timeout },
-  );
-  return (await page.textContent(selector)) ?? '';
-}
 
-async function waitAttr(page: Page, selector: string, attr: string, value: string, timeout = 20_000): Promise<void> {
-  await page.waitForFunction(([sel, a, v]) => document.querySelector(sel!)?.getAttribute(a!) === v, [selector, attr, value], { timeout });
-}
 
 describe('web app', () => {
   let server: TestServer;

@@ -10,15 +10,11 @@ import { Kit } from '../../src/device/kit.ts';
 import { gatewayComponent } from '../../src/gateway/component.ts';
 import { provisionKit } from '../../src/service/devices.ts';
 import type { TestServer } from '../helpers/server.ts';
-import { connect, launchBrowser, newPage, shot, startWebServer } from './harness.ts';
+import { connect, launchBrowser, newPage, shot, startWebServer, waitText } from './harness.ts';
 
 const MAC = '00000000000007a1';
 const SILENT = '00000000000007d1';
 
-async function waitText(page: Page, selector: string, re: RegExp, timeout = 20_000): Promise<string> {
-  await page.waitForFunction(([sel, src]) => new RegExp(src!).test(document.querySelector(sel!)?.textContent ?? ''), [selector, re.source], { timeout });
-  return (await page.textContent(selector)) ?? '';
-}
 
 describe('web app: dev kit panel', () => {
   let server: TestServer;

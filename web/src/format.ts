@@ -131,7 +131,7 @@ export function fmtSpan(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.round(s / 60)} min`;
-  if (s < 86400) {
+  if (s < 2 * 86400) {
     const h = Math.floor(s / 3600), m = Math.round((s % 3600) / 60);
     return m ? `${h} h ${m} min` : `${h} h`;
   }
