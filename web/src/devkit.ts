@@ -70,16 +70,18 @@ export class DevKitPanel {
     const d = this.device;
     if (!d) return;
     const op = ++this.op;
-    const steps: [string, () => Promise<unknown>][] = [
-      ['Reading the sensor', () => this.kit('GET', `${SENSOR}?sens`).then((r) => this.showReading(r))],
-      ["Reading the kit's unit", () => this.kit('GET', `${SENSOR}?cfg`).then((r) => this.showCfg(r))],
-      ["Reading the kit's clock", () => this.kit('GET', 'system/time').then((r) => this.showClock(r))],
+    const steps: [string, string, (r: KitResponse) => void][] = [
+      ['Reading the sensor', `${SENSOR}?sens`, (r) => this.showReading(r)],
+      ["Reading the kit's unit", `${SENSOR}?cfg`, (r) => this.showCfg(r)],
+      ["Reading the kit's clock", 'system/time', (r) => this.showClock(r)],
     ];
-    for (const [what, fn] of steps) {
-      if (this.device !== d) return;
-      const ok = await this.run(what, fn, op);
+    for (const [what, resource, show] of steps) {
+      // The user's own action takes over: its answers are not overwritten by the opening reads.
+      if (this.device !== d || op !== this.op) return;
+      const r = await this.run(what, () => this.kit('GET', resource), op);
       // An offline kit or a deadline: the next reads would fail the same way.
-      if (ok === undefined) return;
+      if (r === undefined) return;
+      if (this.device === d && op === this.op) show(r);
     }
     if (this.device === d && op === this.op) this.out.status.textContent = 'Read the kit: temperature, unit and clock.';
   }
