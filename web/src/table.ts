@@ -139,7 +139,12 @@ export class DeviceTable {
     if (cell.title !== title) cell.title = title;
     const st = deviceState(l, this.ctx.kits.get(id), now);
     const sc = tr.cells[6]!;
-    if (sc.textContent !== st.text) sc.textContent = st.text;
+    if (sc.textContent !== st.text) {
+      // The word is shown; the rest ("…, heard 5 s ago") is in the title and for screen readers (a narrow column).
+      const short = st.text.split(',')[0]!;
+      sc.replaceChildren(el('span', {}, short), el('span', { class: 'detail' }, st.text.slice(short.length)));
+      sc.title = st.text;
+    }
     if (tr.dataset.state !== st.key) tr.dataset.state = st.key;
   }
 
