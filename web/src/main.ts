@@ -221,6 +221,14 @@ function leave(): void {
   panels?.destroy();
   panels = null;
   showError($('plot-error'), '');
+  // Nothing of the previous solution stays on screen: its plot, legend and fields.
+  plot.set([], rangeWindow(), q());
+  $('plot-legend').replaceChildren();
+  $('plot-title').textContent = '';
+  delete $('plot-info').dataset.devices;
+  state.fields.clear();
+  state.fields.add(TEMPERATURE);
+  renderFields();
 }
 
 function disconnect(reset = true): void {
@@ -312,12 +320,18 @@ function noteLatest(deviceId: string, obs: Observation[]): void {
 
 function renderFields(): void {
   const paths = [...state.fields].sort((a, b) => (a === TEMPERATURE ? -1 : b === TEMPERATURE ? 1 : a.localeCompare(b)));
-  if (fieldSel.options.length === paths.length) return;
+  // The remembered field when this solution has it, else temperature (the remembered one stays stored).
+  const preferred = localStorage.getItem('reef.field') ?? TEMPERATURE;
+  state.field = state.fields.has(preferred) ? preferred : state.fields.has(state.field) ? state.field : TEMPERATURE;
+  if (fieldSel.options.length === paths.length && paths.every((p, i) => fieldSel.options[i]!.value === p)) {
+    fieldSel.value = state.field;
+    return;
+  }
   fieldSel.replaceChildren(...paths.map((p) => {
     const qq = quantity(p, state.unit);
     return el('option', { value: p }, qq.unit ? `${p} (${qq.unit})` : p);
   }));
-  fieldSel.value = state.fields.has(state.field) ? state.field : TEMPERATURE;
+  fieldSel.value = state.field;
 }
 
 fieldSel.addEventListener('change', () => {
