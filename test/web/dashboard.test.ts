@@ -111,6 +111,21 @@ describe('web app: the dashboard', () => {
     await close();
   });
 
+  test('with Live on, the window moves on with the clock for a device that went quiet', async () => {
+    const { page, errors, close } = await newPage(browser);
+    await connect(page, server.url, creds, SIM);
+    await page.getByRole('button', { name: '1 h' }).click();
+    await plotOf(page, ramp);
+    const right = await num(page, 'data-x-max');
+    const newest = await num(page, 'data-last-x');
+    // No reading comes from this device; the right edge still follows now, leaving the gap in view.
+    await page.waitForFunction((r) => Number(document.querySelector('#plot-info')?.getAttribute('data-x-max')) > r, right, { timeout: 20_000 });
+    assert.equal(await num(page, 'data-last-x'), newest);
+    assert.equal(await page.locator('#reset-zoom').isHidden(), true);
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
   test('y tick labels are exact: a tick at 21.25 reads 21.25', async () => {
     for (const [width, height] of [[1280, 800], [390, 844]] as const) {
       const { page, close } = await newPage(browser, { width, height });

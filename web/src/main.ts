@@ -668,9 +668,18 @@ function renderLatest(): void {
 }
 
 // Relative ages tick every second; only text that changed is touched (no DOM growth on a wall screen).
+// A preset window moves on with the clock about every 1/600 of its span (6 s for 1 h) with Live on.
+let lastSlide = 0;
 setInterval(() => {
   if (!state.conn) return;
   const now = Date.now();
+  if ('preset' in state.range && ($('live') as HTMLInputElement).checked && $('plot-info').dataset.state === 'ready') {
+    const span = PRESET_SECONDS[state.range.preset];
+    if (now - lastSlide >= Math.max(1000, span * 1000 / 600)) {
+      lastSlide = now;
+      plot.slide(rangeWindow());
+    }
+  }
   table.tick();
   for (const [id, li] of latestItems) {
     const l = state.latest.get(id);

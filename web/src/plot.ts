@@ -120,6 +120,23 @@ export class PlotView {
   append(deviceId: string, points: { x: number; y: number | null }[], window?: [number, number]): void {
     const s = this.series.find((v) => v.deviceId === deviceId);
     if (!s || !points.length) return;
+    this.push(s, points);
+    if (window) this.slideTo(window);
+    // A user's zoom stays where they put it; otherwise the view follows the sliding window.
+    this.build(this.userRange);
+  }
+
+  /**
+   * The window moves on with the clock even when no reading comes (a device that went quiet shows
+   * its gap growing at the right edge); a user's zoom is left alone.
+   */
+  slide(window: [number, number]): void {
+    if (!this.series.length || this.userRange) return;
+    this.slideTo(window);
+    this.build(null);
+  }
+
+  private push(s: Series, points: { x: number; y: number | null }[]): void {
     for (const p of points.sort((a, b) => a.x - b.x)) {
       if (s.x.length && p.x <= s.x[s.x.length - 1]!) continue;
       s.x.push(p.x);
@@ -128,26 +145,25 @@ export class PlotView {
       s.max?.push(p.y);
       s.observations++;
     }
-    if (window) {
-      // The window slides (its right edge is now, and never before the newest reading).
-      const newest = Math.max(...this.series.map((v) => v.x[v.x.length - 1] ?? -Infinity));
-      const right = Math.max(window[1], newest);
-      this.window = [right - (window[1] - window[0]), right];
-      if (this.fitFrom !== null && this.fitFrom <= this.window[0]) this.fitFrom = null;
-      for (const v of this.series) {
-        let drop = 0;
-        while (drop < v.x.length && v.x[drop]! < this.window[0]) drop++;
-        if (drop) {
-          v.x.splice(0, drop);
-          v.y.splice(0, drop);
-          v.min?.splice(0, drop);
-          v.max?.splice(0, drop);
-          v.observations = v.bucketed ? v.observations : v.x.length;
-        }
+  }
+
+  private slideTo(window: [number, number]): void {
+    // The window slides (its right edge is now, and never before the newest reading).
+    const newest = Math.max(...this.series.map((v) => v.x[v.x.length - 1] ?? -Infinity));
+    const right = Math.max(window[1], newest);
+    this.window = [right - (window[1] - window[0]), right];
+    if (this.fitFrom !== null && this.fitFrom <= this.window[0]) this.fitFrom = null;
+    for (const v of this.series) {
+      let drop = 0;
+      while (drop < v.x.length && v.x[drop]! < this.window[0]) drop++;
+      if (drop) {
+        v.x.splice(0, drop);
+        v.y.splice(0, drop);
+        v.min?.splice(0, drop);
+        v.max?.splice(0, drop);
+        v.observations = v.bucketed ? v.observations : v.x.length;
       }
     }
-    // A user's zoom stays where they put it; otherwise the view follows the sliding window.
-    this.build(this.userRange);
   }
 
   isZoomed(): boolean {
