@@ -146,12 +146,12 @@ describe('web app', () => {
     const { page, close } = await newPage(browser);
     await connect(page, server.url, creds, SIM);
     await page.locator('#devices tbody tr').nth(2).waitFor();
-    await page.getByRole('button', { name: 'Latest', exact: true }).click();
+    await page.getByRole('button', { name: /^Latest( [▲▼])?$/ }).click();
     // Descending by latest temperature.
     await waitAttr(page, 'th:has(button[data-sort="temp"])', 'aria-sort', 'descending');
     const temps = (await page.locator('#devices tbody td.temp').allTextContents()).map((t) => parseFloat(t));
     assert.deepEqual(temps, [...temps].sort((a, b) => b - a));
-    await page.getByRole('button', { name: 'Latest', exact: true }).click();
+    await page.getByRole('button', { name: /^Latest( [▲▼])?$/ }).click();
     await waitAttr(page, 'th:has(button[data-sort="temp"])', 'aria-sort', 'ascending');
     const up = (await page.locator('#devices tbody td.temp').allTextContents()).map((t) => parseFloat(t));
     assert.deepEqual(up, [...temps].reverse());
