@@ -28,6 +28,27 @@ export function kitStatusRoutes(deps: { gateway: () => Gateway; store: Store }):
         tags: ['coap'],
         summary: "The solution's dev kits as the gateway sees them: reachable now, and when each was last heard",
         params: { type: 'object', properties: { solution: { type: 'string' } }, required: ['solution'] },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              kits: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    deviceId: { type: 'string' },
+                    mac: { type: 'string' },
+                    reachable: { type: 'boolean', description: 'A current announcement: the bridge would forward to it' },
+                    lastHeard: { type: ['string', 'null'], format: 'date-time', description: 'The last announcement this gateway received' },
+                    announcePeriodSeconds: { type: ['number', 'null'] },
+                    firmware: { type: ['string', 'null'] },
+                  },
+                },
+              },
+            },
+          },
+        },
       },
     }, async (request) => {
       const { solution } = request.params as { solution: string };
