@@ -38,7 +38,11 @@ export function cfgUnit(r: KitResponse | undefined): 'C' | 'F' | null {
 export function answerText(r: KitResponse): string {
   const code = `${r.code}${r.codeName ? ` ${r.codeName}` : ''}`;
   if (r.payload === null || r.payload === undefined || r.payload === '') return `${code} (no payload)`;
-  return `${code}: ${r.payloadEncoding === 'base64' ? `${r.payload} (base64)` : r.payload}`;
+  if (r.payloadEncoding !== 'base64') return `${code}: ${r.payload}`;
+  // Binary payloads (the 4-byte clock, CBOR readings) as their bytes.
+  const b = atob(r.payload);
+  const hex = Array.from(b, (ch) => ch.charCodeAt(0).toString(16).padStart(2, '0')).join(' ');
+  return `${code}: ${hex} (${b.length} bytes)`;
 }
 
 export class DevKitPanel {
