@@ -48,7 +48,15 @@ function resolves(have: Set<string>, c: string): boolean {
 }
 
 test('the citation parser reads lists and bare documents', () => {
-  assert.deepEqual(citations('(seed §1, §5, §6; wire §3) and RFC 7252 §5.9.3.4, RFC 7641, RFC7959 §2.1; a random seed'), ['seed §1', 'seed §5', 'seed §6', 'wire §3', 'RFC 7252 §5.9.3.4', 'RFC 7641', 'RFC 7959 §2.1']);
+  assert.deepEqual(citations('(seed §1, §5, §6; wire §3) and RFC 7252 §5.9.3.4, RFC 7641, RFC7959 §2.1; a random seed'), [
+    'seed §1',
+    'seed §5',
+    'seed §6',
+    'wire §3',
+    'RFC 7252 §5.9.3.4',
+    'RFC 7641',
+    'RFC 7959 §2.1',
+  ]);
 });
 
 test('every seed, wire and RFC citation has its section in docs/protocol.md', () => {
@@ -65,5 +73,8 @@ test('every seed, wire and RFC citation has its section in docs/protocol.md', ()
     }
   }
   assert.ok(count > 100, `citations were found (${count})`);
-  assert.deepEqual([...missing].map(([c, f]) => `${c} (first in ${f})`), []);
+  assert.deepEqual(
+    [...missing].map(([c, f]) => `${c} (first in ${f})`),
+    [],
+  );
 });

@@ -177,7 +177,11 @@ export function deviceConfigProblems(c: Record<Key, unknown>): string[] {
   need(c.key === undefined || (typeof c.key === 'string' && /^[0-9a-f]{64}$/.test(c.key)), 'key', 'must be the 64 hex digits `reef provision` printed');
   need(c.key === undefined || c.count === 1, 'key', 'is for one kit: give a fleet its keys with --key-file');
   need(c.keyFile === undefined || (typeof c.keyFile === 'string' && c.keyFile.length > 0), 'keyFile', 'must be a path');
-  need(c.serial === undefined || (Array.isArray(c.serial) && c.serial.length === 2 && c.serial.every((s) => typeof s === 'string' && s.length > 0)), 'serial', 'must be two paths "module-side,sensor-side"');
+  need(
+    c.serial === undefined || (Array.isArray(c.serial) && c.serial.length === 2 && c.serial.every((s) => typeof s === 'string' && s.length > 0)),
+    'serial',
+    'must be two paths "module-side,sensor-side"',
+  );
   return p;
 }
 

@@ -251,7 +251,10 @@ export class NetworkModule {
       code: req.code,
       mid: localMid,
       token: map.local,
-      options: [...req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT), ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) }))],
+      options: [
+        ...req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT),
+        ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) })),
+      ],
       payload: req.payload,
     };
     const key = map.local.toString('hex');
@@ -367,7 +370,6 @@ export class NetworkModule {
     this.o.log.info(`upstream ${path} sent to ${gw.address}:${gw.port}`);
   }
 }
-
 
 /**
  * The source address datagrams from `bound` toward `to` carry: `bound` itself, or, when bound to

@@ -48,8 +48,7 @@ export function webPlugin(dist = WEB_DIST) {
 
     const index = (reply: FastifyReply) => {
       if (!fs.existsSync(path.join(dist, 'index.html'))) {
-        return reply.code(503).type('text/plain; charset=utf-8').header('cache-control', 'no-store')
-          .send('The Reef web app is not built yet: run `npm run build:web` (npm start does it for you).\n');
+        return reply.code(503).type('text/plain; charset=utf-8').header('cache-control', 'no-store').send('The Reef web app is not built yet: run `npm run build:web` (npm start does it for you).\n');
       }
       return reply.sendFile('index.html');
     };

@@ -25,7 +25,10 @@ describe('CRC-16/X.25 and frame vectors', () => {
     assert.deepEqual(encodeFrame({ control: U.SNRM | PF }), hex('7E A0 07 03 03 93 8C 11 7E'));
     const d = new FrameDecoder();
     const frames = d.push(hex('7E A0 07 03 03 11 96 B6 7E 7E A0 07 03 03 1F E8 5F 7E 7E A0 07 03 03 93 8C 11 7E'));
-    assert.deepEqual(frames.map((f) => frameKind(f.control)), ['RR', 'DM', 'SNRM']);
+    assert.deepEqual(
+      frames.map((f) => frameKind(f.control)),
+      ['RR', 'DM', 'SNRM'],
+    );
   });
 
   test('control fields: I, RR and the U-frames with P/F set', () => {
@@ -62,7 +65,10 @@ describe('frame decoder on damaged input', () => {
     const bytes = Buffer.concat([good(1), good(2)]);
     const out = [];
     for (const b of bytes) out.push(...d.push(Buffer.from([b])));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg1', 'msg2']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg1', 'msg2'],
+    );
   });
 
   test('concatenated frames, with separate flags and with a shared flag, all decode', () => {
@@ -71,7 +77,10 @@ describe('frame decoder on damaged input', () => {
     const b = good(2);
     const c = good(3);
     const shared = Buffer.concat([a, b.subarray(1), c]);
-    assert.deepEqual(d.push(shared).map((f) => f.info.toString()), ['msg1', 'msg2', 'msg3']);
+    assert.deepEqual(
+      d.push(shared).map((f) => f.info.toString()),
+      ['msg1', 'msg2', 'msg3'],
+    );
     assert.equal(d.counters.frames, 3);
   });
 
@@ -82,7 +91,10 @@ describe('frame decoder on damaged input', () => {
     const badHcs = good(2);
     badHcs.writeUInt8(badHcs.readUInt8(5) ^ 0x20, 5);
     const out = d.push(Buffer.concat([badFcs, badHcs, good(3)]));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg3']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg3'],
+    );
     assert.equal(d.counters.badFcs, 1);
     assert.equal(d.counters.badHcs, 1);
   });
@@ -91,7 +103,10 @@ describe('frame decoder on damaged input', () => {
     const d = new FrameDecoder();
     const t = good(1).subarray(0, 8);
     const out = d.push(Buffer.concat([t, good(2)]));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg2']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg2'],
+    );
     assert.ok(d.counters.truncated >= 1);
   });
 
@@ -101,7 +116,10 @@ describe('frame decoder on damaged input', () => {
     assert.ok(d.pending > 0);
     d.flush();
     assert.equal(d.counters.truncated, 1);
-    assert.deepEqual(d.push(good(2)).map((f) => f.info.toString()), ['msg2']);
+    assert.deepEqual(
+      d.push(good(2)).map((f) => f.info.toString()),
+      ['msg2'],
+    );
   });
 
   test('an oversized frame (info over 255) is dropped and counted; a bad format type too; garbage is skipped', () => {
@@ -109,7 +127,10 @@ describe('frame decoder on damaged input', () => {
     const big = encodeFrame({ control: iControl(0, 0, true), info: Buffer.alloc(300, 0x41) });
     const badType = hex('7E B0 07 03 03 11 96 B6 7E');
     const out = d.push(Buffer.concat([Buffer.from('garbage'), big, badType, good(5)]));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg5']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg5'],
+    );
     assert.ok(d.counters.oversized >= 1);
     assert.ok(d.counters.badFormat >= 1);
     assert.ok(d.counters.garbage >= 7);
@@ -159,8 +180,14 @@ describe('link state machines', () => {
     assert.deepEqual(primary.params, { maxInfoTx: 255, maxInfoRx: 255, windowTx: 1, windowRx: 1 });
     for (let i = 0; i < 20; i++) primary.send(Buffer.from(`echo ${i}`));
     await waitFor(() => toPrimary.length === 20, 5000, 'twenty echoes');
-    assert.deepEqual(toSecondary.map(String), Array.from({ length: 20 }, (_, i) => `echo ${i}`));
-    assert.deepEqual(toPrimary.map(String), Array.from({ length: 20 }, (_, i) => String(i)));
+    assert.deepEqual(
+      toSecondary.map(String),
+      Array.from({ length: 20 }, (_, i) => `echo ${i}`),
+    );
+    assert.deepEqual(
+      toPrimary.map(String),
+      Array.from({ length: 20 }, (_, i) => String(i)),
+    );
     // Device-initiated: wake-and-poll.
     secondary.send(Buffer.from('notification'));
     await waitFor(() => toPrimary.length === 21);
