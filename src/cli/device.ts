@@ -34,6 +34,8 @@ Options (each also as an environment variable REEF_DEVICE_*):
   --key K               the kit key \`reef provision\` printed (64 hex digits); the
                         gateway ignores announcements without the right key
   --key-file F          a fleet's keys: one "<mac> <key>" line per kit
+  --allow-direct        lab use: answer any CoAP peer, not only the gateway (by
+                        default a kit is reached only through its gateway, seed §5)
   -h, --help            this text
 `;
 
@@ -80,6 +82,7 @@ export function parseDeviceArgs(argv: string[]): { values: Partial<Record<keyof 
     else if (name === '--cbor') values.cbor = true;
     else if (name === '--no-sensor') values.sensorPresent = false;
     else if (name === '--no-monitor') monitor = false;
+    else if (name === '--allow-direct') values.allowDirect = true;
     else if (FLAGS[name]) {
       const v = eq > 0 && a.startsWith('--') ? a.slice(eq + 1) : argv[++i];
       if (v === undefined) errors.push(`${name} needs a value`);
@@ -132,6 +135,11 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
     const a = k.address();
     out(`${k.mac} coap://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}/${k.module.prefix}`);
   }
+  // Who can reach these kits (seed §5: only through the gateway, unless the lab says otherwise).
+  const gw = config.gateway ? `${config.gateway.address}:${config.gateway.port}` : '';
+  if (config.allowDirect) out(`direct CoAP allowed (--allow-direct, lab use): any peer on the network can reach ${config.count > 1 ? 'these kits' : 'this kit'}; answers to direct peers are never larger than their requests`);
+  else if (gw) out(`reached only through the gateway ${gw} (coap-client -P coap://${gw} with a session: docs/coap.md); direct requests are dropped (--allow-direct for lab use)`);
+  else err('reef device: no --gateway and no --allow-direct: nothing can reach these kits (give --gateway host:port, or --allow-direct for lab use)');
   const stop =
     io.until ??
     new Promise<void>((resolve) => {

@@ -130,3 +130,40 @@ export function isAnnouncement(m: CoapMessage): boolean {
   const p = uriPath(m);
   return m.code === Code.POST && p.length === 1 && p[0] === ANNOUNCE_PATH[0] && (getUintOption(m, Option.CONTENT_FORMAT) ?? ContentFormat.JSON) === ContentFormat.JSON;
 }
+
+/**
+ * The gateway's answer to an accepted announcement: 2.04 with the JSON payload
+ * `{"seq":<the announcement's seq>,"from":<port>,"sig":"<base64url>"}`. `from` is the UDP port the
+ * gateway's requests to kits come from (its kit-facing socket, not the port announcements go to);
+ * a kit that answers only its gateway (seed §5) answers that port of the gateway's address and
+ * nothing else. `sig` is the HMAC-SHA256 under the kit key of `ack|<mac>|<seq>|<from>`, so nobody
+ * without the key can point a kit at another port, and an old answer does not fit a new `seq`.
+ */
+export interface AnnouncementAck {
+  seq: number;
+  from: number;
+}
+
+function ackSignature(mac: string, ack: AnnouncementAck, key: Buffer): Buffer {
+  return createHmac('sha256', key).update(`ack|${mac}|${ack.seq}|${ack.from}`).digest();
+}
+
+export function encodeAnnouncementAck(mac: string, ack: AnnouncementAck, key: Buffer): Buffer {
+  return Buffer.from(JSON.stringify({ seq: ack.seq, from: ack.from, sig: ackSignature(mac, ack, key).toString('base64url') }), 'utf8');
+}
+
+/** The ack in `payload` when it is well formed, answers announcement `seq` and is signed with `key`; else undefined. */
+export function verifyAnnouncementAck(payload: Uint8Array, mac: string, seq: number, key: Buffer): AnnouncementAck | undefined {
+  let o: unknown;
+  try {
+    o = JSON.parse(Buffer.from(payload).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof o !== 'object' || o === null) return undefined;
+  const { seq: s, from, sig } = o as Record<string, unknown>;
+  if (s !== seq || typeof from !== 'number' || !Number.isInteger(from) || from < 1 || from > 65535 || typeof sig !== 'string') return undefined;
+  const got = Buffer.from(sig, 'base64url');
+  const want = ackSignature(mac, { seq, from }, key);
+  return got.length === want.length && timingSafeEqual(got, want) ? { seq, from } : undefined;
+}

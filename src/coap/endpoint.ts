@@ -41,6 +41,11 @@ export interface EndpointOptions {
   trace?: (dir: 'in' | 'out', msg: CoapMessage, peer: Peer) => void;
   /** Called for every datagram refused, with the reason (format error, bad option, oversized). */
   onRefused?: (reason: string, peer: Peer, action: 'reset' | 'ignore' | 'respond') => void;
+  /**
+   * Which peers may be heard at all. A datagram from any other peer is dropped before it is parsed:
+   * no answer, no RST, no ACK (a kit reached only through its gateway, seed §5). Default: everyone.
+   */
+  accept?: (peer: Peer) => boolean;
 }
 
 export interface RequestOptions {
@@ -79,6 +84,8 @@ export interface EndpointStats {
   duplicates: number;
   refused: number;
   resets: number;
+  /** Datagrams from peers `accept` turned away, dropped unanswered. */
+  filtered: number;
 }
 
 interface Transaction {
@@ -120,7 +127,7 @@ export class CoapEndpoint extends EventEmitter {
   readonly socket: dgram.Socket;
   readonly params: TransmissionParams;
   readonly times: DerivedTimes;
-  readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0 };
+  readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0, filtered: 0 };
   private handler: RequestHandler | undefined;
   private mid: number;
   private readonly random: () => number;
@@ -129,6 +136,7 @@ export class CoapEndpoint extends EventEmitter {
   private readonly dedupCap: number;
   private readonly traceFn: EndpointOptions['trace'];
   private readonly refusedFn: EndpointOptions['onRefused'];
+  private readonly acceptFn: EndpointOptions['accept'];
   private readonly transactions = new Map<string, Transaction>();
   private readonly pending = new Map<string, Pending>();
   private readonly seen = new Map<string, Remembered>();
@@ -148,6 +156,7 @@ export class CoapEndpoint extends EventEmitter {
     this.dedupCap = opts.dedupCapacity ?? 8192;
     this.traceFn = opts.trace;
     this.refusedFn = opts.onRefused;
+    this.acceptFn = opts.accept;
     socket.on('message', (buf, rinfo) => this.receive(buf, { address: rinfo.address, port: rinfo.port }));
     socket.on('error', (e) => this.emit('error', e));
   }
@@ -349,6 +358,10 @@ export class CoapEndpoint extends EventEmitter {
 
   private receive(buf: Buffer, peer: Peer): void {
     if (this.closed) return;
+    if (this.acceptFn && !this.acceptFn(peer)) {
+      this.stats.filtered++;
+      return;
+    }
     this.stats.received++;
     if (buf.length > this.maxSize) return this.oversized(buf, peer);
     const c = classifyDatagram(buf, this.recognized);

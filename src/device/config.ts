@@ -57,6 +57,8 @@ export interface DeviceConfig {
   key: string | undefined;
   /** A file of `<mac> <key>` lines, one per kit of a fleet (`#` comments allowed). */
   keyFile: string | undefined;
+  /** Answer peers other than the gateway (lab use). Off: only the gateway reaches the kit (seed §5). */
+  allowDirect: boolean;
 }
 
 export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
@@ -88,6 +90,7 @@ export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
   serial: undefined,
   key: undefined,
   keyFile: undefined,
+  allowDirect: false,
 });
 
 type Key = keyof DeviceConfig;
@@ -145,6 +148,7 @@ export const DEVICE_SETTINGS: Record<Key, { env: string; parse: Parser }> = {
   serial: { env: 'REEF_DEVICE_SERIAL', parse: (s) => (s === '' ? undefined : s.split(',')) },
   key: { env: 'REEF_DEVICE_KEY', parse: (s) => (s === '' ? undefined : s.trim().toLowerCase()) },
   keyFile: { env: 'REEF_DEVICE_KEY_FILE', parse: (s) => (s === '' ? undefined : s) },
+  allowDirect: { env: 'REEF_DEVICE_ALLOW_DIRECT', parse: parseBool },
 };
 
 const int = (v: unknown, min: number, max: number): boolean => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
@@ -170,6 +174,7 @@ export function deviceConfigProblems(c: Record<Key, unknown>): string[] {
   need(int(c.conEvery, 0, 1000), 'conEvery', 'must be 0..1000');
   need(int(c.observeLimit, 1, 64), 'observeLimit', 'must be 1..64');
   need(typeof c.cbor === 'boolean', 'cbor', 'must be true or false');
+  need(typeof c.allowDirect === 'boolean', 'allowDirect', 'must be true or false');
   need(int(c.announceIntervalMs, 0, 86_400_000), 'announceIntervalMs', 'must be a duration up to 24 h (0 disables repeats)');
   need(int(c.timeSyncIntervalMs, 0, 86_400_000 * 7), 'timeSyncIntervalMs', 'must be a duration up to 7 d (0 disables repeats)');
   need(int(c.monitorWindowMs, 0, 600_000), 'monitorWindowMs', 'must be a duration up to 600 s');

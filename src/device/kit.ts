@@ -98,6 +98,7 @@ export class Kit {
       bootEpoch,
       ...withKey(o.key ?? loadKitKeys(config, (f) => fs.readFileSync(f, 'utf8')).get(this.mac)),
       onGateway: (accepted) => o.onGateway?.(this.mac, accepted),
+      allowDirect: config.allowDirect,
     });
   }
 

@@ -65,7 +65,7 @@ export function gatewayComponent(extra: Partial<GatewayOptions> & { demoKit?: bo
         const lines = [`  CoAP gateway: udp://${a.address}:${a.port}  (docs/coap.md)`];
         if (c.demoMac) {
           const gw = `coap://${a.address === '0.0.0.0' ? '127.0.0.1' : a.address}:${a.port}`;
-          lines.push(`  Demo dev kit ${c.demoMac} (in sandbox); with TOKEN set to an access token of the demo account:`);
+          lines.push(`  Demo dev kit ${c.demoMac} (in sandbox; like a real kit it answers only through this gateway); with TOKEN set to an access token of the demo account:`);
           lines.push(`    coap-client-notls -p 50000 -m post -e "$TOKEN" ${gw}/sessions`);
           lines.push(`    coap-client-notls -p 50000 -P ${gw} "${proxyUri(c.demoMac, s.config.gateway.meshDomain, '/snsr/arduino/temp?sens')}"`);
         }

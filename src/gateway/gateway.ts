@@ -29,6 +29,7 @@ import {
   codeToString,
   decodeAnnouncement,
   decodeTimeTlv,
+  encodeAnnouncementAck,
   encodeTimeTlv,
   getUintOption,
   isAnnouncement,
@@ -767,9 +768,18 @@ export class Gateway {
     }
     this.stats.announcements++;
     if (outcome !== 'refreshed') this.log.info({ mac: entry.mac, at: peerKey(entry.peer), prefix: entry.prefix, outcome }, 'gateway learned a kit');
-    if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
-    else this.ensureBridge(entry);
-    return { code: Code.CHANGED };
+    // After the answer has left: it tells the kit the port our requests come from (a kit answers
+    // only its gateway, docs/device.md), so a request sent before it would be dropped.
+    setImmediate(() => {
+      if (this.stopping) return;
+      if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
+      else this.ensureBridge(entry);
+    });
+    return {
+      code: Code.CHANGED,
+      options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)],
+      payload: encodeAnnouncementAck(ann.mac, { seq: ann.seq, from: this.back.address().port }, key),
+    };
   }
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */

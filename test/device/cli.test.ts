@@ -26,11 +26,13 @@ describe('reef device', () => {
     const out: string[] = [];
     let stop!: () => void;
     const until = new Promise<void>((r) => (stop = r));
-    const done = run(['--count', '3', '--port', '0', '--mac', '00000000000000fe', '--log-level', '0', '--firmware', '1.2.1000.112738'], { out: (l) => out.push(l), err: () => undefined, until, env: {} });
-    await waitFor(() => out.length === 3, 10_000, 'three kit lines');
+    const done = run(['--count', '3', '--port', '0', '--mac', '00000000000000fe', '--log-level', '0', '--firmware', '1.2.1000.112738', '--allow-direct'], { out: (l) => out.push(l), err: () => undefined, until, env: {} });
+    await waitFor(() => out.length === 4, 10_000, 'three kit lines and the reach line');
+    // The banner says who can reach the kits: here anyone, because of --allow-direct.
+    assert.match(out[3]!, /^direct CoAP allowed \(--allow-direct, lab use\)/);
     const client = await CoapEndpoint.create();
     try {
-      for (const [i, line] of out.entries()) {
+      for (const [i, line] of out.slice(0, 3).entries()) {
         const m = /^([0-9a-f]{16}) coap:\/\/127\.0\.0\.1:(\d+)\/sensor$/.exec(line);
         assert.ok(m, line);
         assert.equal(m[1], macPlus('00000000000000fe', i));

@@ -5,7 +5,7 @@ import { loadDeviceConfig, DeviceConfig } from '../../src/device/config.ts';
 import { Kit } from '../../src/device/kit.ts';
 
 export async function startKit(over: Partial<DeviceConfig> = {}): Promise<Kit> {
-  const cfg = loadDeviceConfig({ port: 0, monitorWindowMs: 0, logLevel: 0, periodMs: 100, uartTimeoutMs: 500, ...over });
+  const cfg = loadDeviceConfig({ port: 0, monitorWindowMs: 0, logLevel: 0, periodMs: 100, uartTimeoutMs: 500, allowDirect: true, ...over });
   const kit = new Kit(cfg);
   await kit.start();
   return kit;

@@ -45,9 +45,10 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
     client.request({ address: '127.0.0.1', port }, { method, uri, timeoutMs: 5000, ...extra });
 
   before(async () => {
-    kit = await startKit();
-    port = kit.address().port;
+    // The client plays the kit's gateway: the only peer a kit answers in full (docs/device.md "Reach").
     client = await CoapEndpoint.create();
+    kit = await startKit({ gateway: client.address(), allowDirect: false });
+    port = kit.address().port;
   });
   after(async () => {
     await client.close();
@@ -148,6 +149,10 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
 
   test('a NON request gets a NON response; a CON one a piggy-backed ACK with the same MID', async () => {
     const c = await RawClient.open();
+    // Hand-made datagrams from a socket of their own: a kit that lets direct peers in (--allow-direct).
+    const direct = await startKit({ allowDirect: true });
+    const port = direct.address().port;
+    const kit = direct;
     try {
       c.send(port, { type: NON, code: Code.GET, mid: 0x1234, token: Buffer.from([1, 2]), options: uriOptions('/snsr/arduino/temp?sens'), payload: Buffer.alloc(0) });
       const r = await c.nextMessage();
@@ -172,6 +177,7 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
       assert.equal(rst.mid, 0x0777);
     } finally {
       c.close();
+      await direct.stop();
     }
   });
 
