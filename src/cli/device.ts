@@ -34,6 +34,9 @@ Options (each also as an environment variable REEF_DEVICE_*):
   --key K               the kit key \`reef provision\` printed (64 hex digits); the
                         gateway ignores announcements without the right key
   --key-file F          a fleet's keys: one "<mac> <key>" line per kit
+  --sensors FILE        sensor configuration: added sensors (JSON, docs/device.md)
+  --observe-203         answer observe registrations 2.03 as the Sensor API firmware
+                        did (default 2.05, RFC 7641)
   --allow-direct        lab use: answer any CoAP peer, not only the gateway (by
                         default a kit is reached only through its gateway, seed §5)
   -h, --help            this text
@@ -59,6 +62,7 @@ const FLAGS: Record<string, keyof DeviceConfig> = {
   '--seed': 'seed',
   '--key': 'key',
   '--key-file': 'keyFile',
+  '--sensors': 'sensors',
 };
 
 export interface RunIo {
@@ -83,6 +87,7 @@ export function parseDeviceArgs(argv: string[]): { values: Partial<Record<keyof 
     else if (name === '--no-sensor') values.sensorPresent = false;
     else if (name === '--no-monitor') monitor = false;
     else if (name === '--allow-direct') values.allowDirect = true;
+    else if (name === '--observe-203') values.observe203 = true;
     else if (FLAGS[name]) {
       const v = eq > 0 && a.startsWith('--') ? a.slice(eq + 1) : argv[++i];
       if (v === undefined) errors.push(`${name} needs a value`);

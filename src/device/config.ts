@@ -59,6 +59,10 @@ export interface DeviceConfig {
   keyFile: string | undefined;
   /** Answer peers other than the gateway (lab use). Off: only the gateway reaches the kit (seed §5). */
   allowDirect: boolean;
+  /** The sensor configuration file registering added sensors (src/device/sensors.ts). */
+  sensors: string | undefined;
+  /** Answer observe registrations 2.03 with Observe, as the Sensor API firmware (default 2.05, RFC 7641). */
+  observe203: boolean;
 }
 
 export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
@@ -91,6 +95,8 @@ export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
   key: undefined,
   keyFile: undefined,
   allowDirect: false,
+  sensors: undefined,
+  observe203: false,
 });
 
 type Key = keyof DeviceConfig;
@@ -149,6 +155,8 @@ export const DEVICE_SETTINGS: Record<Key, { env: string; parse: Parser }> = {
   key: { env: 'REEF_DEVICE_KEY', parse: (s) => (s === '' ? undefined : s.trim().toLowerCase()) },
   keyFile: { env: 'REEF_DEVICE_KEY_FILE', parse: (s) => (s === '' ? undefined : s) },
   allowDirect: { env: 'REEF_DEVICE_ALLOW_DIRECT', parse: parseBool },
+  sensors: { env: 'REEF_DEVICE_SENSORS', parse: (s) => (s === '' ? undefined : s) },
+  observe203: { env: 'REEF_DEVICE_OBSERVE_203', parse: parseBool },
 };
 
 const int = (v: unknown, min: number, max: number): boolean => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
@@ -175,6 +183,8 @@ export function deviceConfigProblems(c: Record<Key, unknown>): string[] {
   need(int(c.observeLimit, 1, 64), 'observeLimit', 'must be 1..64');
   need(typeof c.cbor === 'boolean', 'cbor', 'must be true or false');
   need(typeof c.allowDirect === 'boolean', 'allowDirect', 'must be true or false');
+  need(typeof c.observe203 === 'boolean', 'observe203', 'must be true or false');
+  need(c.sensors === undefined || (typeof c.sensors === 'string' && c.sensors.length > 0), 'sensors', 'must be a path');
   need(int(c.announceIntervalMs, 0, 86_400_000), 'announceIntervalMs', 'must be a duration up to 24 h (0 disables repeats)');
   need(int(c.timeSyncIntervalMs, 0, 86_400_000 * 7), 'timeSyncIntervalMs', 'must be a duration up to 7 d (0 disables repeats)');
   need(int(c.monitorWindowMs, 0, 600_000), 'monitorWindowMs', 'must be a duration up to 600 s');
@@ -207,7 +217,7 @@ export function loadDeviceConfig(values: Partial<Record<Key, unknown>> = {}, env
     if (v === undefined) continue;
     if (typeof v === 'string') {
       v = s.parse(v);
-      if (v === null || (typeof v === 'number' && Number.isNaN(v)) || (v === undefined && !['gateway', 'serial', 'key', 'keyFile'].includes(key))) {
+      if (v === null || (typeof v === 'number' && Number.isNaN(v)) || (v === undefined && !['gateway', 'serial', 'key', 'keyFile', 'sensors'].includes(key))) {
         bad.push(`${key} (${s.env}) is not readable: ${JSON.stringify(key in values ? values[key] : fromEnv)}`);
         continue;
       }

@@ -12,6 +12,7 @@ import { ByteStream, duplexPair, openSerialPort } from './hdlc/transport.ts';
 import { DeviceLog, LogSink } from './log.ts';
 import { NetworkModule, prefixFor } from './module.ts';
 import { Sensor } from './sensor.ts';
+import { AddedSensorSpec, loadSensorConfig } from './sensors.ts';
 import { seedFrom, TemperatureModel } from './temperature-model.ts';
 
 export interface KitOptions {
@@ -24,6 +25,8 @@ export interface KitOptions {
   key?: Buffer;
   /** Told whether the gateway acknowledged the kit's announcements (`reef device` prints it). */
   onGateway?: (mac: string, accepted: boolean) => void;
+  /** Added sensors (a fleet reads its file once); else from config.sensors. */
+  sensors?: AddedSensorSpec[];
 }
 
 export class Kit {
@@ -34,6 +37,7 @@ export class Kit {
   readonly primary: PrimaryStation;
   readonly secondary: SecondaryStation;
   readonly streams: [ByteStream, ByteStream];
+  readonly addedSensors: AddedSensorSpec[];
   private resetAt = 0;
   private monitorWaiter: (() => void) | undefined;
   private started = false;
@@ -51,6 +55,8 @@ export class Kit {
     };
     this.streams = config.serial ? [openSerialPort(config.serial[0]), openSerialPort(config.serial[1])] : duplexPair();
     const bootEpoch = Date.now();
+    const added = o.sensors ?? (config.sensors ? loadSensorConfig(config.sensors, (f) => fs.readFileSync(f, 'utf8')) : []);
+    this.addedSensors = added;
     this.sensor = new Sensor({
       version: config.appVersion,
       prefix: prefixFor(config.firmware),
@@ -66,6 +72,11 @@ export class Kit {
       model: new TemperatureModel({ seed: config.seed || seedFrom(this.mac), baseC: config.baseC, swingC: config.swingC, noiseC: config.noiseC, sensorPresent: config.sensorPresent }),
       log: this.log,
       ...(o.random ? { random: o.random } : {}),
+      added: added.map((spec) => ({
+        spec,
+        model: new TemperatureModel({ seed: seedFrom(`${this.mac}/${spec.type}`), baseC: spec.base, swingC: spec.swing, noiseC: spec.noise, spread: 0 }),
+      })),
+      observe203: config.observe203,
     });
     this.secondary = new SecondaryStation(this.streams[1], {
       timeoutMs: config.uartTimeoutMs,
@@ -99,6 +110,7 @@ export class Kit {
       ...withKey(o.key ?? loadKitKeys(config, (f) => fs.readFileSync(f, 'utf8')).get(this.mac)),
       onGateway: (accepted) => o.onGateway?.(this.mac, accepted),
       allowDirect: config.allowDirect,
+      sensors: added.map((a) => ({ type: a.type, path: a.path.join('/') })),
     });
   }
 

@@ -84,6 +84,8 @@ export interface ModuleOptions {
   onGateway?: (accepted: boolean) => void;
   /** Answer peers other than the gateway too (lab use; docs/device.md "Reach"). */
   allowDirect?: boolean;
+  /** Added sensors, announced so the gateway bridges their readings too. */
+  sensors?: { type: string; path: string }[];
 }
 
 interface Forward {
@@ -185,6 +187,7 @@ export class NetworkModule {
       seq: this.announceSeq,
       boot: Math.floor(this.o.bootEpoch / 1000),
       period: Math.max(1, Math.round(this.o.announceIntervalMs / 1000)),
+      ...(this.o.sensors?.length ? { sensors: this.o.sensors } : {}),
     };
     return this.o.key ? signAnnouncement(plain, this.o.key) : plain;
   }

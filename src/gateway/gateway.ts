@@ -55,7 +55,7 @@ import { storeObservations } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { ClockKeeper } from './clock.ts';
 import { KitDirectory, type KitEntry, type StaticKit } from './kits.ts';
-import { readingObservation, tryReading } from './readings.ts';
+import { readingObservation, sensorObservation, tryReading, trySensorReading } from './readings.ts';
 import { SessionTable, type Session } from './sessions.ts';
 import { isProxyRequest, kitMac, requestTarget, TargetError } from './target.ts';
 
@@ -128,6 +128,8 @@ interface Upstream {
   seq: number;
   subscribers: Set<Subscriber>;
   bridge: boolean;
+  /** The added sensor (type name) this upstream observes, when it is not the temperature. */
+  sensor?: string;
   retry: NodeJS.Timeout | undefined;
   retryMs: number;
 }
@@ -791,11 +793,16 @@ export class Gateway {
   /** The readings bridge: one observation of the kit's temperature, held while the kit is reachable. */
   private ensureBridge(kit: KitEntry): void {
     if (!this.o.readings || this.stopping) return;
-    const up = this.upstream(kit, [kit.prefix, ...TEMP_PATH], ['sens'], undefined);
-    up.bridge = true;
-    // A registration that went quiet (the kit lost it without rebooting): register again.
-    const quietMs = 3 * Math.max(kit.periodMs === Number.POSITIVE_INFINITY ? 0 : kit.periodMs, (getUintOption(up.latest?.msg ?? EMPTY, Option.MAX_AGE) ?? 60) * 1000);
-    if (up.state === 'active' && Date.now() - up.lastNotified > quietMs) this.register(up);
+    // The temperature, and every added sensor the kit announced (each stored as its own field).
+    const targets: { path: string[]; sensor?: string }[] = [{ path: TEMP_PATH }, ...kit.sensors.map((s) => ({ path: s.path.split('/'), sensor: s.type }))];
+    for (const t of targets) {
+      const up = this.upstream(kit, [kit.prefix, ...t.path], ['sens'], undefined);
+      up.bridge = true;
+      if (t.sensor) up.sensor = t.sensor;
+      // A registration that went quiet (the kit lost it without rebooting): register again.
+      const quietMs = 3 * Math.max(kit.periodMs === Number.POSITIVE_INFINITY ? 0 : kit.periodMs, (getUintOption(up.latest?.msg ?? EMPTY, Option.MAX_AGE) ?? 60) * 1000);
+      if (up.state === 'active' && Date.now() - up.lastNotified > quietMs) this.register(up);
+    }
   }
 
   private onKitMessage(kit: KitEntry, req: CoapMessage, path: string[]): void {
@@ -833,6 +840,7 @@ export class Gateway {
   }
 
   private storeReading(up: Upstream, m: CoapMessage): void {
+    if (up.sensor) return this.storeSensorReading(up, up.sensor, m);
     const kit = this.kits.get(up.mac);
     const r = tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? kit?.cf);
     if (!r) return;
@@ -847,6 +855,23 @@ export class Gateway {
       .catch((e: unknown) => {
         this.stats.storeErrors++;
         this.log.warn({ err: e, mac: up.mac }, 'gateway could not store a reading');
+      });
+  }
+
+  /** An added sensor's notification (src/device/sensors.ts) stored as an observation with its own field. */
+  private storeSensorReading(up: Upstream, type: string, m: CoapMessage): void {
+    const r = trySensorReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT));
+    if (!r) return;
+    const at = Date.now();
+    void this.device(up.mac)
+      .then(async (d) => {
+        if (!d || d.solution !== SANDBOX) return;
+        await storeObservations(this.deps.store, this.deps.events, d, [sensorObservation(type, r, at, up.mac)]);
+        this.stats.readingsStored++;
+      })
+      .catch((e: unknown) => {
+        this.stats.storeErrors++;
+        this.log.warn({ err: e, mac: up.mac, sensor: type }, 'gateway could not store a sensor reading');
       });
   }
 }

@@ -20,6 +20,8 @@ export interface KitEntry {
   periodMs: number;
   lastSeen: number;
   source: 'announce' | 'static';
+  /** Added sensors the kit announced (type name, path after the prefix); their readings are bridged too. */
+  sensors: { type: string; path: string }[];
 }
 
 export interface StaticKit {
@@ -50,6 +52,7 @@ export class KitDirectory {
         periodMs: Number.POSITIVE_INFINITY,
         lastSeen: Date.now(),
         source: 'static',
+        sensors: [],
       });
     }
   }
@@ -94,6 +97,7 @@ export class KitDirectory {
       periodMs: a.period * 1000,
       lastSeen: now,
       source: 'announce',
+      sensors: a.sensors ?? [],
     };
     let outcome: AnnounceOutcome = 'new';
     if (old) {
@@ -104,6 +108,7 @@ export class KitDirectory {
         old.lastSeen = now;
         old.periodMs = entry.periodMs;
         old.cf = entry.cf;
+        old.sensors = entry.sensors;
         return { outcome, entry: old };
       }
       this.delete(old);
