@@ -2,7 +2,11 @@
 // (MAC, address), then runs until SIGINT/SIGTERM and shuts down cleanly.
 import { isReefError } from '../core/errors.ts';
 import { DeviceConfig, loadDeviceConfig } from '../device/config.ts';
+import { firmwareImage } from '../device/firmware.ts';
 import { Fleet } from '../device/fleet.ts';
+import { openSerialPort } from '../device/hdlc/transport.ts';
+import { Kit } from '../device/kit.ts';
+import { KitRunner } from '../device/runner.ts';
 
 const HELP = `Usage: reef device [options]
 
@@ -37,9 +41,21 @@ Options (each also as an environment variable REEF_DEVICE_*):
   --sensors FILE        sensor configuration: added sensors (JSON, docs/device.md)
   --observe-203         answer observe registrations 2.03 as the Sensor API firmware
                         did (default 2.05, RFC 7641)
+  --diag PATH           the module's diagnostic port on a serial/pty path (115200
+                        baud): system variables, preferences, firmware update
+  --state-dir DIR       where the console's \`save\` keeps preferences (<mac>.json)
+  --mesh-domain D       mesh domain of the kit's host name                       [mesh.reef.local]
+  --uart-ptr A,B        UART_PTR: the serial paths carrying HDLC (same as --serial)
+  --ser-mon-ptr PATH    SER_MON_PTR: the serial monitor on a path; a monitor that
+                        sends a byte within the window after reset gets the log
   --allow-direct        lab use: answer any CoAP peer, not only the gateway (by
                         default a kit is reached only through its gateway, seed §5)
   -h, --help            this text
+
+Other modes:
+  reef device --monitor PATH            attach to a kit's serial monitor (the other end
+                                        of its --ser-mon-ptr pty) and print its output
+  reef device --firmware-image VERSION  print a firmware image for the console's \`fw load\`
 `;
 
 const FLAGS: Record<string, keyof DeviceConfig> = {
@@ -63,6 +79,11 @@ const FLAGS: Record<string, keyof DeviceConfig> = {
   '--key': 'key',
   '--key-file': 'keyFile',
   '--sensors': 'sensors',
+  '--diag': 'diag',
+  '--state-dir': 'stateDir',
+  '--mesh-domain': 'meshDomain',
+  '--uart-ptr': 'uartPtr',
+  '--ser-mon-ptr': 'serMonPtr',
 };
 
 export interface RunIo {
@@ -73,11 +94,20 @@ export interface RunIo {
   until?: Promise<unknown>;
 }
 
-export function parseDeviceArgs(argv: string[]): { values: Partial<Record<keyof DeviceConfig, unknown>>; help: boolean; monitor: boolean; errors: string[] } {
+export function parseDeviceArgs(argv: string[]): {
+  values: Partial<Record<keyof DeviceConfig, unknown>>;
+  help: boolean;
+  monitor: boolean;
+  errors: string[];
+  attach?: string;
+  image?: string;
+} {
   const values: Partial<Record<keyof DeviceConfig, unknown>> = {};
   const errors: string[] = [];
   let help = false;
   let monitor = true;
+  let attach: string | undefined;
+  let image: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const eq = a.indexOf('=');
@@ -86,6 +116,12 @@ export function parseDeviceArgs(argv: string[]): { values: Partial<Record<keyof 
     else if (name === '--cbor') values.cbor = true;
     else if (name === '--no-sensor') values.sensorPresent = false;
     else if (name === '--no-monitor') monitor = false;
+    else if (name === '--monitor' || name === '--firmware-image') {
+      const v = eq > 0 ? a.slice(eq + 1) : argv[++i];
+      if (v === undefined) errors.push(`${name} needs a value`);
+      else if (name === '--monitor') attach = v;
+      else image = v;
+    }
     else if (name === '--allow-direct') values.allowDirect = true;
     else if (name === '--observe-203') values.observe203 = true;
     else if (FLAGS[name]) {
@@ -94,7 +130,7 @@ export function parseDeviceArgs(argv: string[]): { values: Partial<Record<keyof 
       else values[FLAGS[name]] = v;
     } else errors.push(`unknown option ${a}`);
   }
-  return { values, help, monitor, errors };
+  return { values, help, monitor, errors, ...(attach !== undefined ? { attach } : {}), ...(image !== undefined ? { image } : {}) };
 }
 
 export async function run(argv: string[], io: RunIo = {}): Promise<number> {
@@ -110,6 +146,22 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
     err('try: reef device --help');
     return 2;
   }
+  if (args.image !== undefined) {
+    try {
+      out(firmwareImage(args.image).trimEnd());
+      return 0;
+    } catch (e) {
+      err(`reef device: ${(e as Error).message}`);
+      return 2;
+    }
+  }
+  const stop =
+    io.until ??
+    new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+  if (args.attach !== undefined) return attachMonitor(args.attach, out, err, stop);
   let config: DeviceConfig;
   try {
     config = loadDeviceConfig(args.values, io.env ?? process.env);
@@ -123,9 +175,15 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
     accepted
       ? out(`${mac} accepted by the gateway`)
       : err(`${mac}: the gateway ignores this kit: MAC ${mac} is not provisioned, or it has no key or not its key (reef provision prints the key; give it with --key)`);
-  let fleet: Fleet;
+  // With a diagnostic port or a state directory the one kit runs under a KitRunner (it reboots);
+  // a terminal is the serial monitor unless --no-monitor or SER_MON_PTR names another line.
+  const monitor = args.monitor && !config.serMonPtr ? { monitor: err } : {};
+  let fleet: { kits: Kit[]; start(): Promise<void>; stop(): Promise<void> };
   try {
-    fleet = new Fleet(config, { ...(args.monitor ? { monitor: err } : {}), ...(config.gateway ? { onGateway } : {}) });
+    if (config.count === 1 && (config.diag || config.stateDir)) {
+      const runner = new KitRunner(config, { ...monitor, ...(config.gateway ? { onGateway } : {}) });
+      fleet = { get kits() { return [runner.kit]; }, start: () => runner.start(), stop: () => runner.stop() };
+    } else fleet = new Fleet(config, { ...monitor, ...(config.gateway ? { onGateway } : {}) });
   } catch (e) {
     err(`reef device: ${isReefError(e) ? e.message : (e as Error).message}`);
     return 2;
@@ -133,9 +191,11 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
   try {
     await fleet.start();
   } catch (e) {
+    await fleet.stop().catch(() => undefined);
     err(`reef device: cannot start: ${(e as Error).message}`);
     return 1;
   }
+  if (config.diag) out(`diagnostic port on ${config.diag} (${115200} baud): type help`);
   for (const k of fleet.kits) {
     const a = k.address();
     out(`${k.mac} coap://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}/${k.module.prefix}`);
@@ -145,14 +205,35 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
   if (config.allowDirect) out(`direct CoAP allowed (--allow-direct, lab use): any peer on the network can reach ${config.count > 1 ? 'these kits' : 'this kit'}; answers to direct peers are never larger than their requests`);
   else if (gw) out(`reached only through the gateway ${gw} (coap-client -P coap://${gw} with a session: docs/coap.md); direct requests are dropped (--allow-direct for lab use)`);
   else err('reef device: no --gateway and no --allow-direct: nothing can reach these kits (give --gateway host:port, or --allow-direct for lab use)');
-  const stop =
-    io.until ??
-    new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve());
-      process.once('SIGTERM', () => resolve());
-    });
   await stop;
   await fleet.stop();
+  return 0;
+}
+
+/**
+ * `reef device --monitor PATH`: the serial monitor of a kit whose SER_MON_PTR is the other end of
+ * PATH. Sending a line is what "connecting" is on this line (seed §4.4): within the kit's window
+ * after reset its log then arrives here; later, the kit keeps its output off.
+ */
+async function attachMonitor(path: string, out: (l: string) => void, err: (l: string) => void, stop: Promise<unknown>): Promise<number> {
+  let line;
+  try {
+    line = openSerialPort(path);
+  } catch (e) {
+    err(`reef device: cannot open ${path}: ${(e as Error).message}`);
+    return 1;
+  }
+  let buf = '';
+  line.onData((d) => {
+    buf += d.toString('utf8');
+    const parts = buf.split(/\r?\n/);
+    buf = parts.pop() ?? '';
+    for (const p of parts) if (p.length) out(p);
+  });
+  line.write(Buffer.from('\r\n'));
+  err(`reef device: attached to ${path}; the kit's log appears if it was reset within its monitor window`);
+  await stop;
+  line.close();
   return 0;
 }
 

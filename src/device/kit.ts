@@ -41,6 +41,10 @@ export class Kit {
   private resetAt = 0;
   private monitorWaiter: (() => void) | undefined;
   private started = false;
+  /** SER_MON_PTR: the serial monitor's line, when it is a path rather than the terminal. */
+  private readonly monitorLine: ByteStream | undefined;
+  /** Monitors that tried to connect after the window (their output stays off until the next reset). */
+  monitorRefused = 0;
 
   constructor(
     readonly config: DeviceConfig,
@@ -50,6 +54,17 @@ export class Kit {
     this.mac = macPlus(config.mac, i);
     this.log = new DeviceLog(config.logLevel, config.count > 1 ? `[${this.mac}] ` : '');
     if (o.monitor) this.log.sink = o.monitor;
+    if (config.serMonPtr) {
+      // A monitor "connects" when it sends anything on the line (the software analogue of the USB
+      // port's DTR): within the window after reset the log goes to that line; after it, nothing.
+      const line = openSerialPort(config.serMonPtr);
+      this.monitorLine = line;
+      line.onData(() => {
+        if (this.log.sink) return;
+        if (this.attachMonitor((l) => line.write(Buffer.from(l + '\r\n')))) this.log.note(`serial monitor attached on ${config.serMonPtr}`);
+        else this.monitorRefused++;
+      });
+    }
     const trace = (side: string): FrameTrace => (dir, f) => {
       if (this.log.on(7)) this.log.debug(`hdlc ${side} ${dir} ${describeFrame(f)}`);
     };
@@ -149,6 +164,7 @@ export class Kit {
   }
 
   async stop(): Promise<void> {
+    this.monitorLine?.close();
     this.sensor.stop();
     await this.module.stop();
     this.primary.close();

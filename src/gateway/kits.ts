@@ -102,7 +102,8 @@ export class KitDirectory {
     let outcome: AnnounceOutcome = 'new';
     if (old) {
       if (old.peer.address !== host || old.peer.port !== a.port) outcome = 'moved';
-      else if (old.boot !== a.boot) outcome = 'rebooted';
+      // Another firmware (a new prefix, seed §9) means a restart even within the boot second.
+      else if (old.boot !== a.boot || old.fw !== a.fw || old.prefix !== a.prefix) outcome = 'rebooted';
       else outcome = 'refreshed';
       if (outcome === 'refreshed') {
         old.lastSeen = now;

@@ -76,3 +76,49 @@ export async function waitFor(cond: () => boolean, ms = 5000, what = 'condition'
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/** Two linked ptys from socat (raw, no echo): what one end writes the other reads. */
+export async function ptyPair(): Promise<{ a: string; b: string; close(): void }> {
+  const { spawn } = await import('node:child_process');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-pty-'));
+  const a = path.join(dir, 'a');
+  const b = path.join(dir, 'b');
+  const socat = spawn('socat', [`pty,raw,echo=0,link=${a}`, `pty,raw,echo=0,link=${b}`], { stdio: 'ignore' });
+  await waitFor(() => fs.existsSync(a) && fs.existsSync(b), 5000, 'pty links');
+  return {
+    a,
+    b,
+    close() {
+      socat.kill();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A terminal on a serial path: sends lines, collects what comes back. */
+export class Terminal {
+  text = '';
+  private constructor(private readonly port: import('../../src/device/hdlc/transport.ts').ByteStream) {
+    port.onData((d) => (this.text += d.toString('latin1')));
+  }
+  static async open(path: string): Promise<Terminal> {
+    const { openSerialPort } = await import('../../src/device/hdlc/transport.ts');
+    return new Terminal(openSerialPort(path));
+  }
+  write(bytes: Buffer | string): void {
+    this.port.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, 'latin1'));
+  }
+  /** Sends a command line and resolves with the answer up to the next prompt (CRLF lines, prompt removed). */
+  async command(line: string, ms = 15_000): Promise<string> {
+    const start = this.text.length;
+    this.write(line + '\r');
+    await waitFor(() => this.text.slice(start).endsWith('\r\n> '), ms, `the answer to ${JSON.stringify(line)}`);
+    return this.text.slice(start, -2).replace(/\r\n/g, '\n').trim();
+  }
+  close(): void {
+    this.port.close();
+  }
+}
