@@ -156,7 +156,10 @@ export class Kit {
     this.started = true;
     await this.module.start();
     await this.primary.connect();
-    this.log.note(`kit ${this.mac} up on ${this.address().address}:${this.address().port} (prefix /${this.module.prefix}, firmware ${this.config.firmware})`);
+    const at = `${this.address().address}:${this.address().port} (prefix /${this.module.prefix}, firmware ${this.config.firmware})`;
+    // With a gateway the kit is "up" only once the gateway accepts it (the module says which, item 7 of issue 16).
+    if (this.config.gateway) this.log.note(`kit ${this.mac} started on ${at}; announcing to the gateway ${this.config.gateway.address}:${this.config.gateway.port}`);
+    else this.log.note(`kit ${this.mac} up on ${at}`);
   }
 
   address(): Peer {

@@ -55,4 +55,27 @@ describe('reef device', () => {
     assert.equal(c.cbor, true);
     assert.equal(macPlus('00000000000000ff', 1), '0000000000000100');
   });
+
+  test('a kit whose MAC is not provisioned says so in its log and in the output, instead of reporting it is up', async () => {
+    const { startGateway } = await import('../gateway/helpers.ts');
+    const h = await startGateway();
+    const out: string[] = [];
+    const err: string[] = [];
+    let stop!: () => void;
+    const until = new Promise<void>((r) => (stop = r));
+    const mac = '00000000000016f1';
+    try {
+      const done = run(['--mac', mac, '--port', '0', '--gateway', `127.0.0.1:${h.addr.port}`, '--key', 'ab'.repeat(32)], { out: (l) => out.push(l), err: (l) => err.push(l), until, env: {} });
+      await waitFor(() => err.some((l) => l.startsWith(`${mac}: the gateway ignores this kit: MAC ${mac} is not provisioned`)), 15_000, 'the hint in the output');
+      // The kit's own log (the terminal is its serial monitor) gives the hint at WARN.
+      assert.ok(err.some((l) => / WARN the gateway ignores this kit: MAC 00000000000016f1 is not provisioned/.test(l)), err.join('\n'));
+      assert.ok(!out.concat(err).some((l) => / up on |accepted by the gateway/.test(l)), 'nothing claims the kit is up');
+      assert.match(out.join('\n'), /reached only through the gateway 127\.0\.0\.1:\d+/);
+      stop();
+      assert.equal(await done, 0);
+    } finally {
+      stop();
+      await h.close();
+    }
+  });
 });
