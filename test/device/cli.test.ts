@@ -78,4 +78,36 @@ describe('reef device', () => {
       await h.close();
     }
   });
+
+  test('--firmware-image prints an image the console accepts; --diag runs the console on the given pty', async () => {
+    const { ptyPair, Terminal } = await import('./helpers.ts');
+    const { parseFirmwareImage } = await import('../../src/device/firmware.ts');
+    const img: string[] = [];
+    assert.equal(await run(['--firmware-image', '1.2.1000.112738'], { out: (l) => img.push(l) }), 0);
+    const lines = img.join('\n').split('\n');
+    assert.equal(lines.at(-1), 'end');
+    assert.equal(parseFirmwareImage(lines.slice(0, -1)).version, '1.2.1000.112738');
+    const bad: string[] = [];
+    assert.equal(await run(['--firmware-image', 'v2'], { err: (l) => bad.push(l) }), 2);
+    assert.match(bad.join(''), /looks like 1\.2\.1000\.117958/);
+
+    const pty = await ptyPair();
+    const term = await Terminal.open(pty.b);
+    const out: string[] = [];
+    let stop!: () => void;
+    const until = new Promise<void>((r) => (stop = r));
+    try {
+      const done = run(['--port', '0', '--log-level', '0', '--allow-direct', '--diag', pty.a, '--mac', '00000000000016f2'], { out: (l) => out.push(l), err: () => undefined, until, env: {} });
+      await waitFor(() => out.some((l) => l.startsWith('diagnostic port on ')), 10_000, 'the console line');
+      await waitFor(() => term.text.endsWith('> '), 5000, 'the prompt');
+      assert.equal(await term.command('show mac'), 'mac = 00000000000016f2');
+      assert.match(await term.command('save'), /^error: no state directory: start the kit with --state-dir DIR/);
+      stop();
+      assert.equal(await done, 0);
+    } finally {
+      stop();
+      term.close();
+      pty.close();
+    }
+  });
 });
