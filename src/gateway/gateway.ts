@@ -191,6 +191,8 @@ export class Gateway {
   /** (client address, port, token) → the answer in progress: a re-sent request is not forwarded twice. */
   private readonly inflight = new Map<string, Promise<ResponseSpec>>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
+  /** The last reading timestamp per kit MAC (see stamp()). */
+  private readonly lastStamp = new Map<string, number>();
   private readonly kitKeys: KitKeyCache;
   private readonly log: Logger;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
@@ -844,7 +846,7 @@ export class Gateway {
     const kit = this.kits.get(up.mac);
     const r = tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? kit?.cf);
     if (!r) return;
-    const at = Date.now();
+    const at = this.stamp(up.mac);
     this.clock.report(up.mac, r.epoch * 1000, 'reading', at);
     void this.device(up.mac)
       .then(async (d) => {
@@ -858,11 +860,24 @@ export class Gateway {
       });
   }
 
+  /**
+   * The receive time of a kit's reading, one millisecond past the kit's previous one when they
+   * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
+   * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
+   */
+  private stamp(mac: string): number {
+    const now = Date.now();
+    const last = this.lastStamp.get(mac) ?? 0;
+    const t = now > last ? now : last + 1;
+    this.lastStamp.set(mac, t);
+    return t;
+  }
+
   /** An added sensor's notification (src/device/sensors.ts) stored as an observation with its own field. */
   private storeSensorReading(up: Upstream, type: string, m: CoapMessage): void {
     const r = trySensorReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT));
     if (!r) return;
-    const at = Date.now();
+    const at = this.stamp(up.mac);
     void this.device(up.mac)
       .then(async (d) => {
         if (!d || d.solution !== SANDBOX) return;

@@ -186,7 +186,7 @@ describe('added sensors through the gateway', () => {
 
   test('the readings bridge stores each added sensor as its own field, by sensor type', async () => {
     const fields = async (): Promise<Record<string, unknown>[]> => {
-      const r = await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations?limit=200`, { token: alice.token });
+      const r = await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations?limit=1000`, { token: alice.token });
       return ((await r.json()) as { observations: Record<string, unknown>[] }).observations;
     };
     let obs: Record<string, unknown>[] = [];
@@ -202,5 +202,11 @@ describe('added sensors through the gateway', () => {
     const bat = obs.find((o) => o.sensor === 'battery')!;
     assert.ok(Math.abs((bat.battery as number) - 3.7) < 0.1);
     assert.equal(bat.batteryUnit, 'V');
+    // The kit notifies all three in the same tick: none of them replaces another (one timestamp each).
+    await h.kits[0]!.stop();
+    await until(async () => {
+      const r = await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations?limit=10000`, { token: alice.token });
+      return ((await r.json()) as { observations: unknown[] }).observations.length === h.gw.gateway.stats.readingsStored;
+    }, 'every stored reading is kept');
   });
 });
