@@ -7,6 +7,7 @@ import { Fleet } from '../device/fleet.ts';
 import { openSerialPort } from '../device/hdlc/transport.ts';
 import { Kit } from '../device/kit.ts';
 import { KitRunner } from '../device/runner.ts';
+import { UsageError, parseArgs } from './args.ts';
 
 const HELP = `Usage: reef device [options]
 
@@ -58,32 +59,33 @@ Other modes:
   reef device --firmware-image VERSION  print a firmware image for the console's \`fw load\`
 `;
 
+/** Options that take a value, and the kit setting each one sets. */
 const FLAGS: Record<string, keyof DeviceConfig> = {
-  '--count': 'count',
-  '--host': 'host',
-  '--port': 'port',
-  '--mac': 'mac',
-  '--firmware': 'firmware',
-  '--gateway': 'gateway',
-  '--period': 'periodMs',
-  '--max-age': 'maxAgeSec',
-  '--uart-timeout': 'uartTimeoutMs',
-  '--con-every': 'conEvery',
-  '--unit': 'unit',
-  '--announce': 'announceIntervalMs',
-  '--time-sync': 'timeSyncIntervalMs',
-  '--log-level': 'logLevel',
-  '--monitor-window': 'monitorWindowMs',
-  '--serial': 'serial',
-  '--seed': 'seed',
-  '--key': 'key',
-  '--key-file': 'keyFile',
-  '--sensors': 'sensors',
-  '--diag': 'diag',
-  '--state-dir': 'stateDir',
-  '--mesh-domain': 'meshDomain',
-  '--uart-ptr': 'uartPtr',
-  '--ser-mon-ptr': 'serMonPtr',
+  count: 'count',
+  host: 'host',
+  port: 'port',
+  mac: 'mac',
+  firmware: 'firmware',
+  gateway: 'gateway',
+  period: 'periodMs',
+  'max-age': 'maxAgeSec',
+  'uart-timeout': 'uartTimeoutMs',
+  'con-every': 'conEvery',
+  unit: 'unit',
+  announce: 'announceIntervalMs',
+  'time-sync': 'timeSyncIntervalMs',
+  'log-level': 'logLevel',
+  'monitor-window': 'monitorWindowMs',
+  serial: 'serial',
+  seed: 'seed',
+  key: 'key',
+  'key-file': 'keyFile',
+  sensors: 'sensors',
+  diag: 'diag',
+  'state-dir': 'stateDir',
+  'mesh-domain': 'meshDomain',
+  'uart-ptr': 'uartPtr',
+  'ser-mon-ptr': 'serMonPtr',
 };
 
 export interface RunIo {
@@ -103,34 +105,32 @@ export function parseDeviceArgs(argv: string[]): {
   image?: string;
 } {
   const values: Partial<Record<keyof DeviceConfig, unknown>> = {};
-  const errors: string[] = [];
-  let help = false;
-  let monitor = true;
-  let attach: string | undefined;
-  let image: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const eq = a.indexOf('=');
-    const name = a.startsWith('--') && eq > 0 ? a.slice(0, eq) : a;
-    if (name === '-h' || name === '--help') help = true;
-    else if (name === '--cbor') values.cbor = true;
-    else if (name === '--no-sensor') values.sensorPresent = false;
-    else if (name === '--no-monitor') monitor = false;
-    else if (name === '--monitor' || name === '--firmware-image') {
-      const v = eq > 0 ? a.slice(eq + 1) : argv[++i];
-      if (v === undefined) errors.push(`${name} needs a value`);
-      else if (name === '--monitor') attach = v;
-      else image = v;
-    }
-    else if (name === '--allow-direct') values.allowDirect = true;
-    else if (name === '--observe-203') values.observe203 = true;
-    else if (FLAGS[name]) {
-      const v = eq > 0 && a.startsWith('--') ? a.slice(eq + 1) : argv[++i];
-      if (v === undefined) errors.push(`${name} needs a value`);
-      else values[FLAGS[name]] = v;
-    } else errors.push(`unknown option ${a}`);
+  let args;
+  try {
+    args = parseArgs(argv, {
+      values: [...Object.keys(FLAGS), 'monitor', 'firmware-image'],
+      booleans: ['cbor', 'no-sensor', 'no-monitor', 'allow-direct', 'observe-203'],
+    });
+  } catch (e) {
+    if (e instanceof UsageError) return { values, help: false, monitor: true, errors: [e.message] };
+    throw e;
   }
-  return { values, help, monitor, errors, ...(attach !== undefined ? { attach } : {}), ...(image !== undefined ? { image } : {}) };
+  const errors = args.positional.map((p) => `unexpected argument ${JSON.stringify(p)}`);
+  for (const [flag, key] of Object.entries(FLAGS)) if (args.flags[flag] !== undefined) values[key] = args.flags[flag];
+  if (args.flags.cbor) values.cbor = true;
+  if (args.flags['no-sensor']) values.sensorPresent = false;
+  if (args.flags['allow-direct']) values.allowDirect = true;
+  if (args.flags['observe-203']) values.observe203 = true;
+  const attach = args.flags.monitor;
+  const image = args.flags['firmware-image'];
+  return {
+    values,
+    help: Boolean(args.flags.help),
+    monitor: !args.flags['no-monitor'],
+    errors,
+    ...(attach !== undefined ? { attach } : {}),
+    ...(image !== undefined ? { image } : {}),
+  };
 }
 
 export async function run(argv: string[], io: RunIo = {}): Promise<number> {

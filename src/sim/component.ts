@@ -1,7 +1,7 @@
 // The simulation part of `reef serve`: the simulations API, the runs of this node, and on the
 // first start a small live simulation for the demo account so a new user sees devices at once.
-import type { Component, ComponentFactory, DemoCredentials, Services } from '../server.ts';
-import { simulationRoutes } from '../http/routes/simulations.ts';
+import type { Component, ComponentFactory, DemoCredentials, Services } from '../app/contracts.ts';
+import { simulationRoutes } from './routes.ts';
 import type { Leadership } from '../jobs/leader.ts';
 import type { SimLimits } from './params.ts';
 import { SimulationManager } from './simulations.ts';
@@ -46,6 +46,7 @@ export function createSimulationComponent(opts: SimulationComponentOptions = {})
       store: s.store,
       events: s.events,
       log: s.log.child({ component: 'sim' }),
+      quotas: s.quotas,
       ...(opts.limits ? { limits: opts.limits } : {}),
       leadership,
       ...(opts.now ? { now: opts.now } : {}),

@@ -3,12 +3,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
-import { setDisabled } from '../../src/auth/accounts.ts';
+import { rotateSecret, setDisabled } from '../../src/auth/accounts.ts';
+import { testClock } from '../helpers/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
+const clock = testClock();
 before(async () => {
-  server = await startTestServer({ loginThrottle: { maxFailures: 3, windowSeconds: 60 } });
+  server = await startTestServer({ loginThrottle: { maxFailures: 3, windowSeconds: 60 } }, [], { now: clock.now });
 });
 after(() => server.close());
 
@@ -67,7 +69,7 @@ describe('POST /api/tokens and /tokens', () => {
     await expectError(await server.request('POST', '/api/tokens', { body: 'clientId=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
   });
 
-  it('throttles failed logins per client id with 429 and Retry-After, even for the right secret', async () => {
+  it('throttles failed logins per client id from one address with 429 and Retry-After, even for the right secret (test/security/login-flood.test.ts: other addresses pass)', async () => {
     const c = await server.account('throttled');
     const other = await server.account('bystander');
     for (let i = 0; i < 3; i++) await server.request('POST', '/api/tokens', { body: { clientId: c.clientId, clientSecret: 'bad' } });
@@ -114,21 +116,34 @@ describe('Authorization header', () => {
   });
 
   it('an expired token is TOKEN_EXPIRED', async () => {
-    const short = await startTestServer({ tokens: { ttlSeconds: 1, secret: null, issuer: 'reef' } });
+    const shortClock = testClock();
+    const short = await startTestServer({ tokens: { ttlSeconds: 1, secret: null, issuer: 'reef' } }, [], { now: shortClock.now });
     try {
       const { token } = await short.login('exp');
-      await new Promise((r) => setTimeout(r, 2100));
+      shortClock.advance(2100);
       await expectError(await short.request('GET', '/api/solutions/sandbox/devices', { token }), 401, 'TOKEN_EXPIRED');
     } finally {
       await short.close();
     }
   });
 
+  it('rotating the secret ends the tokens issued before it (issue 11.6)', async () => {
+    const c = await server.login('rotate-secret');
+    const url = '/api/solutions/sandbox/devices';
+    assert.equal((await server.request('GET', url, { token: c.token })).status, 200);
+    const rotated = await rotateSecret(server.services.store, c.tenantId);
+    server.services.auth.forget(c.tenantId);
+    const b = await expectError(await server.request('GET', url, { token: c.token }), 401, 'TOKEN_INVALID');
+    assert.match(String(b.message), /rotated/);
+    const fresh = await server.token(rotated);
+    assert.equal((await server.request('GET', url, { token: fresh })).status, 200, 'a token for the new secret works');
+  });
+
   it("disabling an account invalidates its live tokens", async () => {
     const c = await server.login('disable-live');
     assert.equal((await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).status, 200);
     await setDisabled(server.services.store, c.tenantId, true);
-    await new Promise((r) => setTimeout(r, 1100)); // the account cache holds for one second
+    clock.advance(1100); // the account cache holds for one second
     await expectError(await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token }), 401, 'ACCOUNT_DISABLED');
   });
 
