@@ -1,10 +1,16 @@
 // Test helpers for kits over real UDP on 127.0.0.1 (ephemeral ports).
+import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { CoapMessage, parseMessage, serializeMessage } from '../../src/coap/index.ts';
 import { loadDeviceConfig, DeviceConfig } from '../../src/device/config.ts';
+import { openSerialPort, type ByteStream } from '../../src/device/hdlc/transport.ts';
 import { Kit } from '../../src/device/kit.ts';
 import { waitFor as shared } from '../helpers/wait.ts';
 
+/** A kit on an ephemeral port; it lets direct peers in (the tests talk to it straight) unless `over` says otherwise. */
 export async function startKit(over: Partial<DeviceConfig> = {}): Promise<Kit> {
   const cfg = loadDeviceConfig({ port: 0, monitorWindowMs: 0, logLevel: 0, periodMs: 100, uartTimeoutMs: 500, allowDirect: true, ...over });
   const kit = new Kit(cfg);
@@ -77,10 +83,6 @@ export async function waitFor(cond: () => boolean, ms = 5000, what = 'condition'
 
 /** Two linked ptys from socat (raw, no echo): what one end writes the other reads. */
 export async function ptyPair(): Promise<{ a: string; b: string; close(): void }> {
-  const { spawn } = await import('node:child_process');
-  const fs = await import('node:fs');
-  const os = await import('node:os');
-  const path = await import('node:path');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-pty-'));
   const a = path.join(dir, 'a');
   const b = path.join(dir, 'b');
@@ -99,12 +101,11 @@ export async function ptyPair(): Promise<{ a: string; b: string; close(): void }
 /** A terminal on a serial path: sends lines, collects what comes back. */
 export class Terminal {
   text = '';
-  private constructor(private readonly port: import('../../src/device/hdlc/transport.ts').ByteStream) {
+  private constructor(private readonly port: ByteStream) {
     port.onData((d) => (this.text += d.toString('latin1')));
   }
-  static async open(path: string): Promise<Terminal> {
-    const { openSerialPort } = await import('../../src/device/hdlc/transport.ts');
-    return new Terminal(openSerialPort(path));
+  static async open(file: string): Promise<Terminal> {
+    return new Terminal(openSerialPort(file));
   }
   write(bytes: Buffer | string): void {
     this.port.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, 'latin1'));
