@@ -1,5 +1,9 @@
 // `reef device`: runs one or many software dev kits (docs/device.md). Prints one line per kit
 // (MAC, address), then runs until SIGINT/SIGTERM and shuts down cleanly.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { isReefError } from '../core/errors.ts';
 import { DeviceConfig, loadDeviceConfig } from '../device/config.ts';
 import { firmwareImage } from '../device/firmware.ts';
@@ -42,13 +46,14 @@ Options (each also as an environment variable REEF_DEVICE_*):
   --sensors FILE        sensor configuration: added sensors (JSON, docs/device.md)
   --observe-203         answer observe registrations 2.03 as the Sensor API firmware
                         did (default 2.05, RFC 7641)
-  --diag PATH           the module's diagnostic port on a serial/pty path (115200
-                        baud): system variables, preferences, firmware update
+  --diag PATH|auto      the module's diagnostic port on a serial/pty path (115200
+                        baud): system variables, preferences, firmware update;
+                        auto makes a pty pair (socat) and prints where to connect
   --state-dir DIR       where the console's \`save\` keeps preferences (<mac>.json)
   --mesh-domain D       mesh domain of the kit's host name                       [mesh.reef.local]
   --uart-ptr A,B        UART_PTR: the serial paths carrying HDLC (same as --serial)
-  --ser-mon-ptr PATH    SER_MON_PTR: the serial monitor on a path; a monitor that
-                        sends a byte within the window after reset gets the log
+  --ser-mon-ptr PATH|auto  SER_MON_PTR: the serial monitor on a path; a monitor
+                        that sends a byte within the window after reset gets the log
   --allow-direct        lab use: answer any CoAP peer, not only the gateway (by
                         default a kit is reached only through its gateway, seed §5)
   -h, --help            this text
@@ -175,6 +180,29 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
     accepted
       ? out(`${mac} accepted by the gateway`)
       : err(`${mac}: the gateway ignores this kit: MAC ${mac} is not provisioned, or it has no key or not its key (reef provision prints the key; give it with --key)`);
+  // `auto`: a pty pair made here (socat), the kit on one end; the user is told the other.
+  const ptys: { close(): void }[] = [];
+  try {
+    if (config.diag === 'auto') {
+      const p = await autoPty('diag');
+      ptys.push(p);
+      config = { ...config, diag: p.kit };
+      out(`diagnostic port: connect a terminal to ${p.user} at 115200 baud (e.g. screen ${p.user} 115200)`);
+    }
+    if (config.serMonPtr === 'auto') {
+      const p = await autoPty('monitor');
+      ptys.push(p);
+      config = { ...config, serMonPtr: p.kit };
+      out(`serial monitor: attach within ${config.monitorWindowMs / 1000} s of a reset with: reef device --monitor ${p.user}`);
+    }
+  } catch (e) {
+    for (const p of ptys) p.close();
+    err(`reef device: ${(e as Error).message}`);
+    return 1;
+  }
+  const closePtys = (): void => {
+    for (const p of ptys) p.close();
+  };
   // With a diagnostic port or a state directory the one kit runs under a KitRunner (it reboots);
   // a terminal is the serial monitor unless --no-monitor or SER_MON_PTR names another line.
   const monitor = args.monitor && !config.serMonPtr ? { monitor: err } : {};
@@ -185,6 +213,7 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
       fleet = { get kits() { return [runner.kit]; }, start: () => runner.start(), stop: () => runner.stop() };
     } else fleet = new Fleet(config, { ...monitor, ...(config.gateway ? { onGateway } : {}) });
   } catch (e) {
+    closePtys();
     err(`reef device: ${isReefError(e) ? e.message : (e as Error).message}`);
     return 2;
   }
@@ -192,6 +221,7 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
     await fleet.start();
   } catch (e) {
     await fleet.stop().catch(() => undefined);
+    closePtys();
     err(`reef device: cannot start: ${(e as Error).message}`);
     return 1;
   }
@@ -202,12 +232,33 @@ export async function run(argv: string[], io: RunIo = {}): Promise<number> {
   }
   // Who can reach these kits (seed §5: only through the gateway, unless the lab says otherwise).
   const gw = config.gateway ? `${config.gateway.address}:${config.gateway.port}` : '';
-  if (config.allowDirect) out(`direct CoAP allowed (--allow-direct, lab use): any peer on the network can reach ${config.count > 1 ? 'these kits' : 'this kit'}; answers to direct peers are never larger than their requests`);
+  if (config.allowDirect) out(`direct CoAP allowed (--allow-direct, lab use): any peer on the network can reach ${config.count > 1 ? 'these kits' : 'this kit'}; answers to direct peers are at most 3x their requests`);
   else if (gw) out(`reached only through the gateway ${gw} (coap-client -P coap://${gw} with a session: docs/coap.md); direct requests are dropped (--allow-direct for lab use)`);
   else err('reef device: no --gateway and no --allow-direct: nothing can reach these kits (give --gateway host:port, or --allow-direct for lab use)');
   await stop;
   await fleet.stop();
+  closePtys();
   return 0;
+}
+
+/** Two linked ptys from socat (raw, no echo) under a private temporary directory. */
+async function autoPty(name: string): Promise<{ kit: string; user: string; close(): void }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `reef-kit-${name}-`));
+  const kit = path.join(dir, 'kit');
+  const user = path.join(dir, name);
+  const socat = spawn('socat', [`pty,raw,echo=0,link=${kit}`, `pty,raw,echo=0,link=${user}`], { stdio: 'ignore' });
+  const close = (): void => {
+    socat.kill();
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  const failed = new Promise<never>((_, reject) => socat.once('error', (e) => reject(new Error(`socat is needed for "auto" ptys: ${e.message}`))));
+  failed.catch(() => undefined);
+  for (let i = 0; i < 250 && !(fs.existsSync(kit) && fs.existsSync(user)); i++) await Promise.race([new Promise((r) => setTimeout(r, 20)), failed]);
+  if (!fs.existsSync(kit) || !fs.existsSync(user)) {
+    close();
+    throw new Error('socat did not create the pty pair');
+  }
+  return { kit, user, close };
 }
 
 /**

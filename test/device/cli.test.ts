@@ -79,8 +79,9 @@ describe('reef device', () => {
     }
   });
 
-  test('--firmware-image prints an image the console accepts; --diag runs the console on the given pty', async () => {
-    const { ptyPair, Terminal } = await import('./helpers.ts');
+  test('--firmware-image prints an image the console accepts; --diag auto makes a pty pair, says where to connect, and runs the console there', async () => {
+    const { Terminal } = await import('./helpers.ts');
+    const fs = await import('node:fs');
     const { parseFirmwareImage } = await import('../../src/device/firmware.ts');
     const img: string[] = [];
     assert.equal(await run(['--firmware-image', '1.2.1000.112738'], { out: (l) => img.push(l) }), 0);
@@ -91,23 +92,31 @@ describe('reef device', () => {
     assert.equal(await run(['--firmware-image', 'v2'], { err: (l) => bad.push(l) }), 2);
     assert.match(bad.join(''), /looks like 1\.2\.1000\.117958/);
 
-    const pty = await ptyPair();
-    const term = await Terminal.open(pty.b);
     const out: string[] = [];
     let stop!: () => void;
     const until = new Promise<void>((r) => (stop = r));
+    let term: Awaited<ReturnType<typeof Terminal.open>> | undefined;
     try {
-      const done = run(['--port', '0', '--log-level', '0', '--allow-direct', '--diag', pty.a, '--mac', '00000000000016f2'], { out: (l) => out.push(l), err: () => undefined, until, env: {} });
+      // --diag auto: reef device makes the pty pair and says where to connect.
+      const done = run(['--port', '0', '--log-level', '0', '--allow-direct', '--diag', 'auto', '--mac', '00000000000016f2'], { out: (l) => out.push(l), err: () => undefined, until, env: {} });
       await waitFor(() => out.some((l) => l.startsWith('diagnostic port on ')), 10_000, 'the console line');
-      await waitFor(() => term.text.endsWith('> '), 5000, 'the prompt');
+      const user = /^diagnostic port: connect a terminal to (\S+) at 115200 baud/.exec(out.find((l) => l.startsWith('diagnostic port: connect')) ?? '')?.[1];
+      assert.ok(user, out.join('\n'));
+      term = await Terminal.open(user);
+      const t = term;
+      await waitFor(() => t.text.endsWith('> '), 5000, 'the banner and prompt');
+      assert.match(t.text, /diagnostic port \(115200 baud\)/);
+      assert.match(await term.command('help'), /^commands:/);
       assert.equal(await term.command('show mac'), 'mac = 00000000000016f2');
       assert.match(await term.command('save'), /^error: no state directory: start the kit with --state-dir DIR/);
+      term.close();
+      term = undefined;
       stop();
       assert.equal(await done, 0);
+      assert.equal(fs.existsSync(user), false, 'the pty pair is gone with the kit');
     } finally {
       stop();
-      term.close();
-      pty.close();
+      term?.close();
     }
   });
 });
