@@ -213,7 +213,8 @@ export class CoapEndpoint extends EventEmitter {
    * Sends a CON and retransmits it (RFC 7252 §4.2) until an ACK or RST arrives or MAX_RETRANSMIT
    * is exhausted. Resolves 'ack', 'reset' or 'timeout'.
    */
-  sendCon(peer: Peer, msg: CoapMessage): Promise<{ result: DeliveryResult; ack?: CoapMessage }> {
+  sendCon(peer: Peer, msg: CoapMessage, o: { maxRetransmit?: number } = {}): Promise<{ result: DeliveryResult; ack?: CoapMessage }> {
+    const maxRetransmit = o.maxRetransmit ?? this.params.maxRetransmit;
     msg.type = CON;
     const key = `${peerKey(peer)}|${msg.mid}`;
     return new Promise((resolve) => {
@@ -233,7 +234,7 @@ export class CoapEndpoint extends EventEmitter {
       this.transactions.set(key, t);
       const fire = (): void => {
         if (this.closed) return t.done('timeout');
-        if (t.tries > this.params.maxRetransmit) return t.done('timeout');
+        if (t.tries > maxRetransmit) return t.done('timeout');
         if (t.tries > 0) this.stats.retransmitted++;
         this.write(peer, t.data, t.tries === 0 ? msg : undefined);
         t.tries++;

@@ -37,6 +37,7 @@ import {
   Option,
   parseMessage,
   Peer,
+  peerKey,
   ResponseSpec,
   RST,
   serializeMessage,
@@ -101,6 +102,8 @@ interface Mapping {
   observing: boolean;
   /** The resource (path?query) the mapping's latest request named: one observe slot each. */
   resource: string;
+  /** A CON notification to a not yet validated direct peer is awaiting its ACK. */
+  probing?: boolean;
 }
 
 export class NetworkModule {
@@ -121,6 +124,8 @@ export class NetworkModule {
   private announcedHost = '';
   /** Whether the gateway acknowledged the last announcement (undefined before the first answer or silence). */
   gatewayAccepted: boolean | undefined;
+  /** Direct peers (allowDirect) that acknowledged a notification: they receive what is sent to them. */
+  private readonly validated = new Set<string>();
   /** The port the gateway's requests come from, from its signed answer to an announcement. */
   gatewayFrom: number | undefined;
 
@@ -401,6 +406,7 @@ export class NetworkModule {
   private notify(map: Mapping, m: CoapMessage): void {
     this.stats.notifications++;
     const out: CoapMessage = { type: m.type, code: m.code, mid: this.endpoint.nextMid(), token: map.token, options: m.options, payload: m.payload };
+    if (!this.isGateway(map.peer) && !this.validated.has(peerKey(map.peer))) return this.probe(map, m, out);
     if (m.type === CON) {
       void this.endpoint.sendCon(map.peer, out).then(({ result }) => {
         if (result === 'ack') this.toLink(emptyMessage(ACK, m.mid));
@@ -418,6 +424,32 @@ export class NetworkModule {
       if (this.nonRelay.size > 256) this.nonRelay.delete(this.nonRelay.keys().next().value as string);
       this.endpoint.sendNon(map.peer, out);
     }
+  }
+
+  /**
+   * A notification for a direct peer that has not yet shown it receives what is sent to it (its
+   * address may be forged): sent CON, once, without retransmission, and nothing else meanwhile.
+   * Its ACK validates the peer (later notifications go as usual); silence or RST ends the
+   * observation. So a forged registration draws its answer and one notification, within the 3x
+   * budget (RFC 7252 §11.3; the address validation of RFC 9000 §8.1 in CoAP terms).
+   */
+  private probe(map: Mapping, m: CoapMessage, out: CoapMessage): void {
+    if (map.probing) return; // one unacknowledged datagram at a time toward an unvalidated peer
+    map.probing = true;
+    void this.endpoint.sendCon(map.peer, { ...out, type: CON }, { maxRetransmit: 0 }).then(({ result }) => {
+      map.probing = false;
+      if (result === 'ack') {
+        if (this.validated.size >= 1024) this.validated.clear();
+        this.validated.add(peerKey(map.peer));
+        if (m.type === CON) this.toLink(emptyMessage(ACK, m.mid));
+        return;
+      }
+      this.o.log.note(`direct observer ${map.peer.address}:${map.peer.port} did not acknowledge a notification: observation ended`);
+      map.observing = false;
+      this.unmap(map);
+      // The AP remembers the MIDs of its notifications, NON ones too: a RST to it drops the observer.
+      this.toLink(emptyMessage(RST, m.mid));
+    });
   }
 
   private onPeerReset(mid: number, peer: Peer): void {

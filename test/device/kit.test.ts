@@ -242,13 +242,16 @@ describe('observe (RFC 7641)', () => {
   });
 
   test('registration answers 2.05 with Observe; notifications carry the token, increasing 24-bit Observe, Max-Age and a reading; every 5th is CON; Observe=1 deregisters', async () => {
-    const kit = await startKit({ periodMs: 50, conEvery: 5, maxAgeSec: 33 });
+    // The raw client is the kit's gateway here: the cadence below is what the gateway sees (a direct
+    // peer's first notification is CON, to validate its address: test/device/reach.test.ts).
     const c = await RawClient.open();
+    const kit = await startKit({ periodMs: 50, conEvery: 5, maxAgeSec: 33, gateway: { address: '127.0.0.1', port: c.port }, allowDirect: false });
     try {
       const port = kit.address().port;
       const token = Buffer.from([0xaa, 0xbb]);
       c.send(port, obsReq(100, token, 0));
-      const first = await c.nextMessage();
+      // (The kit's own upstream messages, its announcement and clock, also come to its gateway.)
+      const first = await c.until((m) => m.type === ACK && m.mid === 100);
       assert.equal(first.type, ACK);
       assert.equal(code(first), '2.05');
       const seq0 = getUintOption(first, Option.OBSERVE);
@@ -256,7 +259,7 @@ describe('observe (RFC 7641)', () => {
       let last = seq0!;
       const types: number[] = [];
       for (let i = 0; i < 6; i++) {
-        const n = await c.nextMessage();
+        const n = await c.until((m) => m.token.equals(token));
         assert.equal(code(n), '2.05');
         assert.deepEqual(n.token, token);
         assert.equal(getUintOption(n, Option.MAX_AGE), 33);

@@ -173,6 +173,28 @@ describe('--allow-direct: no amplification, and the gateway keeps the observe sl
     }
   });
 
+  test('a forged observe registration draws its answer and one CON notification, then the kit drops it', async () => {
+    const kit = await startKit({ allowDirect: true, periodMs: 30, ackTimeoutMs: 100 });
+    const c = await RawClient.open();
+    try {
+      const port = kit.address().port;
+      const req = serializeMessage({ type: NON, code: Code.GET, mid: 0x4001, token: Buffer.from([0xf0]), options: [...uriOptions('/snsr/arduino/temp?sens'), uintOption(Option.OBSERVE, 0)], payload: Buffer.alloc(0) });
+      c.send(port, req);
+      // The "victim" behind the forged address never acknowledges anything.
+      await until(() => kit.sensor.observers.size === 1, 'the registration');
+      await until(() => kit.sensor.observers.size === 0, 'the unacknowledged observer is dropped');
+      const raw = c.inbox.splice(0);
+      const got = raw.map((b) => parseMessage(b));
+      assert.equal(got.length, 2, JSON.stringify(got.map((m) => [m.type, codeToString(m.code)])));
+      assert.equal(got[1]!.type, CON, 'the first notification to an unvalidated peer is CON');
+      const bytes = raw.reduce((n, b) => n + b.length, 0);
+      assert.ok(bytes <= AMPLIFICATION_LIMIT * req.length, `${bytes} bytes for a ${req.length}-byte request`);
+    } finally {
+      c.close();
+      await kit.stop();
+    }
+  });
+
   test('a direct peer cannot take the observe slot the gateway holds; the gateway keeps its notifications', async () => {
     // The "gateway" is a plain endpoint here: the kit knows it as its gateway address.
     const gw = await CoapEndpoint.create();
