@@ -49,17 +49,23 @@ async function receiver() {
 
 async function parallel<T>(items: T[], n: number, f: (x: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (next < items.length) await f(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) await f(items[next++]!);
+    }),
+  );
 }
 
 function ruleBody(i: number, deviceId: string) {
   switch (i % 4) {
-    case 0: return { condition: 'above', threshold: 1000, duration: '10m', hysteresis: 1, deviceId };
-    case 1: return { condition: 'below', threshold: -1000, hysteresis: 1, deviceId };
-    case 2: return { condition: 'outside', low: -500, high: 500, duration: '5m', deviceId };
-    default: return { condition: 'rate', ratePerMinute: 1000, deviceId };
+    case 0:
+      return { condition: 'above', threshold: 1000, duration: '10m', hysteresis: 1, deviceId };
+    case 1:
+      return { condition: 'below', threshold: -1000, hysteresis: 1, deviceId };
+    case 2:
+      return { condition: 'outside', low: -500, high: 500, duration: '5m', deviceId };
+    default:
+      return { condition: 'rate', ratePerMinute: 1000, deviceId };
   }
 }
 
@@ -89,14 +95,22 @@ async function setup(rules: number, rx: Awaited<ReturnType<typeof receiver>>): P
     ids.push(JSON.parse(r.body).id);
   }
   const probe = ids.pop()!;
-  await parallel(Array.from({ length: rules }, (_, i) => i), 8, async (i) => {
-    const r = await request(`${base}/alarm-rules`, { method: 'POST', headers: h, body: JSON.stringify(ruleBody(i, ids[i % DEVICES]!)) });
-    if (r.status !== 201) throw new Error(`rule: ${r.status} ${r.body}`);
-  });
+  await parallel(
+    Array.from({ length: rules }, (_, i) => i),
+    8,
+    async (i) => {
+      const r = await request(`${base}/alarm-rules`, { method: 'POST', headers: h, body: JSON.stringify(ruleBody(i, ids[i % DEVICES]!)) });
+      if (r.status !== 201) throw new Error(`rule: ${r.status} ${r.body}`);
+    },
+  );
   // The probe rule (its webhook tells when evaluation has caught up) exists only with rules: with
   // none, the evaluator does not even listen, which is the baseline.
   if (rules > 0) {
-    const r = await request(`${base}/alarm-rules`, { method: 'POST', headers: h, body: JSON.stringify({ condition: 'above', threshold: 50, hysteresis: 1, deviceId: probe, webhook: { url: rx.url } }) });
+    const r = await request(`${base}/alarm-rules`, {
+      method: 'POST',
+      headers: h,
+      body: JSON.stringify({ condition: 'above', threshold: 50, hysteresis: 1, deviceId: probe, webhook: { url: rx.url } }),
+    });
     if (r.status !== 201) throw new Error(`probe rule: ${r.status} ${r.body}`);
   }
   return { rules, server, dir, base, h, ids, probe, next: new Array(DEVICES).fill(0), secs: 0 };
@@ -111,7 +125,10 @@ async function ingest(n: Node, count: number): Promise<number> {
   for (let k = 0; k * BATCH < count; k++) {
     const d = k % DEVICES;
     const m = Math.min(BATCH, count - k * BATCH);
-    const obs = Array.from({ length: m }, (_, i) => ({ timestamp: new Date(START + (n.next[d]! + i) * 1000).toISOString(), temperature: Math.round((20 + 5 * Math.sin((n.next[d]! + i) / 500)) * 100) / 100 }));
+    const obs = Array.from({ length: m }, (_, i) => ({
+      timestamp: new Date(START + (n.next[d]! + i) * 1000).toISOString(),
+      temperature: Math.round((20 + 5 * Math.sin((n.next[d]! + i) / 500)) * 100) / 100,
+    }));
     n.next[d]! += m;
     bodies.push({ path: `${n.base}/devices/${n.ids[d]}/observations`, body: Buffer.from(JSON.stringify({ observations: obs })) });
   }
@@ -149,14 +166,19 @@ try {
   }
   // After the last upload: how long until the evaluator has caught up (the probe's webhook).
   const lag = new Map<Node, number>();
-  for (const n of nodes) if (n.rules > 0) {
-    lag.set(n, await probe(n, rx, Date.now(), 60));
-    await probe(n, rx, Date.now() + 1, 20); // cleared
-  }
+  for (const n of nodes)
+    if (n.rules > 0) {
+      lag.set(n, await probe(n, rx, Date.now(), 60));
+      await probe(n, rx, Date.now() + 1, 20); // cleared
+    }
   const base = TOTAL / nodes[0]!.secs;
   for (const n of nodes) {
     const rate = TOTAL / n.secs;
-    console.log(`${fmt(n.rules).padStart(6)} rules: ${fmt(rate).padStart(8)} obs/s acknowledged (×${fmt(rate / base, 2)})` + (lag.has(n) ? `; evaluation caught up ${fmt(lag.get(n)!, 0)} ms after the last upload` : '') + `; peak RSS ${fmt(n.server.peakRss() / 2 ** 20)} MiB`);
+    console.log(
+      `${fmt(n.rules).padStart(6)} rules: ${fmt(rate).padStart(8)} obs/s acknowledged (×${fmt(rate / base, 2)})` +
+        (lag.has(n) ? `; evaluation caught up ${fmt(lag.get(n)!, 0)} ms after the last upload` : '') +
+        `; peak RSS ${fmt(n.server.peakRss() / 2 ** 20)} MiB`,
+    );
   }
   const most = nodes[nodes.length - 1]!;
   if (most.rules > 0) {

@@ -1,7 +1,7 @@
 // The alarms part of `reef serve` (issue 17, docs/alarms.md): the alarms API on every node; the
 // evaluator and the webhook sender as one leadership job, so on several nodes one node evaluates
 // each rule and sends each delivery.
-import type { AlarmComponentFactory, AlarmComponentShape, AlarmServices } from './contract.ts';
+import type { Component, ComponentFactory, Services } from '../app/contracts.ts';
 import { AlarmEngine } from './engine.ts';
 import { AlarmNotifier, DEFAULT_WEBHOOK_POLICY, WebhookSender, type AlarmPublisher, type WebhookPolicy } from './notify.ts';
 import { alarmRoutes } from './routes.ts';
@@ -29,8 +29,8 @@ export interface AlarmParts {
   notifier: AlarmNotifier;
 }
 
-export function createAlarmComponent(opts: AlarmComponentOptions = {}): AlarmComponentFactory {
-  return async (s: AlarmServices): Promise<AlarmComponentShape> => {
+export function createAlarmComponent(opts: AlarmComponentOptions = {}): ComponentFactory {
+  return async (s: Services): Promise<Component> => {
     const now = opts.now ?? Date.now;
     const log = s.log.child({ component: 'alarms' });
     const notifier = new AlarmNotifier(s.store, s.events, opts.mqtt ?? null, log, now);
@@ -79,4 +79,4 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): AlarmCom
   };
 }
 
-export const alarmComponent: AlarmComponentFactory = createAlarmComponent();
+export const alarmComponent: ComponentFactory = createAlarmComponent();

@@ -192,7 +192,10 @@ export class WebhookSender {
         await res.arrayBuffer().catch(() => undefined);
         if (res.status < 200 || res.status >= 300) error = `HTTP ${res.status}`;
       } catch (err) {
-        error = (err as Error).name === 'TimeoutError' ? `no answer within ${this.policy.timeoutMs} ms` : `${(err as Error).message}${(err as { cause?: Error }).cause ? `: ${(err as { cause: Error }).cause.message}` : ''}`;
+        error =
+          (err as Error).name === 'TimeoutError'
+            ? `no answer within ${this.policy.timeoutMs} ms`
+            : `${(err as Error).message}${(err as { cause?: Error }).cause ? `: ${(err as { cause: Error }).cause.message}` : ''}`;
       }
     }
     const t = this.now();

@@ -161,153 +161,202 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
     const rules = '/api/solutions/:solution/alarm-rules';
     const tags = ['alarms'];
 
-    app.get(rules, {
-      schema: {
-        tags,
-        summary: "The solution's alarm rules, oldest first",
-        params: solutionParams,
-        querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64, description: 'Only rules that watch this device (its own and the solution-wide ones)' } } },
-        response: { 200: { type: 'object', properties: { rules: { type: 'array', items: { $ref: 'AlarmRule#' } } } }, ...errors(400, 401, 404) },
+    app.get(
+      rules,
+      {
+        schema: {
+          tags,
+          summary: "The solution's alarm rules, oldest first",
+          params: solutionParams,
+          querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64, description: 'Only rules that watch this device (its own and the solution-wide ones)' } } },
+          response: { 200: { type: 'object', properties: { rules: { type: 'array', items: { $ref: 'AlarmRule#' } } } }, ...errors(400, 401, 404) },
+        },
       },
-    }, async (request) => {
-      const { solution } = request.params as { solution: string };
-      const { deviceId } = request.query as { deviceId?: string };
-      await resolveSolution(store, request.account, solution);
-      let list = await store.listAlarmRules(request.account.groupId, solution);
-      if (deviceId !== undefined) {
-        const d = deviceId.toLowerCase();
-        list = list.filter((r) => r.deviceId === null || r.deviceId === d);
-      }
-      return { rules: list.map((r) => ruleToWire(r)) };
-    });
-
-    app.post(rules, {
-      schema: { tags, summary: 'Create an alarm rule; a webhook gets its signing secret in this answer only', params: solutionParams, body: ruleBody, response: { 201: { $ref: 'AlarmRule#' }, ...errors(400, 401, 403, 404, 415) } },
-      bodyLimit: 16 * 1024,
-    }, async (request, reply) => {
-      const { solution } = request.params as { solution: string };
-      await resolveSolution(store, request.account, solution);
-      const parsed = parseRule(request.body);
-      if (parsed.deviceId) await findDevice(store, request.account, solution, parsed.deviceId);
-      const have = await store.countAlarmRules(request.account.groupId, solution);
-      if (have >= deps.maxRulesPerSolution) {
-        throw new ReefError('QUOTA_EXCEEDED', `a solution holds at most ${deps.maxRulesPerSolution} alarm rules; this one has ${have}`);
-      }
-      const t = now();
-      const rec: AlarmRuleRecord = { id: randomUUID(), groupId: request.account.groupId, tenantId: request.account.tenantId, solution, deviceId: parsed.deviceId, spec: parsed.spec, createdAt: t, updatedAt: t };
-      await store.createAlarmRule(rec);
-      changed({ kind: 'alarm-rule', groupId: rec.groupId, solution, ruleId: rec.id, action: 'created' });
-      const secret = rec.spec.webhook ? await webhookSecret(store, rec.id, rec.spec.webhook.salt) : undefined;
-      return reply.code(201).header('location', `/api/solutions/${solution}/alarm-rules/${rec.id}`).send(ruleToWire(rec, secret));
-    });
-
-    app.get(`${rules}/:id`, {
-      schema: { tags, summary: 'One alarm rule', params: idParams, response: { 200: { $ref: 'AlarmRule#' }, ...errors(400, 401, 404) } },
-    }, async (request) => {
-      const { solution, id } = request.params as { solution: string; id: string };
-      solutionName(solution);
-      return ruleToWire(await getRule(request.account, solution, id));
-    });
-
-    app.put(`${rules}/:id`, {
-      schema: {
-        tags,
-        summary: 'Replace an alarm rule (a GET answer may be sent back changed); a new webhook URL gets a new secret, shown in this answer only',
-        params: idParams,
-        body: ruleBody,
-        response: { 200: { $ref: 'AlarmRule#' }, ...errors(400, 401, 404, 415) },
-      },
-      bodyLimit: 16 * 1024,
-    }, async (request) => {
-      const { solution, id } = request.params as { solution: string; id: string };
-      solutionName(solution);
-      const old = await getRule(request.account, solution, id);
-      const parsed = parseRule(request.body, old.spec);
-      if (parsed.deviceId) await findDevice(store, request.account, solution, parsed.deviceId);
-      const rec: AlarmRuleRecord = { ...old, deviceId: parsed.deviceId, spec: parsed.spec, updatedAt: now() };
-      if (!(await store.updateAlarmRule(rec))) throw new ReefError('ALARM_RULE_NOT_FOUND', `no alarm rule ${id} in solution ${JSON.stringify(solution)}`);
-      changed({ kind: 'alarm-rule', groupId: rec.groupId, solution, ruleId: rec.id, action: 'updated' });
-      const secret = parsed.newWebhook && rec.spec.webhook ? await webhookSecret(store, rec.id, rec.spec.webhook.salt) : undefined;
-      return ruleToWire(rec, secret);
-    });
-
-    app.delete(`${rules}/:id`, {
-      schema: { tags, summary: "Delete an alarm rule; its active alarms are cleared (they stay in the history)", params: idParams, response: { 204: { type: 'null' }, ...errors(400, 401, 404) } },
-    }, async (request, reply) => {
-      const { solution, id } = request.params as { solution: string; id: string };
-      solutionName(solution);
-      const rule = await getRule(request.account, solution, id);
-      if (!(await store.deleteAlarmRule(request.account.groupId, solution, rule.id))) throw new ReefError('ALARM_RULE_NOT_FOUND');
-      changed({ kind: 'alarm-rule', groupId: rule.groupId, solution, ruleId: rule.id, action: 'deleted' });
-      // An alarm nothing can clear any more would stay active for ever.
-      for (;;) {
-        const active = await store.listAlarms(rule.groupId, solution, { ruleId: rule.id, statuses: [...ACTIVE_STATUSES], limit: 100 });
-        if (!active.length) break;
-        for (const a of active) {
-          const { alarm, changed: did } = await applyStep(store, rule.groupId, solution, a.id, (x) => cleared(x, now(), { by: actor(request.account), note: 'the rule was deleted' }));
-          if (did) await notifier.notify('cleared', alarm, null);
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        const { deviceId } = request.query as { deviceId?: string };
+        await resolveSolution(store, request.account, solution);
+        let list = await store.listAlarmRules(request.account.groupId, solution);
+        if (deviceId !== undefined) {
+          const d = deviceId.toLowerCase();
+          list = list.filter((r) => r.deviceId === null || r.deviceId === d);
         }
-      }
-      return reply.code(204).send();
-    });
+        return { rules: list.map((r) => ruleToWire(r)) };
+      },
+    );
+
+    app.post(
+      rules,
+      {
+        schema: {
+          tags,
+          summary: 'Create an alarm rule; a webhook gets its signing secret in this answer only',
+          params: solutionParams,
+          body: ruleBody,
+          response: { 201: { $ref: 'AlarmRule#' }, ...errors(400, 401, 403, 404, 415) },
+        },
+        bodyLimit: 16 * 1024,
+      },
+      async (request, reply) => {
+        const { solution } = request.params as { solution: string };
+        await resolveSolution(store, request.account, solution);
+        const parsed = parseRule(request.body);
+        if (parsed.deviceId) await findDevice(store, request.account, solution, parsed.deviceId);
+        const have = await store.countAlarmRules(request.account.groupId, solution);
+        if (have >= deps.maxRulesPerSolution) {
+          throw new ReefError('QUOTA_EXCEEDED', `a solution holds at most ${deps.maxRulesPerSolution} alarm rules; this one has ${have}`);
+        }
+        const t = now();
+        const rec: AlarmRuleRecord = {
+          id: randomUUID(),
+          groupId: request.account.groupId,
+          tenantId: request.account.tenantId,
+          solution,
+          deviceId: parsed.deviceId,
+          spec: parsed.spec,
+          createdAt: t,
+          updatedAt: t,
+        };
+        await store.createAlarmRule(rec);
+        changed({ kind: 'alarm-rule', groupId: rec.groupId, solution, ruleId: rec.id, action: 'created' });
+        const secret = rec.spec.webhook ? await webhookSecret(store, rec.id, rec.spec.webhook.salt) : undefined;
+        return reply.code(201).header('location', `/api/solutions/${solution}/alarm-rules/${rec.id}`).send(ruleToWire(rec, secret));
+      },
+    );
+
+    app.get(
+      `${rules}/:id`,
+      {
+        schema: { tags, summary: 'One alarm rule', params: idParams, response: { 200: { $ref: 'AlarmRule#' }, ...errors(400, 401, 404) } },
+      },
+      async (request) => {
+        const { solution, id } = request.params as { solution: string; id: string };
+        solutionName(solution);
+        return ruleToWire(await getRule(request.account, solution, id));
+      },
+    );
+
+    app.put(
+      `${rules}/:id`,
+      {
+        schema: {
+          tags,
+          summary: 'Replace an alarm rule (a GET answer may be sent back changed); a new webhook URL gets a new secret, shown in this answer only',
+          params: idParams,
+          body: ruleBody,
+          response: { 200: { $ref: 'AlarmRule#' }, ...errors(400, 401, 404, 415) },
+        },
+        bodyLimit: 16 * 1024,
+      },
+      async (request) => {
+        const { solution, id } = request.params as { solution: string; id: string };
+        solutionName(solution);
+        const old = await getRule(request.account, solution, id);
+        const parsed = parseRule(request.body, old.spec);
+        if (parsed.deviceId) await findDevice(store, request.account, solution, parsed.deviceId);
+        const rec: AlarmRuleRecord = { ...old, deviceId: parsed.deviceId, spec: parsed.spec, updatedAt: now() };
+        if (!(await store.updateAlarmRule(rec))) throw new ReefError('ALARM_RULE_NOT_FOUND', `no alarm rule ${id} in solution ${JSON.stringify(solution)}`);
+        changed({ kind: 'alarm-rule', groupId: rec.groupId, solution, ruleId: rec.id, action: 'updated' });
+        const secret = parsed.newWebhook && rec.spec.webhook ? await webhookSecret(store, rec.id, rec.spec.webhook.salt) : undefined;
+        return ruleToWire(rec, secret);
+      },
+    );
+
+    app.delete(
+      `${rules}/:id`,
+      {
+        schema: { tags, summary: 'Delete an alarm rule; its active alarms are cleared (they stay in the history)', params: idParams, response: { 204: { type: 'null' }, ...errors(400, 401, 404) } },
+      },
+      async (request, reply) => {
+        const { solution, id } = request.params as { solution: string; id: string };
+        solutionName(solution);
+        const rule = await getRule(request.account, solution, id);
+        if (!(await store.deleteAlarmRule(request.account.groupId, solution, rule.id))) throw new ReefError('ALARM_RULE_NOT_FOUND');
+        changed({ kind: 'alarm-rule', groupId: rule.groupId, solution, ruleId: rule.id, action: 'deleted' });
+        // An alarm nothing can clear any more would stay active for ever.
+        for (;;) {
+          const active = await store.listAlarms(rule.groupId, solution, { ruleId: rule.id, statuses: [...ACTIVE_STATUSES], limit: 100 });
+          if (!active.length) break;
+          for (const a of active) {
+            const { alarm, changed: did } = await applyStep(store, rule.groupId, solution, a.id, (x) => cleared(x, now(), { by: actor(request.account), note: 'the rule was deleted' }));
+            if (did) await notifier.notify('cleared', alarm, null);
+          }
+        }
+        return reply.code(204).send();
+      },
+    );
 
     const alarms = '/api/solutions/:solution/alarms';
-    app.get(alarms, {
-      schema: {
-        tags,
-        summary: 'Alarms, newest raised first, keyset-paged: pass nextAfter back as after',
-        params: solutionParams,
-        querystring: {
-          type: 'object',
-          properties: {
-            status: { type: 'string', maxLength: 100, description: 'active, or a comma list of raised, acknowledged, cleared-unacknowledged, cleared' },
-            deviceId: { type: 'string', maxLength: 64 },
-            ruleId: { type: 'string', maxLength: 64 },
-            limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
-            after: { type: 'string', maxLength: 80 },
+    app.get(
+      alarms,
+      {
+        schema: {
+          tags,
+          summary: 'Alarms, newest raised first, keyset-paged: pass nextAfter back as after',
+          params: solutionParams,
+          querystring: {
+            type: 'object',
+            properties: {
+              status: { type: 'string', maxLength: 100, description: 'active, or a comma list of raised, acknowledged, cleared-unacknowledged, cleared' },
+              deviceId: { type: 'string', maxLength: 64 },
+              ruleId: { type: 'string', maxLength: 64 },
+              limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+              after: { type: 'string', maxLength: 80 },
+            },
+          },
+          response: { 200: { type: 'object', properties: { alarms: { type: 'array', items: { $ref: 'Alarm#' } }, nextAfter: { type: ['string', 'null'] } } }, ...errors(400, 401, 404) },
+        },
+      },
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        const q = request.query as { status?: string; deviceId?: string; ruleId?: string; limit: number; after?: string };
+        await resolveSolution(store, request.account, solution);
+        let statuses: AlarmStatus[] | undefined;
+        if (q.status !== undefined) {
+          statuses = [];
+          for (const s of q.status
+            .split(',')
+            .map((x) => x.trim())
+            .filter(Boolean)) {
+            if (s === 'active') statuses.push(...ACTIVE_STATUSES);
+            else if (STATUSES.includes(s as AlarmStatus)) statuses.push(s as AlarmStatus);
+            else throw new ReefError('VALIDATION_FAILED', `status must be active or a comma list of ${STATUSES.join(', ')}`, { field: 'status' });
+          }
+        }
+        const after = q.after === undefined ? undefined : parseCursor(q.after);
+        const page = await store.listAlarms(request.account.groupId, solution, {
+          limit: q.limit + 1,
+          ...(statuses ? { statuses } : {}),
+          ...(q.deviceId !== undefined ? { deviceId: q.deviceId.toLowerCase() } : {}),
+          ...(q.ruleId !== undefined ? { ruleId: q.ruleId.toLowerCase() } : {}),
+          ...(after ? { after: { raisedAt: after.at, id: after.id } } : {}),
+        });
+        const more = page.length > q.limit;
+        if (more) page.pop();
+        const last = page[page.length - 1];
+        return { alarms: page.map(alarmToWire), nextAfter: more && last ? cursor(last.raisedAt, last.id) : null };
+      },
+    );
+
+    app.get(
+      '/api/solutions/:solution/alarm-counts',
+      {
+        schema: {
+          tags,
+          summary: 'Active alarms per device (devices without any are left out): the badges of the device table and tiles',
+          params: solutionParams,
+          response: {
+            200: { type: 'object', properties: { devices: { type: 'array', items: { type: 'object', properties: { deviceId: { type: 'string' }, active: { type: 'integer' } } } } } },
+            ...errors(400, 401, 404),
           },
         },
-        response: { 200: { type: 'object', properties: { alarms: { type: 'array', items: { $ref: 'Alarm#' } }, nextAfter: { type: ['string', 'null'] } } }, ...errors(400, 401, 404) },
       },
-    }, async (request) => {
-      const { solution } = request.params as { solution: string };
-      const q = request.query as { status?: string; deviceId?: string; ruleId?: string; limit: number; after?: string };
-      await resolveSolution(store, request.account, solution);
-      let statuses: AlarmStatus[] | undefined;
-      if (q.status !== undefined) {
-        statuses = [];
-        for (const s of q.status.split(',').map((x) => x.trim()).filter(Boolean)) {
-          if (s === 'active') statuses.push(...ACTIVE_STATUSES);
-          else if (STATUSES.includes(s as AlarmStatus)) statuses.push(s as AlarmStatus);
-          else throw new ReefError('VALIDATION_FAILED', `status must be active or a comma list of ${STATUSES.join(', ')}`, { field: 'status' });
-        }
-      }
-      const after = q.after === undefined ? undefined : parseCursor(q.after);
-      const page = await store.listAlarms(request.account.groupId, solution, {
-        limit: q.limit + 1,
-        ...(statuses ? { statuses } : {}),
-        ...(q.deviceId !== undefined ? { deviceId: q.deviceId.toLowerCase() } : {}),
-        ...(q.ruleId !== undefined ? { ruleId: q.ruleId.toLowerCase() } : {}),
-        ...(after ? { after: { raisedAt: after.at, id: after.id } } : {}),
-      });
-      const more = page.length > q.limit;
-      if (more) page.pop();
-      const last = page[page.length - 1];
-      return { alarms: page.map(alarmToWire), nextAfter: more && last ? cursor(last.raisedAt, last.id) : null };
-    });
-
-    app.get('/api/solutions/:solution/alarm-counts', {
-      schema: {
-        tags,
-        summary: 'Active alarms per device (devices without any are left out): the badges of the device table and tiles',
-        params: solutionParams,
-        response: { 200: { type: 'object', properties: { devices: { type: 'array', items: { type: 'object', properties: { deviceId: { type: 'string' }, active: { type: 'integer' } } } } } }, ...errors(400, 401, 404) },
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        await resolveSolution(store, request.account, solution);
+        return { devices: (await store.activeAlarmCounts(request.account.groupId, solution)).map((c) => ({ deviceId: c.deviceId, active: c.count })) };
       },
-    }, async (request) => {
-      const { solution } = request.params as { solution: string };
-      await resolveSolution(store, request.account, solution);
-      return { devices: (await store.activeAlarmCounts(request.account.groupId, solution)).map((c) => ({ deviceId: c.deviceId, active: c.count })) };
-    });
+    );
 
     const oneAlarm = async (account: Account, solution: string, id: string) => {
       solutionName(solution);
@@ -317,78 +366,97 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
       return a;
     };
 
-    app.get(`${alarms}/:id`, {
-      schema: { tags, summary: 'One alarm with its history', params: idParams, response: { 200: { $ref: 'Alarm#' }, ...errors(400, 401, 404) } },
-    }, async (request) => {
-      const { solution, id } = request.params as { solution: string; id: string };
-      return alarmToWire(await oneAlarm(request.account, solution, id));
-    });
-
-    const step = (name: 'acknowledge' | 'clear') =>
-      async (request: { params: unknown; account: Account }) => {
+    app.get(
+      `${alarms}/:id`,
+      {
+        schema: { tags, summary: 'One alarm with its history', params: idParams, response: { 200: { $ref: 'Alarm#' }, ...errors(400, 401, 404) } },
+      },
+      async (request) => {
         const { solution, id } = request.params as { solution: string; id: string };
-        const a = await oneAlarm(request.account, solution, id);
-        const by = actor(request.account);
-        const { alarm, changed: did } = await applyStep(store, a.groupId, solution, a.id, (x) =>
-          name === 'acknowledge' ? acknowledged(x, by, now()) : cleared(x, now(), { by, note: 'cleared by hand' }),
-        );
-        if (did) {
-          const rule = await store.getAlarmRule(a.groupId, solution, a.ruleId);
-          await notifier.notify(name === 'acknowledge' ? 'acknowledged' : 'cleared', alarm, rule);
-          // The evaluator starts afresh for this device: a condition that still holds raises again.
-          if (name === 'clear') deps.local({ kind: 'alarm', groupId: a.groupId, solution, deviceId: a.deviceId, event: 'cleared', alarm: alarmToWire(alarm) });
-        }
-        return alarmToWire(alarm);
-      };
-    app.post(`${alarms}/:id/acknowledge`, {
-      schema: { tags, summary: 'Acknowledge an alarm (again: no change); records who and when', params: idParams, response: { 200: { $ref: 'Alarm#' }, ...errors(400, 401, 404, 409) } },
-    }, step('acknowledge'));
-    app.post(`${alarms}/:id/clear`, {
-      schema: { tags, summary: 'Clear an active alarm by hand (a cleared one: no change)', params: idParams, response: { 200: { $ref: 'Alarm#' }, ...errors(400, 401, 404, 409) } },
-    }, step('clear'));
+        return alarmToWire(await oneAlarm(request.account, solution, id));
+      },
+    );
+
+    const step = (name: 'acknowledge' | 'clear') => async (request: { params: unknown; account: Account }) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      const a = await oneAlarm(request.account, solution, id);
+      const by = actor(request.account);
+      const { alarm, changed: did } = await applyStep(store, a.groupId, solution, a.id, (x) =>
+        name === 'acknowledge' ? acknowledged(x, by, now()) : cleared(x, now(), { by, note: 'cleared by hand' }),
+      );
+      if (did) {
+        const rule = await store.getAlarmRule(a.groupId, solution, a.ruleId);
+        await notifier.notify(name === 'acknowledge' ? 'acknowledged' : 'cleared', alarm, rule);
+        // The evaluator starts afresh for this device: a condition that still holds raises again.
+        if (name === 'clear') deps.local({ kind: 'alarm', groupId: a.groupId, solution, deviceId: a.deviceId, event: 'cleared', alarm: alarmToWire(alarm) });
+      }
+      return alarmToWire(alarm);
+    };
+    app.post(
+      `${alarms}/:id/acknowledge`,
+      {
+        schema: { tags, summary: 'Acknowledge an alarm (again: no change); records who and when', params: idParams, response: { 200: { $ref: 'Alarm#' }, ...errors(400, 401, 404, 409) } },
+      },
+      step('acknowledge'),
+    );
+    app.post(
+      `${alarms}/:id/clear`,
+      {
+        schema: { tags, summary: 'Clear an active alarm by hand (a cleared one: no change)', params: idParams, response: { 200: { $ref: 'Alarm#' }, ...errors(400, 401, 404, 409) } },
+      },
+      step('clear'),
+    );
 
     const deliveries = '/api/solutions/:solution/alarm-deliveries';
-    app.get(deliveries, {
-      schema: {
-        tags,
-        summary: 'Webhook deliveries by status, newest first: status=dead (the default) is the dead-letter list',
-        params: solutionParams,
-        querystring: {
-          type: 'object',
-          properties: {
-            status: { type: 'string', enum: ['pending', 'delivered', 'dead'], default: 'dead' },
-            limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
-            after: { type: 'string', maxLength: 80 },
+    app.get(
+      deliveries,
+      {
+        schema: {
+          tags,
+          summary: 'Webhook deliveries by status, newest first: status=dead (the default) is the dead-letter list',
+          params: solutionParams,
+          querystring: {
+            type: 'object',
+            properties: {
+              status: { type: 'string', enum: ['pending', 'delivered', 'dead'], default: 'dead' },
+              limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+              after: { type: 'string', maxLength: 80 },
+            },
           },
+          response: { 200: { type: 'object', properties: { deliveries: { type: 'array', items: { $ref: 'AlarmDelivery#' } }, nextAfter: { type: ['string', 'null'] } } }, ...errors(400, 401, 404) },
         },
-        response: { 200: { type: 'object', properties: { deliveries: { type: 'array', items: { $ref: 'AlarmDelivery#' } }, nextAfter: { type: ['string', 'null'] } } }, ...errors(400, 401, 404) },
       },
-    }, async (request) => {
-      const { solution } = request.params as { solution: string };
-      const q = request.query as { status: DeliveryStatus; limit: number; after?: string };
-      await resolveSolution(store, request.account, solution);
-      const after = q.after === undefined ? undefined : parseCursor(q.after);
-      const page = await store.listDeliveries(request.account.groupId, solution, q.status, q.limit + 1, after ? { createdAt: after.at, id: after.id } : undefined);
-      const more = page.length > q.limit;
-      if (more) page.pop();
-      const last = page[page.length - 1];
-      return { deliveries: page.map(deliveryToWire), nextAfter: more && last ? cursor(last.createdAt, last.id) : null };
-    });
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        const q = request.query as { status: DeliveryStatus; limit: number; after?: string };
+        await resolveSolution(store, request.account, solution);
+        const after = q.after === undefined ? undefined : parseCursor(q.after);
+        const page = await store.listDeliveries(request.account.groupId, solution, q.status, q.limit + 1, after ? { createdAt: after.at, id: after.id } : undefined);
+        const more = page.length > q.limit;
+        if (more) page.pop();
+        const last = page[page.length - 1];
+        return { deliveries: page.map(deliveryToWire), nextAfter: more && last ? cursor(last.createdAt, last.id) : null };
+      },
+    );
 
-    app.post(`${deliveries}/:id/retry`, {
-      schema: { tags, summary: 'Send a dead letter again (attempts start over)', params: idParams, response: { 200: { $ref: 'AlarmDelivery#' }, ...errors(400, 401, 404, 409) } },
-    }, async (request) => {
-      const { solution, id } = request.params as { solution: string; id: string };
-      solutionName(solution);
-      const pid = pathId(id);
-      const d = pid ? await store.getDelivery(request.account.groupId, solution, pid) : null;
-      if (!d) throw new ReefError('ALARM_NOT_FOUND', `no webhook delivery ${id} in solution ${JSON.stringify(solution)}`);
-      if (d.status !== 'dead') throw new ReefError('CONFLICT', `only a dead delivery can be retried; this one is ${d.status}`);
-      const t = now();
-      const next = { ...d, status: 'pending' as const, attempts: 0, nextAt: t, updatedAt: t };
-      await store.updateDelivery(next);
-      notifier.onDelivery?.();
-      return deliveryToWire(next);
-    });
+    app.post(
+      `${deliveries}/:id/retry`,
+      {
+        schema: { tags, summary: 'Send a dead letter again (attempts start over)', params: idParams, response: { 200: { $ref: 'AlarmDelivery#' }, ...errors(400, 401, 404, 409) } },
+      },
+      async (request) => {
+        const { solution, id } = request.params as { solution: string; id: string };
+        solutionName(solution);
+        const pid = pathId(id);
+        const d = pid ? await store.getDelivery(request.account.groupId, solution, pid) : null;
+        if (!d) throw new ReefError('ALARM_NOT_FOUND', `no webhook delivery ${id} in solution ${JSON.stringify(solution)}`);
+        if (d.status !== 'dead') throw new ReefError('CONFLICT', `only a dead delivery can be retried; this one is ${d.status}`);
+        const t = now();
+        const next = { ...d, status: 'pending' as const, attempts: 0, nextAt: t, updatedAt: t };
+        await store.updateDelivery(next);
+        notifier.onDelivery?.();
+        return deliveryToWire(next);
+      },
+    );
   };
 }

@@ -4,17 +4,35 @@ import { randomBytes } from 'node:crypto';
 import type { AlarmCondition, AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, AlarmSeverity, TemperatureUnit, WebhookDeliveryRecord } from '../core/alarms.ts';
 import { ReefError } from '../core/errors.ts';
 import { isoUtc } from '../core/time.ts';
-import { deviceId as checkDeviceId } from '../core/validate.ts';
-import { parseDuration } from '../service/observations.ts';
+import { deviceId as checkDeviceId, duration as durationField } from '../core/validate.ts';
 
 export const CONDITIONS: readonly AlarmCondition[] = ['above', 'below', 'outside', 'rate', 'silence'];
 export const SEVERITIES: readonly AlarmSeverity[] = ['critical', 'major', 'minor', 'warning'];
 const FIELD = /^[A-Za-z_][A-Za-z0-9_-]{0,63}(\.[A-Za-z_][A-Za-z0-9_-]{0,63}){0,7}$/;
 const ALLOWED = new Set([
-  'name', 'deviceId', 'field', 'condition', 'threshold', 'low', 'high', 'ratePerMinute', 'direction', 'silence', 'silenceMs',
-  'duration', 'durationMs', 'hysteresis', 'unit', 'severity', 'enabled', 'webhook',
+  'name',
+  'deviceId',
+  'field',
+  'condition',
+  'threshold',
+  'low',
+  'high',
+  'ratePerMinute',
+  'direction',
+  'silence',
+  'silenceMs',
+  'duration',
+  'durationMs',
+  'hysteresis',
+  'unit',
+  'severity',
+  'enabled',
+  'webhook',
   // read-only fields a client may send back unchanged from a GET (PUT of what it read)
-  'id', 'solution', 'createdAt', 'updatedAt',
+  'id',
+  'solution',
+  'createdAt',
+  'updatedAt',
 ]);
 const MAX_DURATION_MS = 7 * 86_400_000;
 const MAX_SILENCE_MS = 30 * 86_400_000;
@@ -36,7 +54,7 @@ function duration(v: unknown, field: string, min: number, max: number): number {
     if (!Number.isSafeInteger(v) || v < 0) bad(field, `${field} must be a duration such as "10m" or whole milliseconds`);
     ms = v;
   } else if (typeof v === 'string') {
-    ms = v.trim() === '0' ? 0 : parseDuration(v, field);
+    ms = v.trim() === '0' ? 0 : durationField(v, field);
   } else bad(field, `${field} must be a duration such as "10m" or whole milliseconds`);
   if (ms < min || ms > max) bad(field, `${field} must be between ${min / 1000} s and ${max / 86_400_000} days`);
   return ms;

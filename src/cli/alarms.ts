@@ -1,7 +1,7 @@
 // `reef alarms ...`: alarm rules, alarms and webhook dead letters of a solution, through the SDK
 // against a running service (the endpoint and credentials `reef login` stored). docs/alarms.md.
 import { UsageError, parseArgs, printJson, printTable } from './args.ts';
-import { booleanFlags, connect, flagInt, runClient } from './client-config.ts';
+import { connect, flagInt, runClient } from './client-config.ts';
 import type { Alarm, AlarmRule, NewAlarmRule } from '../sdk/index.ts';
 
 const HELP = `Usage:
@@ -120,7 +120,7 @@ const ALARM_COLS = ['id', 'status', 'severity', 'device', 'rule', 'raised', 'rea
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = booleanFlags(parseArgs(rest, [...RULE_FLAGS, 'status', 'rule', 'limit', 'json', 'solution', 'endpoint']), ['json']);
+  const args = parseArgs(rest, { values: [...RULE_FLAGS, 'status', 'rule', 'limit', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
@@ -189,7 +189,11 @@ export async function run(argv: string[]): Promise<number> {
         const page = await client.listAlarmDeliveries({ status: 'dead', ...(limit ? { limit } : {}) });
         if (json) printJson(page);
         else if (!page.deliveries.length) process.stdout.write('no dead letters\n');
-        else printTable(page.deliveries.map((d) => ({ id: d.id, alarm: d.alarmId, url: d.url, attempts: d.attempts, error: d.lastError ?? '', at: d.updatedAt })), ['id', 'alarm', 'url', 'attempts', 'error', 'at']);
+        else
+          printTable(
+            page.deliveries.map((d) => ({ id: d.id, alarm: d.alarmId, url: d.url, attempts: d.attempts, error: d.lastError ?? '', at: d.updatedAt })),
+            ['id', 'alarm', 'url', 'attempts', 'error', 'at'],
+          );
         return 0;
       }
       default: {

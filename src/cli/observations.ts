@@ -15,8 +15,9 @@ import { isoTimestamp, temperature } from '../core/validate.ts';
 import { ReefError } from '../core/errors.ts';
 import type { Observation, UploadObservation } from '../sdk/index.ts';
 import { UsageError, parseArgs, printJson, printTable, required } from './args.ts';
-import { CliError, booleanFlags, connect, describeFailure, flagInt, runClient, writeOut } from './client-config.ts';
-import { Progress, formatCount, formatDuration } from './progress.ts';
+import { CliError, connect, describeFailure, flagInt, runClient, writeOut } from './client-config.ts';
+import { formatDuration } from '../core/duration.ts';
+import { Progress, formatCount } from './progress.ts';
 
 const HELP = `Usage:
   reef observations get --device ID [--from ISO] [--to ISO] [--limit N] [--format table|csv|json|ndjson]
@@ -262,7 +263,13 @@ async function get(args: ReturnType<typeof parseArgs>): Promise<number> {
         if (format === 'table') {
           const flat = page.observations.slice(0, 100).map((o) => flatten(o));
           widths = columns.map((c) => Math.max(c.length, ...flat.map((f) => tableCell(f[c], 0).length)));
-          if (page.observations.length) await writeOut(columns.map((c, i) => c.toUpperCase().padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
+          if (page.observations.length)
+            await writeOut(
+              columns
+                .map((c, i) => c.toUpperCase().padEnd(widths[i]!))
+                .join('  ')
+                .trimEnd() + '\n',
+            );
         }
       }
       let chunk = '';
@@ -271,9 +278,13 @@ async function get(args: ReturnType<typeof parseArgs>): Promise<number> {
         else if (format === 'json') chunk += (count ? ',\n' : '\n') + JSON.stringify(o);
         else {
           const f = flatten(o);
-          chunk += format === 'csv'
-            ? columns.map((c) => csvCell(f[c])).join(',') + '\n'
-            : columns.map((c, i) => tableCell(f[c], widths[i]!)).join('  ').trimEnd() + '\n';
+          chunk +=
+            format === 'csv'
+              ? columns.map((c) => csvCell(f[c])).join(',') + '\n'
+              : columns
+                  .map((c, i) => tableCell(f[c], widths[i]!))
+                  .join('  ')
+                  .trimEnd() + '\n';
         }
         count++;
       }
@@ -384,7 +395,7 @@ async function upload(args: ReturnType<typeof parseArgs>): Promise<number> {
     else {
       process.stdout.write(
         `uploaded ${formatCount(stored)} observations from ${file} to device ${summary.deviceId} in ${batches} batches: ` +
-          `${formatDuration(uploadSeconds)} (${formatCount(summary.observationsPerSecond)} obs/s), checked in ${formatDuration(checkSeconds)}\n`,
+          `${formatDuration(uploadSeconds * 1000)} (${formatCount(summary.observationsPerSecond)} obs/s), checked in ${formatDuration(checkSeconds * 1000)}\n`,
       );
     }
     return 0;
@@ -393,7 +404,7 @@ async function upload(args: ReturnType<typeof parseArgs>): Promise<number> {
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = booleanFlags(parseArgs(rest, ['device', 'from', 'to', 'limit', 'format', 'json', 'batch-size', 'concurrency', 'solution', 'endpoint']), ['json']);
+  const args = parseArgs(rest, { values: ['device', 'from', 'to', 'limit', 'format', 'batch-size', 'concurrency', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;

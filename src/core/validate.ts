@@ -1,5 +1,6 @@
 // Value rules shared by the HTTP layer, the CLI and the store. Each returns a clean value or throws
 // a ReefError naming the field, so every entry point rejects the same inputs the same way.
+import { parseDuration } from './duration.ts';
 import { ReefError } from './errors.ts';
 
 /**
@@ -12,11 +13,9 @@ export const MAC16 = /^[0-9a-fA-F]{16}$/;
 
 export function solutionName(name: string): string {
   if (!SOLUTION_NAME.test(name) || name.includes('..')) {
-    throw new ReefError(
-      'INVALID_SOLUTION_NAME',
-      `solution name ${JSON.stringify(name.slice(0, 80))} is not allowed: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit`,
-      { field: 'solution' },
-    );
+    throw new ReefError('INVALID_SOLUTION_NAME', `solution name ${JSON.stringify(name.slice(0, 80))} is not allowed: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit`, {
+      field: 'solution',
+    });
   }
   return name;
 }
@@ -45,8 +44,17 @@ const DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
  * Returns -1 for anything else, which the general path then parses or refuses.
  */
 function canonicalIso(s: string): number {
-  if (s.length !== 24 || s.charCodeAt(23) !== 90 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 ||
-    s.charCodeAt(13) !== 58 || s.charCodeAt(16) !== 58 || s.charCodeAt(19) !== 46) return -1;
+  if (
+    s.length !== 24 ||
+    s.charCodeAt(23) !== 90 ||
+    s.charCodeAt(4) !== 45 ||
+    s.charCodeAt(7) !== 45 ||
+    s.charCodeAt(10) !== 84 ||
+    s.charCodeAt(13) !== 58 ||
+    s.charCodeAt(16) !== 58 ||
+    s.charCodeAt(19) !== 46
+  )
+    return -1;
   const n = (a: number, b: number) => {
     let v = 0;
     for (let i = a; i < b; i++) {
@@ -56,9 +64,15 @@ function canonicalIso(s: string): number {
     }
     return v;
   };
-  const y = n(0, 4), mo = n(5, 7), d = n(8, 10), h = n(11, 13), mi = n(14, 16), sec = n(17, 19), ms = n(20, 23);
+  const y = n(0, 4),
+    mo = n(5, 7),
+    d = n(8, 10),
+    h = n(11, 13),
+    mi = n(14, 16),
+    sec = n(17, 19),
+    ms = n(20, 23);
   if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 59 || ms < 0) return -1;
-  const leap = mo === 2 && (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0)) ? 1 : 0;
+  const leap = mo === 2 && y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 1 : 0;
   if (d > DAYS[mo - 1]! + leap) return -1;
   return Date.UTC(y, mo - 1, d, h, mi, sec, ms);
 }
@@ -107,4 +121,11 @@ export function temperature(v: unknown, field: string): number {
   else throw new ReefError('VALIDATION_FAILED', `${field} must be a number or a numeric string`, { field });
   if (!Number.isFinite(n)) throw new ReefError('VALIDATION_FAILED', `${field} must be finite`, { field });
   return n;
+}
+
+/** A positive duration ("500ms", "10s", "5m", "1h", "1d"; a bare number is milliseconds) in ms. */
+export function duration(v: string, field: string): number {
+  const ms = parseDuration(v);
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw new ReefError('VALIDATION_FAILED', `${field} must be a duration such as 500ms, 10s, 5m, 1h or 1d`, { field });
+  return ms;
 }

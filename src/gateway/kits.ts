@@ -20,6 +20,8 @@ export interface KitEntry {
   periodMs: number;
   lastSeen: number;
   source: 'announce' | 'static';
+  /** Added sensors the kit announced (type name, path after the prefix); their readings are bridged too. */
+  sensors: { type: string; path: string }[];
 }
 
 export interface StaticKit {
@@ -37,6 +39,8 @@ const UNSPECIFIED = new Set(['0.0.0.0', '::', '']);
 export class KitDirectory {
   private readonly byMac = new Map<string, KitEntry>();
   private readonly byPeer = new Map<string, KitEntry>();
+  /** When each MAC was last heard (an announcement), kept after its entry expires: "offline since". */
+  private readonly heardAt = new Map<string, number>();
 
   constructor(statics: StaticKit[] = []) {
     for (const k of statics) {
@@ -50,6 +54,7 @@ export class KitDirectory {
         periodMs: Number.POSITIVE_INFINITY,
         lastSeen: Date.now(),
         source: 'static',
+        sensors: [],
       });
     }
   }
@@ -74,6 +79,11 @@ export class KitDirectory {
     return this.byPeer.get(`${peer.address}|${peer.port}`);
   }
 
+  /** When the kit with this MAC was last heard from (epoch ms), even after it went quiet; null if never. */
+  lastHeard(mac: string): number | null {
+    return this.heardAt.get(mac) ?? null;
+  }
+
   all(): KitEntry[] {
     return [...this.byMac.values()];
   }
@@ -84,6 +94,7 @@ export class KitDirectory {
     if (host !== from.address || a.port !== from.port) return { outcome: 'refused-source' };
     const old = this.byMac.get(a.mac);
     if (old?.source === 'static') return { outcome: 'refused-static' };
+    this.heardAt.set(a.mac, now);
     const entry: KitEntry = {
       mac: a.mac,
       peer: { address: host, port: a.port },
@@ -94,16 +105,19 @@ export class KitDirectory {
       periodMs: a.period * 1000,
       lastSeen: now,
       source: 'announce',
+      sensors: a.sensors ?? [],
     };
     let outcome: AnnounceOutcome = 'new';
     if (old) {
       if (old.peer.address !== host || old.peer.port !== a.port) outcome = 'moved';
-      else if (old.boot !== a.boot) outcome = 'rebooted';
+      // Another firmware (a new prefix, seed §9) means a restart even within the boot second.
+      else if (old.boot !== a.boot || old.fw !== a.fw || old.prefix !== a.prefix) outcome = 'rebooted';
       else outcome = 'refreshed';
       if (outcome === 'refreshed') {
         old.lastSeen = now;
         old.periodMs = entry.periodMs;
         old.cf = entry.cf;
+        old.sensors = entry.sensors;
         return { outcome, entry: old };
       }
       this.delete(old);
@@ -125,4 +139,11 @@ export class KitDirectory {
     const key = `${k.peer.address}|${k.peer.port}`;
     if (this.byPeer.get(key) === k) this.byPeer.delete(key);
   }
+}
+
+/** The kit-side path: the client's first segment replaced by (or prefixed with) the kit's own prefix (seed §9). */
+export function kitPath(kit: KitEntry, path: string[]): string[] {
+  if (path.length === 2 && path[0] === '.well-known' && path[1] === 'core') return path;
+  if (path[0] === 'snsr' || path[0] === 'sensor') return [kit.prefix, ...path.slice(1)];
+  return [kit.prefix, ...path];
 }

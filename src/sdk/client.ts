@@ -22,6 +22,7 @@ import type {
   ObservationPage,
   ObservationQuery,
   NewSimulation,
+  KitStatus,
   Simulation,
   StreamEvent,
   TokenResponse,
@@ -47,6 +48,8 @@ export interface ReefClientOptions {
   timeoutMs?: number;
   /** Extra headers sent with every request. */
   headers?: Record<string, string>;
+  /** The clock (epoch ms) a token's renewal and expiry are judged by; default Date.now. */
+  now?: () => number;
 }
 
 /** Options every call accepts. */
@@ -193,7 +196,7 @@ export class ReefClient {
         throw new TypeError('ReefClient: credentials need clientId and clientSecret strings');
       }
       if (!creds && !options.token) throw new TypeError('ReefClient: give credentials {clientId, clientSecret} or a token');
-      this.tokens = new TokenManager(creds ? () => this.requestToken(creds) : null, options.token ?? null);
+      this.tokens = new TokenManager(creds ? () => this.requestToken(creds) : null, options.token ?? null, options.now ?? Date.now);
     }
     this.options = options;
   }
@@ -221,7 +224,14 @@ export class ReefClient {
   private async requestToken(c: Credentials): Promise<TokenResponse> {
     const r = await this.request<TokenResponse>('POST', '/api/tokens', { body: { clientId: c.clientId, clientSecret: c.clientSecret }, idempotent: false, auth: false });
     if (!r.data || typeof r.data.accessToken !== 'string') {
-      throw new ApiError({ status: r.status, code: 'BAD_TOKEN_RESPONSE', message: 'the token response carries no accessToken', requestId: r.headers.get('x-request-id'), method: 'POST', url: this.endpoint + '/api/tokens' });
+      throw new ApiError({
+        status: r.status,
+        code: 'BAD_TOKEN_RESPONSE',
+        message: 'the token response carries no accessToken',
+        requestId: r.headers.get('x-request-id'),
+        method: 'POST',
+        url: this.endpoint + '/api/tokens',
+      });
     }
     return r.data;
   }
@@ -344,7 +354,9 @@ export class ReefClient {
       while (inFlight.size >= concurrency) await Promise.race(inFlight);
       if (failure) return;
       const p: Promise<void> = send(batch).then(
-        () => { inFlight.delete(p); },
+        () => {
+          inFlight.delete(p);
+        },
         (error) => {
           inFlight.delete(p);
           failure ??= { error };
@@ -424,11 +436,13 @@ export class ReefClient {
   /** One page of alarms, newest raised first; pass nextAfter back as `after` for the next. */
   async listAlarms(q: AlarmQuery & CallOptions = {}): Promise<{ alarms: Alarm[]; nextAfter: string | null }> {
     const status = Array.isArray(q.status) ? q.status.join(',') : q.status;
-    return (await this.request<{ alarms: Alarm[]; nextAfter: string | null }>('GET', `${this.sol(q)}/alarms`, {
-      query: { status, deviceId: q.deviceId, ruleId: q.ruleId, limit: q.limit, after: q.after },
-      idempotent: true,
-      signal: q.signal,
-    })).data;
+    return (
+      await this.request<{ alarms: Alarm[]; nextAfter: string | null }>('GET', `${this.sol(q)}/alarms`, {
+        query: { status, deviceId: q.deviceId, ruleId: q.ruleId, limit: q.limit, after: q.after },
+        idempotent: true,
+        signal: q.signal,
+      })
+    ).data;
   }
 
   /** Every alarm matching the query, across pages. */
@@ -463,11 +477,13 @@ export class ReefClient {
 
   /** Webhook deliveries in one status (default dead: the dead-letter list), newest first. */
   async listAlarmDeliveries(q: CallOptions & { status?: 'pending' | 'delivered' | 'dead'; limit?: number; after?: string } = {}): Promise<{ deliveries: AlarmDelivery[]; nextAfter: string | null }> {
-    return (await this.request<{ deliveries: AlarmDelivery[]; nextAfter: string | null }>('GET', `${this.sol(q)}/alarm-deliveries`, {
-      query: { status: q.status, limit: q.limit, after: q.after },
-      idempotent: true,
-      signal: q.signal,
-    })).data;
+    return (
+      await this.request<{ deliveries: AlarmDelivery[]; nextAfter: string | null }>('GET', `${this.sol(q)}/alarm-deliveries`, {
+        query: { status: q.status, limit: q.limit, after: q.after },
+        idempotent: true,
+        signal: q.signal,
+      })
+    ).data;
   }
 
   /** Sends a dead letter again. */
@@ -476,6 +492,11 @@ export class ReefClient {
   }
 
   // ---- CoAP bridge to dev kits (docs/coap.md "HTTP bridge") ----------------------------------------
+
+  /** The solution's dev kits as the gateway sees them: reachable now, and when each was last heard. */
+  async listKits(opts: CallOptions = {}): Promise<KitStatus[]> {
+    return (await this.request<{ kits: KitStatus[] }>('GET', `${this.sol(opts)}/kits`, { idempotent: true, signal: opts.signal })).data.kits;
+  }
 
   /**
    * One CoAP request to a dev kit through the gateway, e.g. `coap(id, 'GET', 'snsr/arduino/temp?sens')`.
@@ -515,13 +536,15 @@ export class ReefClient {
     try {
       let res: Response;
       try {
-        res = (await this.request<null>('GET', this.coapPath(deviceId, resource, opts), {
-          idempotent: false,
-          signal: ctrl.signal,
-          raw: true,
-          accept: 'text/event-stream',
-          timeoutMs: this.opts.timeoutMs === 0 ? 0 : Math.max(this.opts.timeoutMs, 35_000),
-        })).response;
+        res = (
+          await this.request<null>('GET', this.coapPath(deviceId, resource, opts), {
+            idempotent: false,
+            signal: ctrl.signal,
+            raw: true,
+            accept: 'text/event-stream',
+            timeoutMs: this.opts.timeoutMs === 0 ? 0 : Math.max(this.opts.timeoutMs, 35_000),
+          })
+        ).response;
       } catch (e) {
         if (ctrl.signal.aborted) return;
         throw e;
@@ -554,8 +577,20 @@ export class ReefClient {
 
   private coapPath(deviceId: string, resource: string, opts: { solution?: string | undefined }): string {
     const q = resource.indexOf('?');
-    const path = (q < 0 ? resource : resource.slice(0, q)).split('/').filter((x) => x.length > 0).map(seg).join('/');
-    const query = q < 0 ? '' : resource.slice(q + 1).split('&').filter((x) => x.length > 0).map(seg).join('&');
+    const path = (q < 0 ? resource : resource.slice(0, q))
+      .split('/')
+      .filter((x) => x.length > 0)
+      .map(seg)
+      .join('/');
+    const query =
+      q < 0
+        ? ''
+        : resource
+            .slice(q + 1)
+            .split('&')
+            .filter((x) => x.length > 0)
+            .map(seg)
+            .join('&');
     return `${this.sol(opts)}/devices/${seg(deviceId)}/coap/${path}${query ? `?${query}` : ''}`;
   }
 
@@ -673,12 +708,13 @@ export class ReefClient {
     outer?.addEventListener('abort', onAbort, { once: true });
     let timedOut = false;
     const timeoutMs = init.timeoutMs ?? this.opts.timeoutMs;
-    const timer = timeoutMs > 0
-      ? setTimeout(() => {
-          timedOut = true;
-          ctrl.abort();
-        }, timeoutMs)
-      : null;
+    const timer =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            timedOut = true;
+            ctrl.abort();
+          }, timeoutMs)
+        : null;
     let keepLinked = false;
     const done = () => {
       if (timer) clearTimeout(timer);
@@ -708,7 +744,14 @@ export class ReefClient {
         try {
           data = JSON.parse(text) as T;
         } catch {
-          throw new ApiError({ status: response.status, code: 'BAD_RESPONSE', message: `the service answered ${response.status} with a body that is not JSON`, requestId: response.headers.get('x-request-id'), method, url });
+          throw new ApiError({
+            status: response.status,
+            code: 'BAD_RESPONSE',
+            message: `the service answered ${response.status} with a body that is not JSON`,
+            requestId: response.headers.get('x-request-id'),
+            method,
+            url,
+          });
         }
       }
       return { status: response.status, headers: response.headers, data, response };
@@ -743,7 +786,7 @@ function apiError(response: Response, text: string, method: string, url: string)
   return new ApiError({
     status: response.status,
     code: body?.code ?? `HTTP_${response.status}`,
-    message: body?.message ?? (`${response.status} ${response.statusText}`.trim() + (text && text.length < 200 && !/^\s*</.test(text) ? `: ${text.trim()}` : '')),
+    message: body?.message ?? `${response.status} ${response.statusText}`.trim() + (text && text.length < 200 && !/^\s*</.test(text) ? `: ${text.trim()}` : ''),
     requestId: body?.requestId ?? response.headers.get('x-request-id'),
     method,
     url,

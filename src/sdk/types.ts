@@ -113,9 +113,7 @@ export type StreamEvent =
 
 export type SimulationStatus = 'running' | 'backfilling' | 'stopped' | 'completed' | 'failed';
 
-export type SimulationArea =
-  | { center: { latitude: number; longitude: number }; radiusKm: number; kind?: 'circle' }
-  | { south: number; west: number; north: number; east: number; kind?: 'box' };
+export type SimulationArea = { center: { latitude: number; longitude: number }; radiusKm: number; kind?: 'circle' } | { south: number; west: number; north: number; east: number; kind?: 'box' };
 
 export type SimulationProfile = 'outdoor' | 'indoor' | { kind?: string; offsetC?: number; dailySwingC?: number; driftC?: number; noiseC?: number };
 
@@ -144,9 +142,11 @@ export interface Simulation {
     intervalMs: number;
     durationMs: number | null;
     backfillMs: number;
-    area: Record<string, unknown>;
+    /** The area as the server resolved it (a circle, or a box as "bbox"). */
+    area: { kind: 'circle'; center: Location; radiusKm: number } | { kind: 'bbox'; south: number; west: number; north: number; east: number };
     seed: string;
-    profile: Record<string, unknown>;
+    /** The climate profile with every parameter filled in. */
+    profile: { kind: 'outdoor' | 'indoor'; offsetC: number; dailySwingC: number; driftC: number; noiseC: number };
   };
   observationsProduced: number;
   createdAt: string;
@@ -283,4 +283,15 @@ export interface AlarmDelivery {
   createdAt: string;
   updatedAt: string;
   body: { event: string; sentAt: string; alarm: Alarm };
+}
+
+/** GET /api/solutions/{s}/kits: a dev kit as the gateway sees it. */
+export interface KitStatus {
+  deviceId: string;
+  mac: string;
+  reachable: boolean;
+  /** The last announcement the gateway received (ISO 8601); null when never heard. */
+  lastHeard: string | null;
+  announcePeriodSeconds: number | null;
+  firmware: string | null;
 }

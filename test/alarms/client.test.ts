@@ -59,7 +59,10 @@ describe('SDK', () => {
     const acked = await client.acknowledgeAlarm(alarms[0]!.id);
     assert.equal(acked.status, 'acknowledged');
     assert.equal(acked.acknowledgedBy?.name, 'sdk');
-    assert.deepEqual((await client.listAlarmRules({ deviceId: dev })).map((r) => r.id), [rule.id]);
+    assert.deepEqual(
+      (await client.listAlarmRules({ deviceId: dev })).map((r) => r.id),
+      [rule.id],
+    );
     const changed = await client.updateAlarmRule(rule.id, { ...(await client.getAlarmRule(rule.id)), threshold: 12 });
     assert.equal(changed.threshold, 12);
     await client.deleteAlarmRule(rule.id);
@@ -108,7 +111,13 @@ describe('reef alarms', () => {
 describe('OpenAPI', () => {
   it('documents the alarm routes and their schemas', async () => {
     const doc = (await (await fetch(`${s.url}/api/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>>; components: { schemas: Record<string, unknown> } };
-    for (const p of ['/api/solutions/{solution}/alarm-rules', '/api/solutions/{solution}/alarm-rules/{id}', '/api/solutions/{solution}/alarms', '/api/solutions/{solution}/alarms/{id}/acknowledge', '/api/solutions/{solution}/alarm-deliveries']) {
+    for (const p of [
+      '/api/solutions/{solution}/alarm-rules',
+      '/api/solutions/{solution}/alarm-rules/{id}',
+      '/api/solutions/{solution}/alarms',
+      '/api/solutions/{solution}/alarms/{id}/acknowledge',
+      '/api/solutions/{solution}/alarm-deliveries',
+    ]) {
       assert.ok(doc.paths[p], `${p} is documented`);
     }
     assert.deepEqual(Object.keys(doc.paths['/api/solutions/{solution}/alarm-rules/{id}']!).sort(), ['delete', 'get', 'put']);

@@ -41,7 +41,10 @@ describe('conditions', () => {
     await send(token, dev, at(s, 19, 7));
     [a] = await alarms(s, token);
     assert.equal(a?.status, 'cleared-unacknowledged');
-    assert.deepEqual(a.history.map((h: { event: string }) => h.event), ['raised', 'cleared']);
+    assert.deepEqual(
+      a.history.map((h: { event: string }) => h.event),
+      ['raised', 'cleared'],
+    );
     assert.equal(a.history[1].reading.value, 7);
   });
 
@@ -120,9 +123,15 @@ describe('lifecycle', () => {
     await send(token, dev, at(s, 20, 9));
     const all = await alarms(s, token);
     assert.equal(all.length, 6);
-    assert.deepEqual(all.map((a) => a.status), ['raised', ...Array(5).fill('cleared-unacknowledged')]);
+    assert.deepEqual(
+      all.map((a) => a.status),
+      ['raised', ...Array(5).fill('cleared-unacknowledged')],
+    );
     const active = await alarms(s, token, '?status=active');
-    assert.deepEqual(active.map((a) => a.id), [all[0]!.id]);
+    assert.deepEqual(
+      active.map((a) => a.id),
+      [all[0]!.id],
+    );
 
     s.clock.now += 30_000;
     const ack = await s.request('POST', `/api/solutions/StudioSimulation/alarms/${all[0]!.id}/acknowledge`, { token });
@@ -136,7 +145,10 @@ describe('lifecycle', () => {
     await send(token, dev, at(s, 21, 4));
     const [cleared] = await alarms(s, token);
     assert.equal(cleared?.status, 'cleared');
-    assert.deepEqual(cleared?.history.map((h: { event: string }) => h.event), ['raised', 'acknowledged', 'cleared']);
+    assert.deepEqual(
+      cleared?.history.map((h: { event: string }) => h.event),
+      ['raised', 'acknowledged', 'cleared'],
+    );
     // A cleared-unacknowledged alarm acknowledged later is cleared too.
     const late = (await (await s.request('POST', `/api/solutions/StudioSimulation/alarms/${all[1]!.id}/acknowledge`, { token })).json()) as Record<string, any>;
     assert.equal(late.status, 'cleared');
@@ -150,12 +162,18 @@ describe('lifecycle', () => {
       seen.push(...page.alarms.map((a) => a.id));
       after = page.nextAfter;
     } while (after);
-    assert.deepEqual(seen, all.map((a) => a.id));
+    assert.deepEqual(
+      seen,
+      all.map((a) => a.id),
+    );
     const badCursor = await s.request('GET', '/api/solutions/StudioSimulation/alarms?after=yesterday', { token });
     assert.equal(((await badCursor.json()) as { code: string }).code, 'INVALID_CURSOR');
     const badStatus = await s.request('GET', '/api/solutions/StudioSimulation/alarms?status=burning', { token });
     assert.equal(badStatus.status, 400);
-    assert.deepEqual(await alarms(s, token, '?status=cleared-unacknowledged'), (await alarms(s, token)).filter((a) => a.status === 'cleared-unacknowledged'));
+    assert.deepEqual(
+      await alarms(s, token, '?status=cleared-unacknowledged'),
+      (await alarms(s, token)).filter((a) => a.status === 'cleared-unacknowledged'),
+    );
   });
 
   it('clearing by hand starts the evaluation afresh: a condition that still holds raises a new alarm; badges count active alarms', async () => {
@@ -170,7 +188,10 @@ describe('lifecycle', () => {
     await s.settle();
     assert.deepEqual(await (await s.request('GET', '/api/solutions/StudioSimulation/alarm-counts', { token })).json(), { devices: [] });
     await send(token, dev, at(s, 1, 9.5));
-    assert.deepEqual((await alarms(s, token)).map((x) => x.status), ['raised', 'cleared-unacknowledged']);
+    assert.deepEqual(
+      (await alarms(s, token)).map((x) => x.status),
+      ['raised', 'cleared-unacknowledged'],
+    );
   });
 });
 
@@ -208,7 +229,10 @@ describe('silence', () => {
     // dev reported at minute 1; late never did (counted from its creation, seconds after T0).
     s.clock.now = T0 + 10 * MIN + 30_000;
     await s.parts.engine.checkSilence();
-    assert.deepEqual((await alarms(s, token)).map((a) => a.deviceId), [late]);
+    assert.deepEqual(
+      (await alarms(s, token)).map((a) => a.deviceId),
+      [late],
+    );
   });
 });
 
@@ -226,7 +250,10 @@ describe('every path', () => {
       { device: await rec(d2), batch: [{ ts: s.clock.now - 1000, temperature: 35, extra: null }] },
     ]);
     await s.settle();
-    assert.deepEqual((await alarms(s, token)).map((a) => a.deviceId), [d2]);
+    assert.deepEqual(
+      (await alarms(s, token)).map((a) => a.deviceId),
+      [d2],
+    );
     assert.ok(s.parts.engine.skippedLate >= 1);
   });
 
@@ -260,11 +287,14 @@ describe('every path', () => {
     const cleared = await nextAlarm();
     assert.deepEqual([cleared.event, cleared.alarm.status], ['cleared', 'cleared']);
     ctl.abort();
-    assert.deepEqual(published.map((p) => [p.topic, (JSON.parse(p.payload) as { event: string }).event]), [
-      [`${tenantId}/alarms/${dev}`, 'raised'],
-      [`${tenantId}/alarms/${dev}`, 'acknowledged'],
-      [`${tenantId}/alarms/${dev}`, 'cleared'],
-    ]);
+    assert.deepEqual(
+      published.map((p) => [p.topic, (JSON.parse(p.payload) as { event: string }).event]),
+      [
+        [`${tenantId}/alarms/${dev}`, 'raised'],
+        [`${tenantId}/alarms/${dev}`, 'acknowledged'],
+        [`${tenantId}/alarms/${dev}`, 'cleared'],
+      ],
+    );
   });
 });
 
@@ -300,7 +330,11 @@ describe('restart', () => {
       await upload(a, token, dev, [at(a, 12, 6.9)]);
       await a.settle();
       const all = await alarms(a, token);
-      assert.deepEqual(all.map((x) => x.status), ['cleared-unacknowledged'], 'the raised alarm survived and cleared; no second alarm');
+      assert.deepEqual(
+        all.map((x) => x.status),
+        ['cleared-unacknowledged'],
+        'the raised alarm survived and cleared; no second alarm',
+      );
     } finally {
       await a.close();
       fs.rmSync(dataDir, { recursive: true, force: true });

@@ -36,7 +36,11 @@ test('two PostgreSQL nodes raise each alarm once; rules made on either node appl
     await cleared;
     await a.parts.engine.flush();
     const list = await alarms(b, tb);
-    assert.deepEqual(list.map((x) => x.status), ['cleared-unacknowledged'], 'one alarm, raised once and cleared once');
+    assert.deepEqual(
+      list.map((x) => x.status),
+      ['cleared-unacknowledged'],
+      'one alarm, raised once and cleared once',
+    );
 
     // The leader goes: the other node takes over evaluation and continues from the stored state.
     await a.close();
@@ -44,7 +48,10 @@ test('two PostgreSQL nodes raise each alarm once; rules made on either node appl
     await b.parts.engine.whenRunning();
     await upload(b, tb, dev, [at(b, 4, 12)]);
     await b.parts.engine.flush();
-    assert.deepEqual((await alarms(b, tb)).map((x) => x.status), ['raised', 'cleared-unacknowledged']);
+    assert.deepEqual(
+      (await alarms(b, tb)).map((x) => x.status),
+      ['raised', 'cleared-unacknowledged'],
+    );
   } finally {
     await a?.close();
     await b?.close();

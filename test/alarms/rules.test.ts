@@ -85,7 +85,10 @@ describe('alarm rules', () => {
     s.clock.now += 1000;
     const solutionWide = await createRule(s, token, { condition: 'silence', silence: '15m' });
     const listed = (await (await s.request('GET', `${BASE}?deviceId=${dev}`, { token })).json()) as { rules: { id: string }[] };
-    assert.deepEqual(listed.rules.map((r) => r.id), [rule.id, solutionWide.id]);
+    assert.deepEqual(
+      listed.rules.map((r) => r.id),
+      [rule.id, solutionWide.id],
+    );
 
     assert.equal((await s.request('DELETE', `${BASE}/${rule.id}`, { token })).status, 204);
     const gone = await s.request('GET', `${BASE}/${rule.id}`, { token });

@@ -58,7 +58,10 @@ describe('webhooks', () => {
       assert.equal(rx.received[2]!.headers['x-reef-delivery'], rx.received[0]!.headers['x-reef-delivery'], 'the same delivery each time');
       assert.ok(rx.received[2]!.validSignature(secret));
       const delivered = (await (await s.request('GET', `${DELIVERIES}?status=delivered`, { token })).json()) as { deliveries: Record<string, any>[] };
-      assert.deepEqual(delivered.deliveries.map((d) => [d.attempts, d.lastError]), [[3, null]]);
+      assert.deepEqual(
+        delivered.deliveries.map((d) => [d.attempts, d.lastError]),
+        [[3, null]],
+      );
       pending = (await (await s.request('GET', `${DELIVERIES}?status=pending`, { token })).json()) as { deliveries: Record<string, any>[] };
       assert.deepEqual(pending.deliveries, []);
     } finally {
@@ -92,7 +95,10 @@ describe('webhooks', () => {
       await s.parts.sender.deliverDue();
       assert.equal(rx.received.length, 4);
       const delivered = (await (await s.request('GET', `${DELIVERIES}?status=delivered`, { token })).json()) as { deliveries: { id: string }[] };
-      assert.deepEqual(delivered.deliveries.map((x) => x.id), [d.id]);
+      assert.deepEqual(
+        delivered.deliveries.map((x) => x.id),
+        [d.id],
+      );
       const again = await s.request('POST', `${DELIVERIES}/${d.id}/retry`, { token });
       assert.equal(again.status, 409, 'a delivered one is not sent again');
     } finally {
@@ -114,7 +120,10 @@ describe('webhooks', () => {
       await upload(s, token, dev, [at(s, 1, 5)]);
       await upload(s, token, dev, [at(s, 2, 10)]);
       await s.parts.engine.flush();
-      assert.deepEqual((await alarms(s, token)).map((a) => a.status), ['raised', 'cleared-unacknowledged']);
+      assert.deepEqual(
+        (await alarms(s, token)).map((a) => a.status),
+        ['raised', 'cleared-unacknowledged'],
+      );
       const r = await s.request('GET', `/api/solutions/StudioSimulation/devices/${dev}/observations`, { token });
       assert.equal(((await r.json()) as { observations: unknown[] }).observations.length, 3);
     } finally {

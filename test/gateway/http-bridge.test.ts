@@ -5,6 +5,7 @@ import dgram from 'node:dgram';
 import { after, before, describe, it } from 'node:test';
 import { provisionKit } from '../../src/service/devices.ts';
 import { startGateway, until, type GatewayHarness } from './helpers.ts';
+import { readSse } from '../helpers/sse.ts';
 
 interface Bridge {
   deviceId: string;
@@ -19,26 +20,10 @@ interface Bridge {
   observe?: number;
 }
 
-/** Reads SSE events from a fetch body until `want` of the given name arrived. */
+/** SSE events of a fetch body (the SDK's parser) until `want` of the given name arrived; the stream stays open. */
 async function readEvents(res: Response, want: number, name = 'notification'): Promise<{ event: string; data: unknown }[]> {
-  const reader = res.body!.getReader();
-  const dec = new TextDecoder();
-  let buf = '';
-  const out: { event: string; data: unknown }[] = [];
-  while (out.filter((e) => e.event === name).length < want) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const ev = /^event: (.+)$/m.exec(block)?.[1];
-      const data = /^data: (.+)$/m.exec(block)?.[1];
-      if (ev && data) out.push({ event: ev, data: JSON.parse(data) });
-    }
-  }
-  return out;
+  const messages = await (await readSse(res)).take(want, name);
+  return messages.map((m) => ({ event: m.event, data: JSON.parse(m.data) }));
 }
 
 describe('HTTP bridge to dev kits', () => {
@@ -122,7 +107,10 @@ describe('HTTP bridge to dev kits', () => {
     await new Promise<void>((r) => sink.bind(0, '127.0.0.1', () => r()));
     const account = (await h.t.services.store.getAccountByTenantId(alice.tenantId))!;
     const { device: silent } = await provisionKit(h.t.services.store, null, account, '00000000000001d1');
-    h.gw.gateway.kits.announce({ v: 1, mac: '00000000000001d1', host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 }, { address: '127.0.0.1', port: sink.address().port });
+    h.gw.gateway.kits.announce(
+      { v: 1, mac: '00000000000001d1', host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 },
+      { address: '127.0.0.1', port: sink.address().port },
+    );
     const r = await h.t.request('GET', url(silent.id, 'snsr/arduino/temp?sens'), { token: alice.token });
     assert.equal(r.status, 504);
     assert.equal(((await r.json()) as { code: string }).code, 'GATEWAY_TIMEOUT');

@@ -4,11 +4,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
 import { rotateSecret, setDisabled } from '../../src/auth/accounts.ts';
+import { testClock } from '../helpers/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
+const clock = testClock();
 before(async () => {
-  server = await startTestServer({ loginThrottle: { maxFailures: 3, windowSeconds: 60 } });
+  server = await startTestServer({ loginThrottle: { maxFailures: 3, windowSeconds: 60 } }, [], { now: clock.now });
 });
 after(() => server.close());
 
@@ -105,8 +107,13 @@ describe('Authorization header', () => {
     await expectError(await server.request('GET', url, { token: `${h}.${Buffer.from(JSON.stringify(tampered)).toString('base64url')}.${token.split('.')[2]}` }), 401, 'TOKEN_INVALID');
     // Signed with a key that is not ours, under our key id.
     const kid = JSON.parse(Buffer.from(h!, 'base64url').toString()).kid;
-    const forged = await new SignJWT({ scope: 'api' }).setProtectedHeader({ alg: 'HS256', kid }).setIssuer('reef').setSubject(tenantId)
-      .setIssuedAt().setExpirationTime('1h').sign(new TextEncoder().encode('an attacker key that is long enough!!'));
+    const forged = await new SignJWT({ scope: 'api' })
+      .setProtectedHeader({ alg: 'HS256', kid })
+      .setIssuer('reef')
+      .setSubject(tenantId)
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(new TextEncoder().encode('an attacker key that is long enough!!'));
     await expectError(await server.request('GET', url, { token: forged }), 401, 'TOKEN_INVALID');
     // alg "none" is refused.
     const none = `${Buffer.from(JSON.stringify({ alg: 'none', kid })).toString('base64url')}.${p}.`;
@@ -114,10 +121,11 @@ describe('Authorization header', () => {
   });
 
   it('an expired token is TOKEN_EXPIRED', async () => {
-    const short = await startTestServer({ tokens: { ttlSeconds: 1, secret: null, issuer: 'reef' } });
+    const shortClock = testClock();
+    const short = await startTestServer({ tokens: { ttlSeconds: 1, secret: null, issuer: 'reef' } }, [], { now: shortClock.now });
     try {
       const { token } = await short.login('exp');
-      await new Promise((r) => setTimeout(r, 2100));
+      shortClock.advance(2100);
       await expectError(await short.request('GET', '/api/solutions/sandbox/devices', { token }), 401, 'TOKEN_EXPIRED');
     } finally {
       await short.close();
@@ -136,11 +144,11 @@ describe('Authorization header', () => {
     assert.equal((await server.request('GET', url, { token: fresh })).status, 200, 'a token for the new secret works');
   });
 
-  it("disabling an account invalidates its live tokens", async () => {
+  it('disabling an account invalidates its live tokens', async () => {
     const c = await server.login('disable-live');
     assert.equal((await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).status, 200);
     await setDisabled(server.services.store, c.tenantId, true);
-    await new Promise((r) => setTimeout(r, 1100)); // the account cache holds for one second
+    clock.advance(1100); // the account cache holds for one second
     await expectError(await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token }), 401, 'ACCOUNT_DISABLED');
   });
 

@@ -34,7 +34,11 @@ describe('web app: alarms', () => {
     const now = Date.now();
     const minute = (m: number) => new Date(now - (30 - m) * 60_000).toISOString();
     // Raised, cleared (an older, cleared alarm), raised again: one active and one cleared.
-    await upload(server, token, 'sandbox', dev, [{ timestamp: minute(0), temperature: 5 }, { timestamp: minute(5), temperature: 9 }, { timestamp: minute(10), temperature: 4 }]);
+    await upload(server, token, 'sandbox', dev, [
+      { timestamp: minute(0), temperature: 5 },
+      { timestamp: minute(5), temperature: 9 },
+      { timestamp: minute(10), temperature: 4 },
+    ]);
     await upload(server, token, 'sandbox', dev, [{ timestamp: minute(20), temperature: 10 }]);
     await upload(server, token, 'sandbox', quiet, [{ timestamp: minute(20), temperature: 3 }]);
     await parts.engine.flush();
@@ -59,17 +63,25 @@ describe('web app: alarms', () => {
     await shot(page, 'alarms-raised');
 
     // One click acknowledges; the service records who.
-    await panel.getByRole('button', { name: /^Acknowledge cold room warm/ }).first().click();
+    await panel
+      .getByRole('button', { name: /^Acknowledge cold room warm/ })
+      .first()
+      .click();
     await page.waitForFunction(() => document.querySelector('#alarms-panel li.alarm')?.getAttribute('data-status') === 'acknowledged');
     const listed = (await (await server.request('GET', '/api/solutions/sandbox/alarms?status=active', { token })).json()) as { alarms: { status: string; acknowledgedBy: { name: string } }[] };
-    assert.deepEqual(listed.alarms.map((a) => [a.status, a.acknowledgedBy.name]), [['acknowledged', 'watch']]);
+    assert.deepEqual(
+      listed.alarms.map((a) => [a.status, a.acknowledgedBy.name]),
+      [['acknowledged', 'watch']],
+    );
 
     // Typing a threshold updates the rule; the line moves.
     await page.getByLabel('Threshold in °C').fill('12');
     await page.getByRole('button', { name: 'Update alarm' }).click();
-    await page.waitForFunction(() => document.querySelector('#plot')?.getAttribute('data-thresholds') === '12.00').catch(async (e) => {
-      throw new Error(`${e}: message ${await page.locator('#message').textContent()}, thresholds ${await page.locator('#plot').getAttribute('data-thresholds')}`);
-    });
+    await page
+      .waitForFunction(() => document.querySelector('#plot')?.getAttribute('data-thresholds') === '12.00')
+      .catch(async (e) => {
+        throw new Error(`${e}: message ${await page.locator('#message').textContent()}, thresholds ${await page.locator('#plot').getAttribute('data-thresholds')}`);
+      });
     const typed = (await (await server.request('GET', `/api/solutions/sandbox/alarm-rules/${ruleId}`, { token })).json()) as { threshold: number; name: string };
     assert.deepEqual([typed.threshold, typed.name], [12, 'cold room warm']);
 

@@ -5,7 +5,7 @@
 import type uPlot from 'uplot';
 import type { Alarm, AlarmRule } from '../../src/sdk/index.ts';
 import type { Connection } from './api.ts';
-import { el, fmtTime, shortId, toUnit, type Unit } from './format.ts';
+import { el, fmtTime, shortId, type Unit } from './format.ts';
 
 export interface AlarmContext {
   selected: () => string[];
@@ -29,47 +29,56 @@ export function alarmBadge(deviceId: string): number {
   return shared.counts.get(deviceId) ?? 0;
 }
 
-const fromC = (c: number, unit: Unit) => toUnit(c, unit);
-/** A rule threshold in °C (rules may be written in °F). */
-const ruleC = (v: number, r: AlarmRule) => (r.unit === 'F' ? ((v - 32) * 5) / 9 : v);
+/** What the plot shows: a field and how stored values become shown ones (web/src/fields.ts). */
+export interface Shown {
+  path: string;
+  conv: (v: number) => number;
+  isTemperature: boolean;
+  unit: string;
+}
 
-/** Threshold lines of the rules that watch the plotted devices: value in °C, rule, which end. */
-function thresholds(deviceIds: string[]): { c: number; rule: AlarmRule; key: 'threshold' | 'low' | 'high' }[] {
-  const out: { c: number; rule: AlarmRule; key: 'threshold' | 'low' | 'high' }[] = [];
+/** A rule's value as stored (temperatures in °C; rules may be written in °F). */
+const stored = (v: number, r: AlarmRule) => (r.unit === 'F' ? ((v - 32) * 5) / 9 : v);
+/** A shown value back to stored (°F on screen → °C). */
+const unshow = (v: number, q: Shown) => (q.isTemperature && q.unit === '°F' ? ((v - 32) * 5) / 9 : v);
+
+/** Threshold lines of the rules on the shown field that watch the plotted devices (stored values). */
+function thresholds(deviceIds: string[], q: Shown): { v: number; rule: AlarmRule; key: 'threshold' | 'low' | 'high' }[] {
+  const out: { v: number; rule: AlarmRule; key: 'threshold' | 'low' | 'high' }[] = [];
   for (const r of shared.rules) {
-    if (!r.enabled || r.field !== 'temperature') continue;
+    if (!r.enabled || r.field !== q.path) continue;
     if (r.deviceId !== null && !deviceIds.includes(r.deviceId)) continue;
-    if ((r.condition === 'above' || r.condition === 'below') && r.threshold !== undefined) out.push({ c: ruleC(r.threshold, r), rule: r, key: 'threshold' });
+    if ((r.condition === 'above' || r.condition === 'below') && r.threshold !== undefined) out.push({ v: stored(r.threshold, r), rule: r, key: 'threshold' });
     if (r.condition === 'outside' && r.low !== undefined && r.high !== undefined) {
-      out.push({ c: ruleC(r.low, r), rule: r, key: 'low' }, { c: ruleC(r.high, r), rule: r, key: 'high' });
+      out.push({ v: stored(r.low, r), rule: r, key: 'low' }, { v: stored(r.high, r), rule: r, key: 'high' });
     }
   }
   return out;
 }
 
-/** The threshold values drawn for these devices, in the plot's unit: the y scale keeps them in view. */
-export function alarmThresholds(deviceIds: string[], unit: Unit): number[] {
-  return thresholds(deviceIds).map((l) => fromC(l.c, unit));
+/** The threshold values drawn for these devices, as shown: the y scale keeps them in view. */
+export function alarmThresholds(deviceIds: string[], q: Shown): number[] {
+  return thresholds(deviceIds, q).map((l) => q.conv(l.v));
 }
 
-const dragging = new WeakSet<uPlot>();
+const dragging = new WeakMap<uPlot, { q: Shown; deviceIds: string[] }>();
 
 /**
  * The plot's draw hook: dashed threshold lines and a triangle on the time axis at each alarm raised
  * in view. A line of an above/below rule on one device can be dragged to a new value.
  */
-export function drawAlarmOverlay(u: uPlot, unit: Unit, deviceIds: string[], host: HTMLElement): void {
+export function drawAlarmOverlay(u: uPlot, q: Shown, deviceIds: string[], host: HTMLElement): void {
   const ctx = u.ctx;
   const { left, top, width, height } = u.bbox;
-  const lines = thresholds(deviceIds);
-  host.dataset.thresholds = lines.map((l) => fromC(l.c, unit).toFixed(2)).join(',');
+  const lines = thresholds(deviceIds, q);
+  host.dataset.thresholds = lines.map((l) => q.conv(l.v).toFixed(2)).join(',');
   // Where each line is, in CSS pixels from the top of the plotting area (what a drag grabs).
-  host.dataset.thresholdY = lines.map((l) => u.valToPos(fromC(l.c, unit), 'y').toFixed(1)).join(',');
+  host.dataset.thresholdY = lines.map((l) => u.valToPos(q.conv(l.v), 'y').toFixed(1)).join(',');
   ctx.save();
   ctx.lineWidth = 1.5 * devicePixelRatio;
   ctx.setLineDash([6 * devicePixelRatio, 4 * devicePixelRatio]);
   for (const l of lines) {
-    const y = u.valToPos(fromC(l.c, unit), 'y', true);
+    const y = u.valToPos(q.conv(l.v), 'y', true);
     if (y < top || y > top + height) continue;
     ctx.strokeStyle = l.rule.condition === 'below' ? '#2a62c9' : '#c0392b';
     ctx.beginPath();
@@ -78,9 +87,9 @@ export function drawAlarmOverlay(u: uPlot, unit: Unit, deviceIds: string[], host
     ctx.stroke();
   }
   ctx.setLineDash([]);
-  const marks = shared.alarms.filter((a) => deviceIds.includes(a.deviceId));
   let shown = 0;
-  for (const a of marks) {
+  for (const a of shared.alarms) {
+    if (!deviceIds.includes(a.deviceId)) continue;
     const x = u.valToPos(Date.parse(a.raisedAt) / 1000, 'x', true);
     if (x < left || x > left + width) continue;
     shown++;
@@ -96,37 +105,39 @@ export function drawAlarmOverlay(u: uPlot, unit: Unit, deviceIds: string[], host
   }
   host.dataset.alarmMarks = String(shown);
   ctx.restore();
-  if (!dragging.has(u)) {
-    dragging.add(u);
-    installDrag(u, () => unit, () => deviceIds);
-  }
+  const known = dragging.get(u);
+  dragging.set(u, { q, deviceIds });
+  if (!known) installDrag(u);
 }
 
 /** Dragging a threshold line (within 6 px of it) moves it; releasing saves the rule. */
-function installDrag(u: uPlot, unit: () => Unit, deviceIds: () => string[]): void {
-  u.over.addEventListener('mousedown', (e) => {
-    const rect = u.over.getBoundingClientRect();
-    const y = e.clientY - rect.top;
-    const hit = thresholds(deviceIds()).find((l) => l.key === 'threshold' && l.rule.deviceId !== null && Math.abs(u.valToPos(fromC(l.c, unit()), 'y') - y) <= 6);
-    if (!hit) return;
-    // The plot's own drag (zoom) must not start.
-    e.stopPropagation();
-    e.preventDefault();
-    let value = fromC(hit.c, unit());
-    const move = (m: MouseEvent) => {
-      value = u.posToVal(m.clientY - rect.top, 'y');
-      const c = unit() === 'F' ? ((value - 32) * 5) / 9 : value;
-      hit.rule.threshold = hit.rule.unit === 'F' ? (c * 9) / 5 + 32 : c;
-      u.redraw(false);
-    };
-    const up = () => {
-      window.removeEventListener('mousemove', move);
-      window.removeEventListener('mouseup', up);
-      void shared.save?.(hit.rule, Math.round(hit.rule.threshold! * 10) / 10);
-    };
-    window.addEventListener('mousemove', move);
-    window.addEventListener('mouseup', up);
-  }, true);
+function installDrag(u: uPlot): void {
+  u.over.addEventListener(
+    'mousedown',
+    (e) => {
+      const { q, deviceIds } = dragging.get(u)!;
+      const rect = u.over.getBoundingClientRect();
+      const y = e.clientY - rect.top;
+      const hit = thresholds(deviceIds, q).find((l) => l.key === 'threshold' && l.rule.deviceId !== null && Math.abs(u.valToPos(q.conv(l.v), 'y') - y) <= 6);
+      if (!hit) return;
+      // The plot's own drag (zoom) must not start.
+      e.stopPropagation();
+      e.preventDefault();
+      const move = (m: MouseEvent) => {
+        const v = unshow(u.posToVal(m.clientY - rect.top, 'y'), q);
+        hit.rule.threshold = hit.rule.unit === 'F' ? (v * 9) / 5 + 32 : v;
+        u.redraw(false);
+      };
+      const up = () => {
+        window.removeEventListener('mousemove', move);
+        window.removeEventListener('mouseup', up);
+        void shared.save?.(hit.rule, Math.round(hit.rule.threshold! * 10) / 10);
+      };
+      window.addEventListener('mousemove', move);
+      window.addEventListener('mouseup', up);
+    },
+    true,
+  );
 }
 
 const STATUS_TEXT: Record<Alarm['status'], string> = {
@@ -144,11 +155,17 @@ export class AlarmsPanel {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private destroyed = false;
 
-  constructor(private readonly conn: Connection, private readonly ctx: AlarmContext, before: HTMLElement | null) {
+  constructor(
+    private readonly conn: Connection,
+    private readonly ctx: AlarmContext,
+    before: HTMLElement | null,
+  ) {
     this.count = el('span', { class: 'count' });
     this.list = el('ul', { class: 'alarms', 'aria-live': 'polite' });
     this.form = el('form', { class: 'alarm-form', 'aria-label': 'Temperature alarm of the plotted device' });
-    this.root = el('section', { id: 'alarms-panel', class: 'panel wide', 'aria-labelledby': 'alarms-h' },
+    this.root = el(
+      'section',
+      { id: 'alarms-panel', class: 'panel wide', 'aria-labelledby': 'alarms-h' },
       el('div', { class: 'panel-head' }, el('h2', { id: 'alarms-h' }, 'Alarms ', this.count)),
       this.list,
       this.form,
@@ -218,8 +235,12 @@ export class AlarmsPanel {
 
   private item(a: Alarm): HTMLLIElement {
     const unit = this.ctx.unit();
-    const reading = a.reading ? ` at ${a.reading.unit && a.reading.unit !== unit && a.rule.field === 'temperature' ? `${a.reading.value} °${a.reading.unit}` : `${a.reading.value}${a.reading.unit ? ` °${a.reading.unit}` : ''}`}` : '';
-    const li = el('li', { class: `alarm ${a.status} sev-${a.severity}`, 'data-id': a.id, 'data-status': a.status },
+    const reading = a.reading
+      ? ` at ${a.reading.unit && a.reading.unit !== unit && a.rule.field === 'temperature' ? `${a.reading.value} °${a.reading.unit}` : `${a.reading.value}${a.reading.unit ? ` °${a.reading.unit}` : ''}`}`
+      : '';
+    const li = el(
+      'li',
+      { class: `alarm ${a.status} sev-${a.severity}`, 'data-id': a.id, 'data-status': a.status },
       el('span', { class: `badge ${a.active ? 'raised' : 'cleared'}` }, STATUS_TEXT[a.status]),
       el('strong', {}, a.rule.name),
       el('span', { class: 'mono' }, shortId(a.deviceId)),
@@ -259,14 +280,22 @@ export class AlarmsPanel {
     }
     const unit = this.ctx.unit();
     const r = this.ruleOf(dev);
-    const value = r?.threshold !== undefined ? (r.unit === unit ? r.threshold : unit === 'F' ? (ruleC(r.threshold, r) * 9) / 5 + 32 : ruleC(r.threshold, r)) : null;
+    const value = r?.threshold !== undefined ? (r.unit === unit ? r.threshold : unit === 'F' ? (stored(r.threshold, r) * 9) / 5 + 32 : stored(r.threshold, r)) : null;
     const cond = el('select', { id: 'alarm-condition', name: 'condition' }, el('option', { value: 'above' }, 'above'), el('option', { value: 'below' }, 'below'));
     cond.value = r?.condition ?? 'above';
     this.form.replaceChildren(
       el('label', { for: 'alarm-condition' }, `Alarm when ${shortId(dev)} is`),
       cond,
       el('label', { for: 'alarm-threshold', class: 'sr-only' }, `Threshold in °${unit}`),
-      el('input', { id: 'alarm-threshold', name: 'threshold', type: 'number', step: '0.1', required: '', value: value === null ? '' : String(Math.round(value * 10) / 10), 'aria-describedby': 'alarm-hint' }),
+      el('input', {
+        id: 'alarm-threshold',
+        name: 'threshold',
+        type: 'number',
+        step: '0.1',
+        required: '',
+        value: value === null ? '' : String(Math.round(value * 10) / 10),
+        'aria-describedby': 'alarm-hint',
+      }),
       el('span', {}, `°${unit} for`),
       el('label', { for: 'alarm-minutes', class: 'sr-only' }, 'Minutes it must last'),
       el('input', { id: 'alarm-minutes', name: 'minutes', type: 'number', min: '0', max: '10080', step: '1', value: String(r ? Math.round(r.durationMs / 60_000) : 10) }),

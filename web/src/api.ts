@@ -2,9 +2,9 @@
 // paging, typed errors, the SSE streams, simulations, the CoAP bridge): failures become plain
 // sentences a user can act on.
 import { ApiError as SdkApiError, NetworkError, ReefClient } from '../../src/sdk/index.ts';
-import type { Bucket, Device, Observation, ObservationGroup } from '../../src/sdk/index.ts';
+import type { Bucket, Device, KitStatus, Observation, ObservationGroup } from '../../src/sdk/index.ts';
 
-export type { Bucket, Device, Observation };
+export type { Bucket, Device, KitStatus, Observation };
 export type LatestGroup = ObservationGroup;
 
 /** A failure the user can act on: `kind` picks the wording, `message` is shown as is. */
@@ -33,17 +33,35 @@ export class Connection {
     readonly endpoint: string,
     readonly clientId: string,
     // The secret lives only inside the SDK client, in memory, to renew the token; never stored.
-    clientSecret: string,
+    clientSecret: string | ReefClient,
     readonly solution: string,
   ) {
-    this.client = new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 });
+    this.client = typeof clientSecret === 'string' ? new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 }) : clientSecret;
+  }
+
+  /** The same sign-in (and token) addressing another solution: switching needs no secret again. */
+  withSolution(solution: string): Connection {
+    return new Connection(this.endpoint, this.clientId, this.client.inSolution(solution), solution);
+  }
+
+  /** The solution's dev kits as the gateway sees them; none when the server runs no gateway. */
+  async kits(): Promise<KitStatus[]> {
+    try {
+      return await this.client.listKits();
+    } catch (e) {
+      if (e instanceof SdkApiError && e.status === 404 && e.code.startsWith('HTTP_')) return [];
+      throw this.explain(e);
+    }
   }
 
   /** Turns any failure into an ApiError with a sentence for the user. */
   explain(e: unknown): unknown {
     if (e instanceof ApiError || (e as Error)?.name === 'AbortError') return e;
     if (e instanceof NetworkError) {
-      return new ApiError('network', e.timedOut ? `${this.endpoint} did not answer in time: the server may be overloaded or unreachable.` : `Cannot reach ${this.endpoint}: the network is down or the server is not running.`);
+      return new ApiError(
+        'network',
+        e.timedOut ? `${this.endpoint} did not answer in time: the server may be overloaded or unreachable.` : `Cannot reach ${this.endpoint}: the network is down or the server is not running.`,
+      );
     }
     if (!(e instanceof SdkApiError)) return e;
     const { status, code } = e;
@@ -102,9 +120,11 @@ export class Connection {
   /** Every observation of [from, to), oldest first, across pages. */
   async range(deviceId: string, from: Date, to: Date, signal?: AbortSignal, pageSize = 10000): Promise<Observation[]> {
     const pages: Observation[][] = [];
-    await this.wrap((async () => {
-      for await (const p of this.client.observationPages(deviceId, { from, to, pageSize, ...(signal ? { signal } : {}) })) pages.push(p.observations);
-    })());
+    await this.wrap(
+      (async () => {
+        for await (const p of this.client.observationPages(deviceId, { from, to, pageSize, ...(signal ? { signal } : {}) })) pages.push(p.observations);
+      })(),
+    );
     // Pages come newest first; the plot wants oldest first.
     return pages.flat().reverse();
   }
@@ -117,13 +137,24 @@ export class Connection {
    * The solution's live stream (the SDK reads it with fetch, so the token goes in a header). When
    * it cannot connect (server restarting, network down) it tries again, backing off.
    */
-  events(handlers: { observations?: (d: LatestGroup) => void; device?: (d: { deviceId: string; action: string }) => void; state?: (live: boolean) => void; other?: (type: string, data: unknown) => void }): () => void {
+  events(handlers: {
+    observations?: (d: LatestGroup) => void;
+    device?: (d: { deviceId: string; action: string }) => void;
+    state?: (live: boolean) => void;
+    other?: (type: string, data: unknown) => void;
+  }): () => void {
     const ac = new AbortController();
     void (async () => {
       let delay = 1000;
       while (!ac.signal.aborted) {
         try {
-          for await (const ev of this.client.stream({ signal: ac.signal, onOpen: () => { delay = 1000; handlers.state?.(true); } })) {
+          for await (const ev of this.client.stream({
+            signal: ac.signal,
+            onOpen: () => {
+              delay = 1000;
+              handlers.state?.(true);
+            },
+          })) {
             if (ev.type === 'observations') handlers.observations?.(ev as LatestGroup);
             else if (ev.type === 'device') handlers.device?.(ev as { deviceId: string; action: string });
             else handlers.other?.(ev.type, (ev as { data?: unknown }).data);
@@ -139,11 +170,4 @@ export class Connection {
     })();
     return () => ac.abort();
   }
-}
-
-/** Temperature of an observation as a number (some clients send "72.50"), or null. */
-export function temperatureOf(o: Observation | undefined): number | null {
-  if (!o || o.temperature === undefined || o.temperature === null) return null;
-  const v = typeof o.temperature === 'number' ? o.temperature : Number(o.temperature);
-  return Number.isFinite(v) ? v : null;
 }

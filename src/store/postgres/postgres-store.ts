@@ -242,7 +242,13 @@ export class PostgresStore implements Store {
 
   async createAccount(a: Account): Promise<Account> {
     await this.q('INSERT INTO accounts (tenant_id, name, group_id, client_id, secret_hash, disabled, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-      a.tenantId, a.name, a.groupId, a.clientId, a.secretHash, a.disabled, a.createdAt,
+      a.tenantId,
+      a.name,
+      a.groupId,
+      a.clientId,
+      a.secretHash,
+      a.disabled,
+      a.createdAt,
     ]);
     return a;
   }
@@ -310,22 +316,29 @@ export class PostgresStore implements Store {
       [d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo), d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now],
     );
     const rec: DeviceRecord = {
-      id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId,
-      solution: d.solution, mac: d.mac ?? null, createdAt: now,
+      id: d.id,
+      deviceType: d.deviceType,
+      domainInfo: d.domainInfo,
+      tenantId: d.tenantId,
+      groupId: d.groupId,
+      solution: d.solution,
+      mac: d.mac ?? null,
+      createdAt: now,
     };
     if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
     return rec;
   }
 
   async listDevices(groupId: string, solution: string, deviceType?: string): Promise<DeviceRecord[]> {
-    const r = deviceType === undefined
-      ? await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 ORDER BY pk`, [groupId, solution], 'list-devices')
-      : await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND device_type = $3 ORDER BY pk`, [groupId, solution, deviceType], 'list-devices-type');
+    const r =
+      deviceType === undefined
+        ? await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 ORDER BY pk`, [groupId, solution], 'list-devices')
+        : await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND device_type = $3 ORDER BY pk`, [groupId, solution, deviceType], 'list-devices-type');
     return r.rows.map(deviceFromRow);
   }
   async countDevices(tenantId: string): Promise<number> {
     const r = await this.q('SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1', [tenantId], 'count-devices');
-    return r.rows[0].n as number;
+    return (r.rows[0]?.n as number | undefined) ?? 0;
   }
   async countObservationsByTenant(): Promise<Map<string, number>> {
     const r = await this.q('SELECT d.tenant_id AS t, count(*)::bigint AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id', [], 'count-observations');
@@ -386,10 +399,11 @@ export class PostgresStore implements Store {
     const missing = this.parts.missing(ts, Date.now());
     if (missing.length) await this.ensureRanges(missing);
 
-    const r = await this.q(INSERT_BATCH, [
-      deviceId, numArray(ts), numArray(temps), extras,
-      newest?.ts ?? null, newest?.temperature ?? null, newest?.extra ? JSON.stringify(newest.extra) : null,
-    ], 'insert-batch');
+    const r = await this.q(
+      INSERT_BATCH,
+      [deviceId, numArray(ts), numArray(temps), extras, newest?.ts ?? null, newest?.temperature ?? null, newest?.extra ? JSON.stringify(newest.extra) : null],
+      'insert-batch',
+    );
     const dev = r.rows[0];
     if (!dev) throw new ReefError('DEVICE_NOT_FOUND');
     if (!this.parts.hasTier(dev.tier)) {
@@ -436,14 +450,19 @@ export class PostgresStore implements Store {
     const from = q.from ?? 0;
     const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
     // One more than asked tells whether another page exists without a second query.
-    const r = q.tag === undefined
-      ? await this.q(
-        `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
-        [tier, pk, from, to, q.limit + 1], 'page')
-      : await this.q(
-        `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
+    const r =
+      q.tag === undefined
+        ? await this.q(
+            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
+            [tier, pk, from, to, q.limit + 1],
+            'page',
+          )
+        : await this.q(
+            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
          AND extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`,
-        [tier, pk, from, to, q.limit + 1, q.tag], 'page-tagged');
+            [tier, pk, from, to, q.limit + 1, q.tag],
+            'page-tagged',
+          );
     const rows = r.rows;
     const more = rows.length > q.limit;
     if (more) rows.pop();
@@ -455,7 +474,9 @@ export class PostgresStore implements Store {
     const r = await this.q(
       `SELECT (ts - $3) / $5 * $5 + $3 AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
        FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 GROUP BY b ORDER BY b`,
-      [tier, pk, q.from, q.to, q.bucketMs], 'buckets');
+      [tier, pk, q.from, q.to, q.bucketMs],
+      'buckets',
+    );
     return r.rows.map((x) => ({ ts: x.b, count: x.n, min: x.lo, avg: x.mean, max: x.hi }));
   }
 
@@ -483,10 +504,7 @@ export class PostgresStore implements Store {
         // PostgreSQL move the rows (an UPDATE of the partition key moves them between partitions).
         const pks = moved.rows.map((x) => x.pk as number);
         const olds = [...new Set(moved.rows.map((x) => x.old as number))];
-        const dayRows = await c.query(
-          'SELECT DISTINCT ts / 86400000 AS day FROM observations WHERE tier = ANY($1::int[]) AND device_pk = ANY($2::bigint[])',
-          [numArray(olds), numArray(pks)],
-        );
+        const dayRows = await c.query('SELECT DISTINCT ts / 86400000 AS day FROM observations WHERE tier = ANY($1::int[]) AND device_pk = ANY($2::bigint[])', [numArray(olds), numArray(pks)]);
         this.parts.addTier(tier);
         const need = new Map<number, { tier: number; start: number; end: number }>();
         const now = Date.now();
@@ -561,12 +579,26 @@ export class PostgresStore implements Store {
   // ---- alarms (docs/alarms.md) ----------------------------------------------------------------
 
   async createAlarmRule(r: AlarmRuleRecord): Promise<void> {
-    await this.q('INSERT INTO alarm_rules (id, group_id, tenant_id, solution, device_id, spec, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
-      [r.id, r.groupId, r.tenantId, r.solution, r.deviceId, JSON.stringify(r.spec), r.createdAt, r.updatedAt]);
+    await this.q('INSERT INTO alarm_rules (id, group_id, tenant_id, solution, device_id, spec, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)', [
+      r.id,
+      r.groupId,
+      r.tenantId,
+      r.solution,
+      r.deviceId,
+      JSON.stringify(r.spec),
+      r.createdAt,
+      r.updatedAt,
+    ]);
   }
   async updateAlarmRule(r: AlarmRuleRecord): Promise<boolean> {
-    const res = await this.q('UPDATE alarm_rules SET device_id = $1, spec = $2, updated_at = $3 WHERE id = $4 AND group_id = $5 AND solution = $6',
-      [r.deviceId, JSON.stringify(r.spec), r.updatedAt, r.id, r.groupId, r.solution]);
+    const res = await this.q('UPDATE alarm_rules SET device_id = $1, spec = $2, updated_at = $3 WHERE id = $4 AND group_id = $5 AND solution = $6', [
+      r.deviceId,
+      JSON.stringify(r.spec),
+      r.updatedAt,
+      r.id,
+      r.groupId,
+      r.solution,
+    ]);
     return (res.rowCount ?? 0) > 0;
   }
   async deleteAlarmRule(groupId: string, solution: string, id: string): Promise<boolean> {
@@ -592,9 +624,11 @@ export class PostgresStore implements Store {
     return (await this.q('SELECT * FROM alarm_rules ORDER BY created_at, id')).rows.map(pgRuleFromRow);
   }
   async insertAlarm(a: AlarmRecord): Promise<boolean> {
-    const r = await this.q(`INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    const r = await this.q(
+      `INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                             ON CONFLICT (rule_id, device_id) WHERE status IN ('raised', 'acknowledged') DO NOTHING`,
-      [a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)]);
+      [a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)],
+    );
     return (r.rowCount ?? 0) > 0;
   }
   async updateAlarm(a: AlarmRecord, expect: AlarmStatus): Promise<boolean> {
@@ -619,8 +653,11 @@ export class PostgresStore implements Store {
     return (await this.q("SELECT doc FROM alarms WHERE status IN ('raised', 'acknowledged')")).rows.map((x) => x.doc as AlarmRecord);
   }
   async activeAlarmCounts(groupId: string, solution: string): Promise<{ deviceId: string; count: number }[]> {
-    const r = await this.q(`SELECT device_id AS d, count(*)::int AS n FROM alarms WHERE group_id = $1 AND solution = $2 AND status IN ('raised', 'acknowledged')
-                            GROUP BY device_id ORDER BY device_id`, [groupId, solution]);
+    const r = await this.q(
+      `SELECT device_id AS d, count(*)::int AS n FROM alarms WHERE group_id = $1 AND solution = $2 AND status IN ('raised', 'acknowledged')
+                            GROUP BY device_id ORDER BY device_id`,
+      [groupId, solution],
+    );
     return r.rows.map((x) => ({ deviceId: x.d as string, count: x.n as number }));
   }
   async listAlarmStates(): Promise<{ ruleId: string; deviceId: string; state: AlarmEvalState }[]> {
@@ -629,13 +666,23 @@ export class PostgresStore implements Store {
   async setAlarmState(ruleId: string, deviceId: string, state: AlarmEvalState | null): Promise<void> {
     if (state === null) await this.q('DELETE FROM alarm_states WHERE rule_id = $1 AND device_id = $2', [ruleId, deviceId]);
     else {
-      await this.q('INSERT INTO alarm_states (rule_id, device_id, state) VALUES ($1, $2, $3) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state',
-        [ruleId, deviceId, JSON.stringify(state)]);
+      await this.q('INSERT INTO alarm_states (rule_id, device_id, state) VALUES ($1, $2, $3) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state', [
+        ruleId,
+        deviceId,
+        JSON.stringify(state),
+      ]);
     }
   }
   async insertDelivery(d: WebhookDeliveryRecord): Promise<void> {
-    await this.q('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-      [d.id, d.groupId, d.solution, d.status, d.nextAt, d.createdAt, JSON.stringify(d)]);
+    await this.q('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+      d.id,
+      d.groupId,
+      d.solution,
+      d.status,
+      d.nextAt,
+      d.createdAt,
+      JSON.stringify(d),
+    ]);
   }
   async updateDelivery(d: WebhookDeliveryRecord): Promise<void> {
     await this.q('UPDATE alarm_deliveries SET status = $1, next_at = $2, doc = $3 WHERE id = $4', [d.status, d.nextAt, JSON.stringify(d), d.id]);
@@ -650,8 +697,11 @@ export class PostgresStore implements Store {
   }
   async listDeliveries(groupId: string, solution: string, status: DeliveryStatus, limit: number, before?: { createdAt: number; id: string }): Promise<WebhookDeliveryRecord[]> {
     const r = before
-      ? await this.q(`SELECT doc FROM alarm_deliveries WHERE group_id = $1 AND solution = $2 AND status = $3 AND (created_at, id) < ($4::bigint, $5::text COLLATE "C")
-                      ORDER BY created_at DESC, id DESC LIMIT $6`, [groupId, solution, status, before.createdAt, before.id, limit])
+      ? await this.q(
+          `SELECT doc FROM alarm_deliveries WHERE group_id = $1 AND solution = $2 AND status = $3 AND (created_at, id) < ($4::bigint, $5::text COLLATE "C")
+                      ORDER BY created_at DESC, id DESC LIMIT $6`,
+          [groupId, solution, status, before.createdAt, before.id, limit],
+        )
       : await this.q('SELECT doc FROM alarm_deliveries WHERE group_id = $1 AND solution = $2 AND status = $3 ORDER BY created_at DESC, id DESC LIMIT $4', [groupId, solution, status, limit]);
     return r.rows.map((x) => x.doc as WebhookDeliveryRecord);
   }

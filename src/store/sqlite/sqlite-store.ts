@@ -158,7 +158,7 @@ export class SqliteStore implements Store {
       getState: p('SELECT value FROM state WHERE key = ?').pluck(),
       setState: p('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
       deleteState: p('DELETE FROM state WHERE key = ?'),
-      listState: p("SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key"),
+      listState: p('SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key'),
     };
   }
 
@@ -275,14 +275,27 @@ export class SqliteStore implements Store {
         this.s.ensureSolution.run(d.groupId, d.solution, now);
         this.s.bumpSolution.run(d.groupId, d.solution);
         this.s.insertDevice.run(
-          d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo),
-          d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now,
+          d.id,
+          d.tenantId,
+          d.groupId,
+          d.solution,
+          d.deviceType,
+          JSON.stringify(d.domainInfo),
+          d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null,
+          d.mac ?? null,
+          now,
         );
       });
       tx();
       const rec: DeviceRecord = {
-        id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId,
-        solution: d.solution, mac: d.mac ?? null, createdAt: now,
+        id: d.id,
+        deviceType: d.deviceType,
+        domainInfo: d.domainInfo,
+        tenantId: d.tenantId,
+        groupId: d.groupId,
+        solution: d.solution,
+        mac: d.mac ?? null,
+        createdAt: now,
       };
       if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
       return rec;
@@ -470,14 +483,17 @@ export class SqliteStore implements Store {
 
   createAlarmRule(r: AlarmRuleRecord) {
     return this.run(() => {
-      this.db.prepare('INSERT INTO alarm_rules (id, group_id, tenant_id, solution, device_id, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+      this.db
+        .prepare('INSERT INTO alarm_rules (id, group_id, tenant_id, solution, device_id, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
         .run(r.id, r.groupId, r.tenantId, r.solution, r.deviceId, JSON.stringify(r.spec), r.createdAt, r.updatedAt);
     });
   }
   updateAlarmRule(r: AlarmRuleRecord) {
-    return this.run(() =>
-      this.db.prepare('UPDATE alarm_rules SET device_id = ?, spec = ?, updated_at = ? WHERE id = ? AND group_id = ? AND solution = ?')
-        .run(r.deviceId, JSON.stringify(r.spec), r.updatedAt, r.id, r.groupId, r.solution).changes > 0,
+    return this.run(
+      () =>
+        this.db
+          .prepare('UPDATE alarm_rules SET device_id = ?, spec = ?, updated_at = ? WHERE id = ? AND group_id = ? AND solution = ?')
+          .run(r.deviceId, JSON.stringify(r.spec), r.updatedAt, r.id, r.groupId, r.solution).changes > 0,
     );
   }
   deleteAlarmRule(groupId: string, solution: string, id: string) {
@@ -505,16 +521,16 @@ export class SqliteStore implements Store {
     return this.run(() => (this.db.prepare('SELECT * FROM alarm_rules ORDER BY created_at, id').all() as Row[]).map(ruleFromRow));
   }
   insertAlarm(a: AlarmRecord) {
-    return this.run(() =>
-      this.db.prepare(`INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    return this.run(
+      () =>
+        this.db
+          .prepare(`INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                        ON CONFLICT (rule_id, device_id) WHERE status IN ('raised', 'acknowledged') DO NOTHING`)
-        .run(a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)).changes > 0,
+          .run(a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)).changes > 0,
     );
   }
   updateAlarm(a: AlarmRecord, expect: AlarmStatus) {
-    return this.run(() =>
-      this.db.prepare('UPDATE alarms SET status = ?, doc = ? WHERE id = ? AND status = ?').run(a.status, JSON.stringify(a), a.id, expect).changes > 0,
-    );
+    return this.run(() => this.db.prepare('UPDATE alarms SET status = ?, doc = ? WHERE id = ? AND status = ?').run(a.status, JSON.stringify(a), a.id, expect).changes > 0);
   }
   getAlarm(groupId: string, solution: string, id: string) {
     return this.run(() => {
@@ -526,8 +542,8 @@ export class SqliteStore implements Store {
     return this.run(() => {
       const where = ['group_id = @g', 'solution = @s'];
       const args: Record<string, unknown> = { g: groupId, s: solution, limit: q.limit };
-      if (q.deviceId !== undefined) (where.push('device_id = @d'), (args.d = q.deviceId));
-      if (q.ruleId !== undefined) (where.push('rule_id = @r'), (args.r = q.ruleId));
+      if (q.deviceId !== undefined) where.push('device_id = @d'), (args.d = q.deviceId);
+      if (q.ruleId !== undefined) where.push('rule_id = @r'), (args.r = q.ruleId);
       if (q.statuses?.length) {
         where.push(`status IN (${q.statuses.map((_, i) => `@st${i}`).join(', ')})`);
         q.statuses.forEach((st, i) => (args[`st${i}`] = st));
@@ -537,7 +553,10 @@ export class SqliteStore implements Store {
         args.ar = q.after.raisedAt;
         args.ai = q.after.id;
       }
-      const rows = this.db.prepare(`SELECT doc FROM alarms WHERE ${where.join(' AND ')} ORDER BY raised_at DESC, id DESC LIMIT @limit`).pluck().all(args) as string[];
+      const rows = this.db
+        .prepare(`SELECT doc FROM alarms WHERE ${where.join(' AND ')} ORDER BY raised_at DESC, id DESC LIMIT @limit`)
+        .pluck()
+        .all(args) as string[];
       return rows.map((d) => JSON.parse(d) as AlarmRecord);
     });
   }
@@ -546,27 +565,37 @@ export class SqliteStore implements Store {
   }
   activeAlarmCounts(groupId: string, solution: string) {
     return this.run(() =>
-      (this.db.prepare(`SELECT device_id AS d, count(*) AS n FROM alarms WHERE group_id = ? AND solution = ? AND status IN ('raised', 'acknowledged')
-                        GROUP BY device_id ORDER BY device_id`).all(groupId, solution) as Row[]).map((r) => ({ deviceId: r.d as string, count: r.n as number })),
+      (
+        this.db
+          .prepare(`SELECT device_id AS d, count(*) AS n FROM alarms WHERE group_id = ? AND solution = ? AND status IN ('raised', 'acknowledged')
+                        GROUP BY device_id ORDER BY device_id`)
+          .all(groupId, solution) as Row[]
+      ).map((r) => ({ deviceId: r.d as string, count: r.n as number })),
     );
   }
   listAlarmStates() {
     return this.run(() =>
-      (this.db.prepare('SELECT rule_id, device_id, state FROM alarm_states').all() as Row[]).map((r) => ({ ruleId: r.rule_id as string, deviceId: r.device_id as string, state: JSON.parse(r.state) as AlarmEvalState })),
+      (this.db.prepare('SELECT rule_id, device_id, state FROM alarm_states').all() as Row[]).map((r) => ({
+        ruleId: r.rule_id as string,
+        deviceId: r.device_id as string,
+        state: JSON.parse(r.state) as AlarmEvalState,
+      })),
     );
   }
   setAlarmState(ruleId: string, deviceId: string, state: AlarmEvalState | null) {
     return this.run(() => {
       if (state === null) this.db.prepare('DELETE FROM alarm_states WHERE rule_id = ? AND device_id = ?').run(ruleId, deviceId);
       else {
-        this.db.prepare('INSERT INTO alarm_states (rule_id, device_id, state) VALUES (?, ?, ?) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state')
+        this.db
+          .prepare('INSERT INTO alarm_states (rule_id, device_id, state) VALUES (?, ?, ?) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state')
           .run(ruleId, deviceId, JSON.stringify(state));
       }
     });
   }
   insertDelivery(d: WebhookDeliveryRecord) {
     return this.run(() => {
-      this.db.prepare('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      this.db
+        .prepare('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)')
         .run(d.id, d.groupId, d.solution, d.status, d.nextAt, d.createdAt, JSON.stringify(d));
     });
   }
@@ -583,15 +612,23 @@ export class SqliteStore implements Store {
   }
   dueDeliveries(now: number, limit: number) {
     return this.run(() =>
-      (this.db.prepare("SELECT doc FROM alarm_deliveries WHERE status = 'pending' AND next_at <= ? ORDER BY next_at, id LIMIT ?").pluck().all(now, limit) as string[]).map((d) => JSON.parse(d) as WebhookDeliveryRecord),
+      (this.db.prepare("SELECT doc FROM alarm_deliveries WHERE status = 'pending' AND next_at <= ? ORDER BY next_at, id LIMIT ?").pluck().all(now, limit) as string[]).map(
+        (d) => JSON.parse(d) as WebhookDeliveryRecord,
+      ),
     );
   }
   listDeliveries(groupId: string, solution: string, status: DeliveryStatus, limit: number, before?: { createdAt: number; id: string }) {
     return this.run(() => {
       const rows = before
-        ? this.db.prepare(`SELECT doc FROM alarm_deliveries WHERE group_id = ? AND solution = ? AND status = ? AND (created_at < ? OR (created_at = ? AND id < ?))
-                           ORDER BY created_at DESC, id DESC LIMIT ?`).pluck().all(groupId, solution, status, before.createdAt, before.createdAt, before.id, limit)
-        : this.db.prepare('SELECT doc FROM alarm_deliveries WHERE group_id = ? AND solution = ? AND status = ? ORDER BY created_at DESC, id DESC LIMIT ?').pluck().all(groupId, solution, status, limit);
+        ? this.db
+            .prepare(`SELECT doc FROM alarm_deliveries WHERE group_id = ? AND solution = ? AND status = ? AND (created_at < ? OR (created_at = ? AND id < ?))
+                           ORDER BY created_at DESC, id DESC LIMIT ?`)
+            .pluck()
+            .all(groupId, solution, status, before.createdAt, before.createdAt, before.id, limit)
+        : this.db
+            .prepare('SELECT doc FROM alarm_deliveries WHERE group_id = ? AND solution = ? AND status = ? ORDER BY created_at DESC, id DESC LIMIT ?')
+            .pluck()
+            .all(groupId, solution, status, limit);
       return (rows as string[]).map((d) => JSON.parse(d) as WebhookDeliveryRecord);
     });
   }

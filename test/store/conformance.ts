@@ -3,11 +3,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
-import { isReefError } from '../core/errors.ts';
-import type { AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, WebhookDeliveryRecord } from '../core/alarms.ts';
-import type { Account, ObservationRecord } from '../core/types.ts';
-import { latestJson } from '../core/observation-json.ts';
-import type { Store } from './store.ts';
+import { isReefError } from '../../src/core/errors.ts';
+import type { AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, WebhookDeliveryRecord } from '../../src/core/alarms.ts';
+import type { Account, ObservationRecord } from '../../src/core/types.ts';
+import { latestJson } from '../../src/core/observation-json.ts';
+import type { Store } from '../../src/store/store.ts';
 
 export interface StoreFactory {
   /** A fresh, migrated, empty store. */
@@ -101,14 +101,24 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(mine, [k1, k2]);
       await store.deleteSigningKey(k1.kid);
       await store.deleteSigningKey('no-such-key');
-      assert.deepEqual((await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid), [k2]);
+      assert.deepEqual(
+        (await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid),
+        [k2],
+      );
     });
 
     it('creates devices, their solution, and lists them by group and solution', async () => {
       const a = account('dave');
       const id = randomUUID();
       assert.equal(await store.solutionExists(a.groupId, 'mySolution'), false);
-      const d = await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'mySolution', deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 1.5, longitude: -2.25 } } });
+      const d = await store.createDevice({
+        id,
+        tenantId: a.tenantId,
+        groupId: a.groupId,
+        solution: 'mySolution',
+        deviceType: 'VirtualDevice',
+        domainInfo: { location: { latitude: 1.5, longitude: -2.25 } },
+      });
       assert.equal(d.id, id);
       assert.equal(await store.solutionExists(a.groupId, 'mySolution'), true);
       assert.equal(await store.solutionExists(a.groupId, 'mysolution'), false, 'solution names are case sensitive');
@@ -159,10 +169,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(kits[0]!.provisioningInfo, pi);
       assert.equal((await store.getDeviceByMac(mac))?.id, kits[0]!.id);
       assert.equal(await store.getDeviceByMac('0000000000000000'), null);
-      await rejectsWith(
-        store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: 'G-x', solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, mac }),
-        'MAC_ALREADY_PROVISIONED',
-      );
+      await rejectsWith(store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: 'G-x', solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, mac }), 'MAC_ALREADY_PROVISIONED');
     });
 
     it('stores a batch and reads it newest first with keyset paging: no gap, no duplicate', async () => {
@@ -190,7 +197,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       await store.insertObservations(id, series(10));
       const page = await store.queryObservations(id, { from: T0 + 2000, to: T0 + 5000, limit: 100 });
-      assert.deepEqual(page.observations.map((o) => o.ts), [T0 + 4000, T0 + 3000, T0 + 2000]);
+      assert.deepEqual(
+        page.observations.map((o) => o.ts),
+        [T0 + 4000, T0 + 3000, T0 + 2000],
+      );
       assert.equal(page.nextBefore, null);
     });
 
@@ -199,7 +209,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       await store.insertObservations(id, series(5));
-      await store.insertObservations(id, series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })));
+      await store.insertObservations(
+        id,
+        series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })),
+      );
       const page = await store.queryObservations(id, { limit: 100 });
       assert.equal(page.observations.length, 5);
       assert.ok(page.observations.every((o) => o.temperature === 99 && (o.extra as any).humidity === 40));
@@ -210,14 +223,20 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       const extra = { humidity: 41.5, accelerometer: { x: 1, y: -2, z: 0.5 }, note: 'ünïcødé ✓', tags: ['a', 'b'] };
-      await store.insertObservations(id, [{ ts: T0, temperature: null, extra }, { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } }]);
+      await store.insertObservations(id, [
+        { ts: T0, temperature: null, extra },
+        { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
+      ]);
       const page = await store.queryObservations(id, { limit: 10 });
       assert.deepEqual(page.observations, [
         { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
         { ts: T0, temperature: null, extra },
       ]);
       const tagged = await store.queryObservations(id, { limit: 10, tag: 'a' });
-      assert.deepEqual(tagged.observations.map((o) => o.ts), [T0]);
+      assert.deepEqual(
+        tagged.observations.map((o) => o.ts),
+        [T0],
+      );
     });
 
     it('latest of all devices follows the newest timestamp, not the last insert', async () => {
@@ -228,7 +247,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.insertObservations(d1, [{ ts: T0 - 5000, temperature: -1, extra: null }]); // older: latest unchanged
       await store.insertObservations(d2, [{ ts: T0 + 7, temperature: 7, extra: { k: 1 } }]);
       const latest = await store.latestObservations(a.groupId, 'latest');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 7]].sort());
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]).sort(),
+        [
+          [d1, T0 + 2000],
+          [d2, T0 + 7],
+        ].sort(),
+      );
       assert.deepEqual(latest.find((l) => l.deviceId === d2)!.observation, { ts: T0 + 7, temperature: 7, extra: { k: 1 } });
       assert.deepEqual(await store.latestObservations('G-other', 'latest'), []);
     });
@@ -246,7 +271,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal((await store.queryObservations(d1, { limit: 10 })).observations.length, 3);
       assert.deepEqual((await store.queryObservations(d2, { limit: 10 })).observations, [{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }]);
       const latest = await store.latestObservations(a.groupId, 'many');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 9]].sort());
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]).sort(),
+        [
+          [d1, T0 + 2000],
+          [d2, T0 + 9],
+        ].sort(),
+      );
     });
 
     it('the latest-of-all JSON fast path, where a backend has one, equals rendering the records', async () => {
@@ -340,6 +371,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         { ts: 0, temperature: 0.1 + 0.2, extra: null },
         { ts: Date.UTC(1999, 11, 31, 23, 59, 59, 999), temperature: -273.15, extra: null },
         { ts: Date.UTC(2038, 0, 19, 3, 14, 8, 1), temperature: 1e-300, extra: null },
+        // biome-ignore lint/correctness/noPrecisionLoss: a number past 2^53 on purpose: it must come back as JavaScript parses it
         { ts: Date.UTC(9999, 11, 31, 23, 59, 59, 999), temperature: 123456.7891, extra: { big: 12345678901234567 } },
       ];
       await store.insertObservations(id, rows);
@@ -377,7 +409,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(await tss(short2), []);
       assert.deepEqual(await tss(long1), [recent, old, ancient]);
       const latest = await store.latestObservations(a.groupId, 'short');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]), [[short1, recent]]);
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]),
+        [[short1, recent]],
+      );
       // Lifting the retention keeps what arrives from then on.
       await store.setRetention(a.groupId, 'short', null);
       await store.insertObservations(short1, [obs(old, 9)]);
@@ -391,7 +426,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.setState('other', 'x');
       await store.setState('sim:1', '{"a":3}');
       assert.equal(await store.getState('sim:1'), '{"a":3}');
-      assert.deepEqual(await store.listState('sim:'), [{ key: 'sim:1', value: '{"a":3}' }, { key: 'sim:2', value: '{"a":2}' }]);
+      assert.deepEqual(await store.listState('sim:'), [
+        { key: 'sim:1', value: '{"a":3}' },
+        { key: 'sim:2', value: '{"a":2}' },
+      ]);
       await store.deleteState('sim:1');
       assert.equal(await store.getState('sim:1'), null);
     });
@@ -400,15 +438,43 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('alarmist');
       const other = account('stranger');
       const spec = (name: string): AlarmRuleSpec => ({
-        name, field: 'temperature', condition: 'above', threshold: 8, durationMs: 600_000, hysteresis: 0.5, unit: 'C', severity: 'major', enabled: true, webhook: null,
+        name,
+        field: 'temperature',
+        condition: 'above',
+        threshold: 8,
+        durationMs: 600_000,
+        hysteresis: 0.5,
+        unit: 'C',
+        severity: 'major',
+        enabled: true,
+        webhook: null,
       });
       const rule = (name: string, deviceId: string | null = null, group = a.groupId): AlarmRuleRecord => ({
-        id: randomUUID(), groupId: group, tenantId: a.tenantId, solution: 'cold', deviceId, spec: spec(name), createdAt: T0, updatedAt: T0,
+        id: randomUUID(),
+        groupId: group,
+        tenantId: a.tenantId,
+        solution: 'cold',
+        deviceId,
+        spec: spec(name),
+        createdAt: T0,
+        updatedAt: T0,
       });
       const alarm = (r: AlarmRuleRecord, deviceId: string, raisedAt: number): AlarmRecord => ({
-        id: randomUUID(), groupId: r.groupId, solution: r.solution, deviceId, ruleId: r.id, status: 'raised', severity: 'major', raisedAt, updatedAt: raisedAt,
-        reading: { ts: raisedAt, value: 9.5, unit: 'C' }, rule: { name: r.spec.name, field: 'temperature', condition: 'above' },
-        acknowledgedAt: null, acknowledgedBy: null, clearedAt: null, history: [{ at: raisedAt, event: 'raised', reading: { ts: raisedAt, value: 9.5, unit: 'C' } }],
+        id: randomUUID(),
+        groupId: r.groupId,
+        solution: r.solution,
+        deviceId,
+        ruleId: r.id,
+        status: 'raised',
+        severity: 'major',
+        raisedAt,
+        updatedAt: raisedAt,
+        reading: { ts: raisedAt, value: 9.5, unit: 'C' },
+        rule: { name: r.spec.name, field: 'temperature', condition: 'above' },
+        acknowledgedAt: null,
+        acknowledgedBy: null,
+        clearedAt: null,
+        history: [{ at: raisedAt, event: 'raised', reading: { ts: raisedAt, value: 9.5, unit: 'C' } }],
       });
 
       it('keeps rules per group and solution; update and delete touch only the owner group', async () => {
@@ -419,7 +485,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         assert.deepEqual(await store.getAlarmRule(a.groupId, 'cold', r1.id), r1);
         assert.equal(await store.getAlarmRule(other.groupId, 'cold', r1.id), null);
         assert.equal(await store.getAlarmRule(a.groupId, 'warm', r1.id), null);
-        assert.deepEqual((await store.listAlarmRules(a.groupId, 'cold')).map((r) => r.id), [r1.id, r2.id]);
+        assert.deepEqual(
+          (await store.listAlarmRules(a.groupId, 'cold')).map((r) => r.id),
+          [r1.id, r2.id],
+        );
         assert.deepEqual(await store.listAlarmRules(other.groupId, 'cold'), []);
         assert.equal(await store.countAlarmRules(a.groupId, 'cold'), 2);
         assert.equal(await store.countAlarmRules(other.groupId, 'cold'), 0);
@@ -445,7 +514,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         assert.equal(await store.updateAlarm(acked, 'raised'), true);
         assert.equal(await store.updateAlarm({ ...acked, status: 'cleared' }, 'raised'), false, 'stale status: nothing written');
         assert.equal(await store.insertAlarm(alarm(r, 'dev-a', T0 + 2000)), false, 'acknowledged is still active');
-        assert.deepEqual((await store.activeAlarmCounts(a.groupId, 'cold')).find((c) => c.deviceId === 'dev-a'), { deviceId: 'dev-a', count: 1 });
+        assert.deepEqual(
+          (await store.activeAlarmCounts(a.groupId, 'cold')).find((c) => c.deviceId === 'dev-a'),
+          { deviceId: 'dev-a', count: 1 },
+        );
         assert.equal(await store.updateAlarm({ ...acked, status: 'cleared', clearedAt: T0 + 1800 }, 'acknowledged'), true);
         assert.ok(!(await store.activeAlarms()).some((x) => x.id === first.id));
         // Cleared: the next breach is a new alarm.
@@ -468,8 +540,14 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         }
         const expected = [...later, first].sort((x, y) => y.raisedAt - x.raisedAt || (x.id < y.id ? 1 : -1)).map((x) => x.id);
         assert.deepEqual(all, expected);
-        assert.deepEqual((await store.listAlarms(a.groupId, 'cold', { ruleId: r.id, statuses: ['cleared'], limit: 10 })).map((x) => x.id), [first.id]);
-        assert.deepEqual((await store.listAlarms(a.groupId, 'cold', { deviceId: 'dev-4', limit: 10 })).map((x) => x.id), [later[4]!.id]);
+        assert.deepEqual(
+          (await store.listAlarms(a.groupId, 'cold', { ruleId: r.id, statuses: ['cleared'], limit: 10 })).map((x) => x.id),
+          [first.id],
+        );
+        assert.deepEqual(
+          (await store.listAlarms(a.groupId, 'cold', { deviceId: 'dev-4', limit: 10 })).map((x) => x.id),
+          [later[4]!.id],
+        );
         assert.deepEqual(await store.listAlarms(other.groupId, 'cold', { limit: 10 }), []);
         assert.deepEqual(await store.getAlarm(a.groupId, 'cold', later[0]!.id), later[0]);
       });
@@ -479,26 +557,52 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         await store.setAlarmState('r-x', 'd-1', { phase: 'raised', since: T0, alarmId: 'A' });
         await store.setAlarmState('r-x', 'd-2', { phase: 'pending', since: T0 + 1 });
         await store.setAlarmState('r-x', 'd-2', null);
-        assert.deepEqual((await store.listAlarmStates()).filter((x) => x.ruleId === 'r-x'), [{ ruleId: 'r-x', deviceId: 'd-1', state: { phase: 'raised', since: T0, alarmId: 'A' } }]);
+        assert.deepEqual(
+          (await store.listAlarmStates()).filter((x) => x.ruleId === 'r-x'),
+          [{ ruleId: 'r-x', deviceId: 'd-1', state: { phase: 'raised', since: T0, alarmId: 'A' } }],
+        );
       });
 
       it('webhook deliveries: due ones by time, listed per status with keyset paging', async () => {
         const d = (i: number, nextAt: number): WebhookDeliveryRecord => ({
-          id: `dl-${i}`, groupId: a.groupId, solution: 'cold', ruleId: 'r', alarmId: 'al', status: 'pending', attempts: 0, nextAt, createdAt: T0 + i, updatedAt: T0 + i,
-          url: 'http://127.0.0.1:9/hook', body: '{"event":"raised"}', lastError: null,
+          id: `dl-${i}`,
+          groupId: a.groupId,
+          solution: 'cold',
+          ruleId: 'r',
+          alarmId: 'al',
+          status: 'pending',
+          attempts: 0,
+          nextAt,
+          createdAt: T0 + i,
+          updatedAt: T0 + i,
+          url: 'http://127.0.0.1:9/hook',
+          body: '{"event":"raised"}',
+          lastError: null,
         });
         for (let i = 0; i < 4; i++) await store.insertDelivery(d(i, T0 + 100 - i));
-        assert.deepEqual((await store.dueDeliveries(T0 + 98, 10)).map((x) => x.id), ['dl-3', 'dl-2']);
+        assert.deepEqual(
+          (await store.dueDeliveries(T0 + 98, 10)).map((x) => x.id),
+          ['dl-3', 'dl-2'],
+        );
         const dead = { ...d(1, T0), status: 'dead' as const, attempts: 8, lastError: 'HTTP 500' };
         await store.updateDelivery(dead);
         await store.updateDelivery({ ...d(0, T0), status: 'dead', attempts: 8 });
         assert.deepEqual(await store.getDelivery(a.groupId, 'cold', 'dl-1'), dead);
         assert.equal(await store.getDelivery(other.groupId, 'cold', 'dl-1'), null);
-        assert.deepEqual((await store.dueDeliveries(T0 + 1000, 10)).map((x) => x.id), ['dl-3', 'dl-2']);
+        assert.deepEqual(
+          (await store.dueDeliveries(T0 + 1000, 10)).map((x) => x.id),
+          ['dl-3', 'dl-2'],
+        );
         const p1 = await store.listDeliveries(a.groupId, 'cold', 'dead', 1);
-        assert.deepEqual(p1.map((x) => x.id), ['dl-1']);
+        assert.deepEqual(
+          p1.map((x) => x.id),
+          ['dl-1'],
+        );
         const p2 = await store.listDeliveries(a.groupId, 'cold', 'dead', 1, { createdAt: p1[0]!.createdAt, id: p1[0]!.id });
-        assert.deepEqual(p2.map((x) => x.id), ['dl-0']);
+        assert.deepEqual(
+          p2.map((x) => x.id),
+          ['dl-0'],
+        );
         assert.deepEqual(await store.listDeliveries(other.groupId, 'cold', 'dead', 10), []);
       });
     });
