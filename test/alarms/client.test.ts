@@ -97,7 +97,7 @@ describe('reef alarms', () => {
 
     const bad = await reef(['alarms', 'add', '--condition', 'above'], env);
     assert.equal(bad.code, 1);
-    assert.match(bad.stderr.trim(), /^reef alarms: threshold must be a finite number \(VALIDATION_FAILED, HTTP 400, request id \S+\)$/);
+    assert.match(bad.stderr.trim(), /^reef alarms: threshold must be a finite number \(VALIDATION_FAILED, field threshold, HTTP 400, request id \S+\)$/);
     const usage = await reef(['alarms', 'add', '--threshold', 'warm'], env);
     assert.equal(usage.code, 2);
     const unknown = await reef(['alarms', 'ack'], env);

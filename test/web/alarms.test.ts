@@ -80,7 +80,9 @@ describe('web app: alarms', () => {
     await page
       .waitForFunction(() => document.querySelector('#plot')?.getAttribute('data-thresholds') === '12.00')
       .catch(async (e) => {
-        throw new Error(`${e}: message ${await page.locator('#message').textContent()}, thresholds ${await page.locator('#plot').getAttribute('data-thresholds')}`);
+        throw new Error(
+          `${e}: message ${await page.locator('#message').textContent()}, thresholds ${await page.locator('#plot').getAttribute('data-thresholds')}, rules ${await (await server.request('GET', '/api/solutions/sandbox/alarm-rules', { token })).text()}, selected ${await page.locator('#devices tr[aria-selected=true]').evaluateAll((els) => els.map((e) => e.getAttribute('data-id')))}, form ${await page.locator('#alarms-panel form').textContent()}`,
+        );
       });
     const typed = (await (await server.request('GET', `/api/solutions/sandbox/alarm-rules/${ruleId}`, { token })).json()) as { threshold: number; name: string };
     assert.deepEqual([typed.threshold, typed.name], [12, 'cold room warm']);

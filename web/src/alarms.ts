@@ -201,8 +201,12 @@ export class AlarmsPanel {
     this.renderForm();
   }
 
+  /** Loads started; only the newest one's answer is shown (an older one may answer last). */
+  private loads = 0;
+
   async load(): Promise<void> {
     const c = this.conn.client;
+    const mine = ++this.loads;
     try {
       const [active, past, rules, counts] = await Promise.all([
         c.listAlarms({ status: 'active', limit: 100 }),
@@ -210,7 +214,7 @@ export class AlarmsPanel {
         c.listAlarmRules(),
         c.alarmCounts(),
       ]);
-      if (this.destroyed) return;
+      if (this.destroyed || mine !== this.loads) return;
       shared.alarms = [...active.alarms, ...past.alarms];
       shared.rules = rules;
       shared.counts = new Map(counts.map((x) => [x.deviceId, x.active]));
