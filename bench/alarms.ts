@@ -7,6 +7,8 @@
 // elsewhere on the machine weighs on each alike.
 //   acknowledged: observations per second until each upload's 201, summed over the rounds;
 //   ratio:        against the 0-rule server (target ≥ 0.90);
+//   server CPU:   what each server process spent per 1,000 observations (/proc), the cost measure
+//                 least disturbed by other load on a shared machine;
 //   caught up:    after the last upload, the time until a probe reading's webhook arrives
 //                 (evaluation is in order, so everything before it has been judged).
 // Then, with 10,000 rules, the time from uploading a reading that breaks a rule to the webhook
@@ -79,6 +81,15 @@ interface Node {
   probe: string;
   next: number[];
   secs: number;
+  /** Server CPU seconds (user + system) spent during this node's ingest slices. */
+  cpu: number;
+}
+
+/** CPU seconds a process has used (/proc/<pid>/stat utime + stime, in clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(rest[11]) + Number(rest[12])) / 100;
 }
 
 /** A server with its devices and rules, ready to ingest. */
@@ -113,7 +124,7 @@ async function setup(rules: number, rx: Awaited<ReturnType<typeof receiver>>): P
     });
     if (r.status !== 201) throw new Error(`probe rule: ${r.status} ${r.body}`);
   }
-  return { rules, server, dir, base, h, ids, probe, next: new Array(DEVICES).fill(0), secs: 0 };
+  return { rules, server, dir, base, h, ids, probe, next: new Array(DEVICES).fill(0), secs: 0, cpu: 0 };
 }
 
 const PER_DEVICE = Math.ceil(TOTAL / DEVICES);
@@ -161,7 +172,9 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     for (let j = 0; j < nodes.length; j++) {
       const n = nodes[(j + r) % nodes.length]!;
+      const c0 = cpuSeconds(n.server.child.pid!);
       n.secs += await ingest(n, Math.min(per, TOTAL - r * per));
+      n.cpu += cpuSeconds(n.server.child.pid!) - c0;
     }
   }
   // After the last upload: how long until the evaluator has caught up (the probe's webhook).
@@ -175,7 +188,7 @@ try {
   for (const n of nodes) {
     const rate = TOTAL / n.secs;
     console.log(
-      `${fmt(n.rules).padStart(6)} rules: ${fmt(rate).padStart(8)} obs/s acknowledged (×${fmt(rate / base, 2)})` +
+      `${fmt(n.rules).padStart(6)} rules: ${fmt(rate).padStart(8)} obs/s acknowledged (×${fmt(rate / base, 2)}); server CPU ${fmt((n.cpu * 1e6) / TOTAL, 1)} ms per 1,000 observations (×${fmt(n.cpu / nodes[0]!.cpu, 2)})` +
         (lag.has(n) ? `; evaluation caught up ${fmt(lag.get(n)!, 0)} ms after the last upload` : '') +
         `; peak RSS ${fmt(n.server.peakRss() / 2 ** 20)} MiB`,
     );

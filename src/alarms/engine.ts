@@ -12,7 +12,7 @@
 // transition (normal → pending → raised → normal), so a restart or a new leader continues a
 // pending duration and knows which alarms are raised.
 import type { Logger } from 'pino';
-import type { AlarmEvalState, AlarmReading, AlarmRuleRecord } from '../core/alarms.ts';
+import type { AlarmEvalState, AlarmReading, AlarmRuleRecord, AlarmRuleSpec } from '../core/alarms.ts';
 import type { Observation, ObservationRecord } from '../core/types.ts';
 import type { EventBus, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
@@ -46,6 +46,97 @@ const key = (a: string, b: string) => a + '\n' + b;
 
 /** A stored batch: its records when published in this process, else its wire form. */
 type Batch = { records: ObservationRecord[]; wire: null } | { records: null; wire: Observation[] };
+
+/** A batch's temperatures in one pass: extremes and steepest changes (°C, °C per minute). */
+interface Summary {
+  count: number;
+  firstTs: number;
+  firstV: number;
+  lastTs: number;
+  lastV: number;
+  min: number;
+  max: number;
+  maxRise: number;
+  maxFall: number;
+}
+
+/**
+ * The batch's temperature extremes, oldest first as evaluation goes; null when a reading names its
+ * own unit (then every rule is judged reading by reading). Readings without a temperature are left
+ * out, and a repeated timestamp counts once, as the per-reading path does.
+ */
+function summarize(n: number, order: number[] | null, tss: Float64Array, temperatureAt: (i: number) => number | null, bagAt: (i: number) => Record<string, unknown> | null): Summary | null {
+  const s: Summary = { count: 0, firstTs: 0, firstV: 0, lastTs: 0, lastV: 0, min: Infinity, max: -Infinity, maxRise: -Infinity, maxFall: Infinity };
+  for (let j = 0; j < n; j++) {
+    const i = order ? order[j]! : j;
+    const t = temperatureAt(i);
+    if (t === null) continue;
+    const bag = bagAt(i);
+    if (bag && bag.unit !== undefined) return null;
+    const ts = tss[i]!;
+    if (s.count) {
+      if (ts <= s.lastTs) continue;
+      const r = ((t - s.lastV) * 60_000) / (ts - s.lastTs);
+      if (r > s.maxRise) s.maxRise = r;
+      if (r < s.maxFall) s.maxFall = r;
+    } else {
+      s.firstTs = ts;
+      s.firstV = t;
+    }
+    if (t < s.min) s.min = t;
+    if (t > s.max) s.max = t;
+    s.lastTs = ts;
+    s.lastV = t;
+    s.count++;
+  }
+  return s;
+}
+
+/** Rounding room: near a threshold the per-reading path decides. */
+const EPS = 1e-9;
+
+/**
+ * True when no reading of the batch can break a temperature rule whose pair is normal: the pair
+ * moves past the batch at once (what judging each reading would have done).
+ */
+function settled(s: AlarmRuleSpec, p: Pair, sum: Summary): boolean {
+  if (!sum.count || s.field !== 'temperature' || p.phase !== 'normal') return false;
+  if (p.lastTs !== undefined && p.lastTs >= sum.firstTs) return false;
+  const c = (v: number) => (s.unit === 'F' ? ((v - 32) * 5) / 9 : v);
+  let could: boolean;
+  switch (s.condition) {
+    case 'above':
+      could = sum.max > c(s.threshold!) - EPS;
+      break;
+    case 'below':
+      could = sum.min < c(s.threshold!) + EPS;
+      break;
+    case 'outside':
+      could = sum.min < c(s.low!) + EPS || sum.max > c(s.high!) - EPS;
+      break;
+    case 'rate': {
+      let rise = sum.maxRise;
+      let fall = sum.maxFall;
+      if (p.lastTs !== undefined && p.lastValue !== undefined) {
+        const r0 = ((sum.firstV - c(p.lastValue)) * 60_000) / (sum.firstTs - p.lastTs);
+        rise = Math.max(rise, r0);
+        fall = Math.min(fall, r0);
+      }
+      // The limit in °C per minute (a rate converts by the factor alone).
+      const limit = s.unit === 'F' ? (s.ratePerMinute! * 5) / 9 : s.ratePerMinute!;
+      const up = rise > limit - EPS;
+      const down = fall < -limit + EPS;
+      could = s.direction === 'rise' ? up : s.direction === 'fall' ? down : up || down;
+      if (!could) p.lastValue = s.unit === 'F' ? (sum.lastV * 9) / 5 + 32 : sum.lastV;
+      break;
+    }
+    default:
+      return false;
+  }
+  if (could) return false;
+  p.lastTs = sum.lastTs;
+  return true;
+}
 
 export class AlarmEngine {
   readonly name = 'alarms';
@@ -303,13 +394,18 @@ export class AlarmEngine {
       }
     }
     const cutoff = at - this.o.lateMs;
-    // The pairs once per batch, not per reading: a batch is up to 10,000 readings.
+    const sum = tss[order ? order[0]! : 0]! >= cutoff ? summarize(n, order, tss, temperatureAt, bagAt) : null;
+    // The pairs once per batch, not per reading: a batch is up to 10,000 readings. A rule that no
+    // reading of the batch can break (the batch's extremes say so) is settled at once; only the
+    // others are judged reading by reading.
     const liveRules: AlarmRuleRecord[] = [];
     const livePairs: Pair[] = [];
     for (const r of rules) {
       if (r.spec.condition === 'silence') continue;
+      const p = this.pair(r.id, deviceId);
+      if (sum && settled(r.spec, p, sum)) continue;
       liveRules.push(r);
-      livePairs.push(this.pair(r.id, deviceId));
+      livePairs.push(p);
     }
     if (!liveRules.length) return;
     for (let j = 0; j < n; j++) {

@@ -113,6 +113,32 @@ describe('conditions', () => {
   });
 });
 
+describe('batches', () => {
+  it('a whole upload is judged reading by reading, oldest first: a breach inside a batch raises and clears at the right readings', async () => {
+    const { token } = await s.login('batch');
+    const [d1, d2] = [await newDevice(s, token), await newDevice(s, token)];
+    await createRule(s, token, { condition: 'above', threshold: 8, duration: '10m', hysteresis: 1, deviceId: d1 });
+    await createRule(s, token, { condition: 'rate', ratePerMinute: 2, deviceId: d2 });
+    // 60 readings a minute apart, sent newest first: 5 °C, then 9 °C from minute 20 to 39, then 6 °C.
+    const readings = Array.from({ length: 60 }, (_, m) => ({ timestamp: iso(T0 + m * MIN), temperature: m >= 20 && m < 40 ? 9 : m >= 40 ? 6 : 5 }));
+    s.clock.now = T0 + 60 * MIN;
+    await upload(s, token, d1, [...readings].reverse());
+    await s.settle();
+    const [a] = await alarms(s, token, `?deviceId=${d1}`);
+    assert.equal(a?.status, 'cleared-unacknowledged');
+    assert.equal(a?.reading.timestamp, iso(T0 + 30 * MIN), 'raised by the reading 10 minutes into the breach');
+    assert.equal(a?.history[1].reading.timestamp, iso(T0 + 40 * MIN), 'cleared by the first reading at or under 7 °C');
+    // Rate across two uploads: a calm batch, then a jump from its last reading.
+    const calm = Array.from({ length: 30 }, (_, m) => ({ timestamp: iso(T0 + m * MIN), temperature: 20 + m * 0.1 }));
+    await upload(s, token, d2, calm);
+    await s.settle();
+    assert.deepEqual(await alarms(s, token, `?deviceId=${d2}`), []);
+    await upload(s, token, d2, [{ timestamp: iso(T0 + 30 * MIN), temperature: 25 }]);
+    await s.settle();
+    assert.equal((await alarms(s, token, `?deviceId=${d2}`))[0]?.reading.value, 25);
+  });
+});
+
 describe('lifecycle', () => {
   it('acknowledge records who and when; acknowledging again changes nothing; a clear after it is "cleared"; filters and keyset paging', async () => {
     const { token, tenantId } = await s.login('oncall');
