@@ -55,6 +55,9 @@ describe('web app: alarms', () => {
     await page.waitForFunction((id) => !(document.querySelector(`#devices tr[data-id="${id}"] .alarm-badge`) as HTMLElement | null)?.hidden, dev);
     assert.equal(await badge(dev).textContent(), '1 alarm');
     assert.equal(await badge(quiet).isHidden(), true);
+    // And on its tile among the latest readings.
+    assert.equal(await page.locator(`#latest li[data-id="${dev}"] .alarm-badge`).textContent(), '1 alarm');
+    assert.equal(await page.locator(`#latest li[data-id="${quiet}"] .alarm-badge`).count(), 0);
 
     // The device with the newest reading is plotted: its threshold line and both alarms are drawn.
     await page.locator(`#devices tr[data-id="${dev}"]`).click();
