@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
-import type { Config } from './config/config.ts';
+import { ConfigError, type Config } from './config/config.ts';
 import { Authenticator, createAccount } from './auth/accounts.ts';
 import { TokenService } from './auth/tokens.ts';
 import type { EventBus } from './events/bus.ts';
@@ -12,6 +12,7 @@ import { openCoordination } from './jobs/coordination.ts';
 import type { Leadership } from './jobs/leader.ts';
 import { upkeepJob } from './jobs/upkeep.ts';
 import { buildApp } from './http/app.ts';
+import { TlsError, loadTls, type TlsMaterial } from './config/tls.ts';
 import { openStore } from './store/open.ts';
 import type { Store } from './store/store.ts';
 
@@ -45,6 +46,8 @@ export interface RunningServer {
   url: string;
   demo: DemoCredentials | null;
   components: Component[];
+  /** The certificate served when HTTPS is on (url then starts https://). */
+  tls: TlsMaterial | null;
   close(): Promise<void>;
 }
 
@@ -90,6 +93,13 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
 export type ComponentFactory = (s: Services, demo: DemoCredentials | null) => Promise<Component | null>;
 
 export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger } = {}): Promise<RunningServer> {
+  // TLS problems (unreadable or mismatched files) stop the start before anything is opened.
+  let tls: TlsMaterial | null;
+  try {
+    tls = loadTls(config.tls, config.dataDir, [config.http.host].filter((h) => h !== '0.0.0.0' && h !== '::'));
+  } catch (e) {
+    throw e instanceof TlsError ? new ConfigError([e.message]) : e;
+  }
   const services = await openServices(config, opts.log);
   const demo = await ensureDemo(services);
   const components: Component[] = [];
@@ -105,12 +115,13 @@ export async function startServer(config: Config, opts: { components?: Component
     logger: services.log,
     apiPlugins: components.flatMap((c) => (c.apiPlugin ? [c.apiPlugin] : [])),
     plugins: components.flatMap((c) => (c.plugin ? [c.plugin] : [])),
+    ...(tls ? { https: { cert: tls.cert, key: tls.key } } : {}),
   });
   await app.listen({ host: config.http.host, port: config.http.port });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
-  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+  const url = `${tls ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   for (const c of components) await c.start?.();
   await services.leadership.start();
 
@@ -124,5 +135,5 @@ export async function startServer(config: Config, opts: { components?: Component
       await services.events.close();
       await services.store.close();
     })());
-  return { app, services, url, demo, components, close };
+  return { app, services, url, demo, components, tls, close };
 }

@@ -31,6 +31,8 @@ export interface AppDeps {
   apiPlugins?: FastifyPluginAsync[];
   /** Routes outside authentication, e.g. the browser app's static files. */
   plugins?: FastifyPluginAsync[];
+  /** Certificate and key (src/config/tls.ts loadTls): the app's server speaks HTTPS. */
+  https?: { cert: string; key: string };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -42,6 +44,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const idPrefix = randomBytes(4).toString('hex');
   let idCounter = 0;
   const app = Fastify({
+    // Fastify makes an https.Server when given key material; the routes are the same (issue 13.8).
+    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key } } : {}),
     ...(deps.logger
       ? { loggerInstance: deps.logger }
       : {
