@@ -11,6 +11,7 @@ import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { requireAccount } from './auth-hook.ts';
+import { installBodyParsers } from './content-types.ts';
 import { installErrorHandling, sendError } from './errors.ts';
 import * as schemas from './schemas.ts';
 import { adminRoutes } from './routes/admin.ts';
@@ -73,14 +74,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const textAjv = new Ajv({ ...ajvOptions, coerceTypes: 'array' });
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
 
-  // The JavaScript SDK sends Content-Type: application/json on every request, GET and DELETE
-  // included (wire §1): an empty JSON body is "no body", not an error.
-  const defaultJson = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    return defaultJson(request, body as string, done);
-  });
+  // ---- request body content types (issue 13.1; src/http/content-types.ts, docs/api.md) ----
+  // JSON with an empty body allowed (the JavaScript SDK's bodiless GET/DELETE), and a body with no
+  // Content-Type read as JSON (the Windows client clears it). Token routes add text/plain.
+  installBodyParsers(app);
+  // ---- end of request body content types ----
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);

@@ -94,11 +94,14 @@ export async function createDevice(store: Store, events: EventBus, account: Acco
   return d;
 }
 
-export async function deleteDevice(store: Store, events: EventBus, account: Account, solution: string, id: string): Promise<void> {
-  solutionName(solution);
-  const ok = await store.deleteDevice(account.groupId, solution, checkDeviceId(id));
+/** Deletes the device and its observations; answers the device as it was (issue 13.2). */
+export async function deleteDevice(store: Store, events: EventBus, account: Account, solution: string, id: string): Promise<DeviceRecord> {
+  const d = await findDevice(store, account, solution, id);
+  // A concurrent delete may win between the read and this: then it is gone, as for the loser.
+  const ok = await store.deleteDevice(account.groupId, solution, d.id);
   if (!ok) throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
-  events.publish({ kind: 'device', groupId: account.groupId, solution, deviceId: id.toLowerCase(), action: 'deleted' });
+  events.publish({ kind: 'device', groupId: account.groupId, solution, deviceId: d.id, action: 'deleted' });
+  return d;
 }
 
 /**

@@ -53,7 +53,9 @@ describe('devices', () => {
     // An upper-case UUID names the same device.
     assert.equal((await server.request('GET', `/api/solutions/mine/devices/${d.id.toUpperCase()}`, { token })).status, 200);
     const del = await server.request('DELETE', `/api/solutions/mine/devices/${d.id}`, { token, headers: { 'content-type': 'application/json' } });
-    assert.equal(del.status, 204);
+    // 200 with the deleted device as JSON (issue 13.2): the original SDK parses every answer.
+    assert.equal(del.status, 200);
+    assert.deepEqual(await del.json(), { id: d.id, deviceType: 'Thermo', domainInfo: {} });
     assert.equal((await server.request('GET', `/api/solutions/mine/devices/${d.id}`, { token })).status, 404);
     const again = await server.request('DELETE', `/api/solutions/mine/devices/${d.id}`, { token });
     assert.equal(again.status, 404);
