@@ -47,7 +47,7 @@ for (let d = 0; d < DEVICES; d++) {
 for (let k = 0; k < SANDBOX_KITS; k++) {
   await store.createDevice({
     id: randomUUID(), tenantId: account.tenantId, groupId: account.groupId, solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {},
-    provisioningInfo: { status: 'provisioned', timestamp: new Date(T0).toISOString(), vendorMacAddress: (0x1000000000000 + k).toString(16).padStart(16, '0'), vendorNetworkDeviceType: 'MILLI' },
+    provisioningInfo: { status: 'provisioned', timestamp: new Date(T0).toISOString(), ssniMacAddress: (0x1000000000000 + k).toString(16).padStart(16, '0'), ssniNetworkDeviceType: 'MILLI' },
     mac: (0x1000000000000 + k).toString(16).padStart(16, '0'),
   });
 }

@@ -20,13 +20,18 @@ export interface DomainInfo {
   [key: string]: unknown;
 }
 
-/** seed §2: the wire names carry a vendor word, written `vendor` here as in the seed. */
+/**
+ * seed §2 writes the two MAC fields with the placeholder word `vendor` "where the wire form carries a
+ * vendor word"; the wire word is `ssni`, and the original clients read exactly
+ * `provisioningInfo.ssniMacAddress` (issue 13.3), so Reef serves the wire names.
+ */
 export interface ProvisioningInfo {
   status: 'provisioned';
   timestamp: string;
-  vendorMacAddress: string;
-  vendorNetworkDeviceType: 'MILLI';
+  ssniMacAddress: string;
+  ssniNetworkDeviceType: 'MILLI';
 }
+
 
 /** A device as the HTTP API returns it (seed §2). */
 export interface Device {

@@ -22,6 +22,7 @@ import type {
   TokenResponse,
   UploadObservation,
 } from './types.ts';
+import { deviceMac, normalizeMac } from './types.ts';
 
 export interface ReefClientOptions {
   /** Base URL of the service, e.g. `https://reef.example.org` (a trailing `/api` is accepted too). */
@@ -237,8 +238,20 @@ export class ReefClient {
     return (await this.request<Device>('GET', `${this.sol(opts)}/devices/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
   }
 
-  async deleteDevice(id: string, opts: CallOptions = {}): Promise<void> {
-    await this.request('DELETE', `${this.sol(opts)}/devices/${seg(id)}`, { idempotent: true, signal: opts.signal });
+  /** Deletes the device and its observations; answers the device as it was. */
+  async deleteDevice(id: string, opts: CallOptions = {}): Promise<Device> {
+    return (await this.request<Device>('DELETE', `${this.sol(opts)}/devices/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /**
+   * The device of the solution with this MAC (any case, with or without `:`/`-`), matched against
+   * every spelling a server may use (deviceMac), or null. The original platform did not dedupe
+   * devices, so its clients looked a device up by MAC before creating one.
+   */
+  async findDeviceByMac(mac: string, opts: CallOptions = {}): Promise<Device | null> {
+    const want = normalizeMac(mac);
+    if (!want) throw new TypeError(`findDeviceByMac: ${JSON.stringify(mac)} is not a MAC of 16 hexadecimal digits`);
+    return (await this.listDevices(opts)).find((d) => deviceMac(d) === want) ?? null;
   }
 
   // ---- observations ----------------------------------------------------------------------------

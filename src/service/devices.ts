@@ -68,6 +68,12 @@ export function parseDomainInfo(v: unknown): DomainInfo {
     const l = loc as Record<string, unknown>;
     info.location = { ...l, latitude: latitude(l.latitude), longitude: longitude(l.longitude) };
   }
+  // A MAC given by a client is kept in the one form the original clients match on (wire §1:
+  // 16 lower-case hex), whichever separators or case it came in.
+  if (info.nic_macID !== undefined) {
+    if (typeof info.nic_macID !== 'string') throw new ReefError('VALIDATION_FAILED', 'domainInfo.nic_macID must be a MAC of 16 hexadecimal characters', { field: 'domainInfo.nic_macID' });
+    info.nic_macID = macAddress(info.nic_macID, 'domainInfo.nic_macID');
+  }
   if (JSON.stringify(info).length > MAX_DOMAIN_INFO_BYTES) {
     throw new ReefError('VALIDATION_FAILED', `domainInfo must be at most ${MAX_DOMAIN_INFO_BYTES} bytes of JSON`, { field: 'domainInfo' });
   }
@@ -119,8 +125,8 @@ export async function provisionKit(store: Store, events: EventBus | null, accoun
   const provisioningInfo: ProvisioningInfo = {
     status: 'provisioned',
     timestamp: new Date().toISOString(),
-    vendorMacAddress: m,
-    vendorNetworkDeviceType: 'MILLI',
+    ssniMacAddress: m,
+    ssniNetworkDeviceType: 'MILLI',
   };
   const d = await store.createDevice({
     id: randomUUID(),
@@ -128,7 +134,8 @@ export async function provisionKit(store: Store, events: EventBus | null, accoun
     groupId: account.groupId,
     solution: SANDBOX,
     deviceType: DEVICE_TYPE_DEVKIT,
-    domainInfo: {},
+    // The Windows and MQTT clients find kits by domainInfo.nic_macID (16 lower-case hex, wire §1).
+    domainInfo: { nic_macID: m },
     provisioningInfo,
     mac: m,
   });

@@ -150,7 +150,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
     it('filters devices by type and keeps provisioning info and MAC', async () => {
       const a = account('erin');
       const mac = randomUUID().replace(/-/g, '').slice(0, 16);
-      const pi = { status: 'provisioned' as const, timestamp: new Date(T0).toISOString(), vendorMacAddress: mac, vendorNetworkDeviceType: 'MILLI' as const };
+      const pi = { status: 'provisioned' as const, timestamp: new Date(T0).toISOString(), ssniMacAddress: mac, ssniNetworkDeviceType: 'MILLI' as const };
       await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, provisioningInfo: pi, mac });
       await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'sandbox', deviceType: 'Other', domainInfo: {} });
       const kits = await store.listDevices(a.groupId, 'sandbox', 'NICDevKit');

@@ -165,6 +165,23 @@ describe('reef devices and observations', () => {
     return r.stdout.split('\n').filter(Boolean).length;
   }
 
+  it('devices create --mac stores domainInfo.nic_macID in wire form; get finds it by MAC in any spelling (issue 13.3)', async () => {
+    const c = await reef(['devices', 'create', '--type', 'MILLI', '--mac', '00:13:50:05:FF:AA:BB:01', '--json', '--solution', 'macs'], { env });
+    assert.equal(c.code, 0, c.stderr);
+    const d = JSON.parse(c.stdout);
+    assert.deepEqual(d.domainInfo, { nic_macID: '00135005ffaabb01' });
+    for (const spelling of ['00135005FFAABB01', '00-13-50-05-ff-aa-bb-01']) {
+      const g = await reef(['devices', 'get', spelling, '--json', '--solution', 'macs'], { env });
+      assert.equal(g.code, 0, g.stderr);
+      assert.equal(JSON.parse(g.stdout).id, d.id);
+    }
+    const none = await reef(['devices', 'get', '00135005ffaabb02', '--solution', 'macs'], { env });
+    assert.equal(none.code, 1);
+    assert.match(oneLine(none), /no device with MAC 00135005ffaabb02/);
+    const bad = await reef(['devices', 'create', '--type', 'MILLI', '--mac', 'nope'], { env });
+    assert.equal(bad.code, 2);
+  });
+
   it('devices create, list (table and --json, --type filter), get, delete', async () => {
     const c = await reef(['devices', 'create', '--type', 'Weather', '--lat', '52.5', '--lon', '13.4', '--json'], { env });
     assert.equal(c.code, 0, c.stderr);

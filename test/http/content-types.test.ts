@@ -34,7 +34,7 @@ describe('token calls (both paths)', () => {
     const c = await server.account('ct');
     const creds = JSON.stringify({ clientId: c.clientId, clientSecret: c.clientSecret });
     for (const path of ['/api/tokens', '/tokens']) {
-      for (const headers of [{}, { 'content-type': 'text/plain' }, { 'content-type': 'text/plain; charset=utf-8' }, { 'content-type': 'application/json; charset=utf-8' }, { 'Content-Type': 'application/json' }]) {
+      for (const headers of <Record<string, string>[]>[{}, { 'content-type': 'text/plain' }, { 'content-type': 'text/plain; charset=utf-8' }, { 'content-type': 'application/json; charset=utf-8' }, { 'Content-Type': 'application/json' }]) {
         const r = await post(path, creds, headers);
         assert.equal(r.status, 201, `${path} ${JSON.stringify(headers)}: ${await r.clone().text()}`);
         assert.equal(typeof ((await r.json()) as { accessToken: unknown }).accessToken, 'string');
@@ -44,7 +44,7 @@ describe('token calls (both paths)', () => {
 
   it('a body that is not JSON is a clear 400 whatever the content type; another declared type is 415', async () => {
     for (const path of ['/api/tokens', '/tokens']) {
-      for (const headers of [{}, { 'content-type': 'text/plain' }, { 'content-type': 'application/json' }]) {
+      for (const headers of <Record<string, string>[]>[{}, { 'content-type': 'text/plain' }, { 'content-type': 'application/json' }]) {
         const e = await expectError(await post(path, 'clientId=a&clientSecret=b', headers), 400, 'MALFORMED_JSON');
         assert.match(String(e.message), /not valid JSON/);
       }

@@ -2,7 +2,7 @@
 // (docs/coap.md): read the sensor now, set the kit's unit (°C/°F), start and stop a live observe
 // (Server-Sent Events from the bridge), and the kit's clock (seed §4.4). The kit's errors and
 // deadlines are shown as the bridge words them.
-import type { CoapResponse } from '../../src/sdk/index.ts';
+import { deviceMac, type CoapResponse } from '../../src/sdk/index.ts';
 import { ApiError, type Connection, type Device } from './api.ts';
 import { el, fmtTime, isDevKit, shortId } from './format.ts';
 import type { PanelContext } from './panels.ts';
@@ -69,7 +69,7 @@ export class DevKitPanel {
     const log = el('ol', { class: 'log', 'aria-label': 'Observed readings', reversed: '' });
     const observe = btn('Start observing', () => (this.observing ? this.stopObserve() : void this.startObserve()), { 'aria-pressed': 'false', id: 'kit-observe' });
     this.out = { value, when, unit, clock, status, log, observe };
-    const mac = d.provisioningInfo?.vendorMacAddress ?? '';
+    const mac = deviceMac(d) ?? '';
     this.root.replaceChildren(
       el('h2', { id: 'devkit-h' }, `Dev kit ${shortId(d.id)}`, el('span', { class: 'count mono' }, mac ? ` · ${mac}` : '')),
       el('dl', { class: 'kv' }, el('dt', {}, 'Temperature'), value, el('dt', {}, 'Read at'), when, el('dt', {}, 'Kit unit'), unit, el('dt', {}, 'Kit clock'), clock),

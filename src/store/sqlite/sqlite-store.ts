@@ -59,7 +59,7 @@ function translate(e: unknown): never {
   const code = (e as { code?: string })?.code ?? '';
   const msg = (e as Error)?.message ?? '';
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
-    if (msg.includes('devices.mac')) throw new ReefError('MAC_ALREADY_PROVISIONED', undefined, { field: 'vendorMacAddress', cause: e });
+    if (msg.includes('devices.mac')) throw new ReefError('MAC_ALREADY_PROVISIONED', undefined, { field: 'ssniMacAddress', cause: e });
     throw new ReefError('CONFLICT', 'an entry with the same key exists', { cause: e });
   }
   if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_IOERR' || code === 'SQLITE_FULL') {
