@@ -316,7 +316,8 @@ export class Gateway {
   // ---- sessions --------------------------------------------------------------------------------
 
   private async sessionRequest(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
-    if (req.code === Code.POST) {
+    // The original Java client opens a session with POST or PUT (issue 13.6): both carry the token.
+    if (req.code === Code.POST || req.code === Code.PUT) {
       const cf = getUintOption(req, Option.CONTENT_FORMAT);
       if (cf !== undefined && cf !== ContentFormat.TEXT_PLAIN) return this.small(req, peer, Code.UNSUPPORTED_CONTENT_FORMAT, 'send the token as text (content-format 0)');
       try {
@@ -341,7 +342,7 @@ export class Gateway {
         throw e;
       }
     }
-    return this.small(req, peer, Code.METHOD_NOT_ALLOWED, 'POST, GET or DELETE');
+    return this.small(req, peer, Code.METHOD_NOT_ALLOWED, 'POST or PUT, GET or DELETE');
   }
 
   private sessionEnded(s: Session, why: string): void {
