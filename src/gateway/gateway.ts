@@ -832,7 +832,7 @@ export class Gateway {
     void this.device(up.mac)
       .then(async (d) => {
         if (!d || d.solution !== SANDBOX) return;
-        await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, up.mac)]);
+        await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, up.mac, this.o.maxClockSkewMs)]);
         this.stats.readingsStored++;
       })
       .catch((e: unknown) => {
