@@ -183,6 +183,63 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(seen, rows.map((r) => r.ts).reverse());
     });
 
+    it('solution-wide pages: every observation in the range once, device by device, newest first; tag filter; other groups and solutions never', async () => {
+      const a = account('solwide');
+      const ids = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
+      // Device 0: 700 rows, device 1: none, device 2: 5 rows at the same instants as device 0, device 3: 300 rows.
+      await store.insertObservations(ids[0]!, series(700));
+      await store.insertObservations(ids[2]!, series(5).map((r, i) => ({ ...r, extra: i % 2 ? { tags: ['hot'] } : null })));
+      await store.insertObservations(ids[3]!, series(300, 1000, T0 + 10_000));
+      // Noise that must never show: another solution of the group, another group.
+      const elsewhere = randomUUID();
+      await store.createDevice({ id: elsewhere, tenantId: a.tenantId, groupId: a.groupId, solution: 'other', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(elsewhere, series(50));
+      const b = account('solwide-b');
+      const theirs = randomUUID();
+      await store.createDevice({ id: theirs, tenantId: b.tenantId, groupId: b.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(theirs, series(50));
+
+      const seen: string[] = [];
+      let after: { device: number; ts: number } | undefined;
+      let pages = 0;
+      for (;;) {
+        const page = await store.querySolutionObservations(a.groupId, 'wide', { limit: 64, ...(after ? { after } : {}) });
+        assert.ok(page.rows.length <= 64);
+        seen.push(...page.rows.map((r) => `${r.deviceId}@${r.observation.ts}`));
+        pages++;
+        if (!page.next) break;
+        after = page.next;
+      }
+      const expected = [
+        ...series(700).map((r) => `${ids[0]}@${r.ts}`).reverse(),
+        ...series(5).map((r) => `${ids[2]}@${r.ts}`).reverse(),
+        ...series(300, 1000, T0 + 10_000).map((r) => `${ids[3]}@${r.ts}`).reverse(),
+      ];
+      assert.deepEqual(seen, expected, 'no gap, no duplicate, device by device, newest first');
+      assert.equal(pages, Math.ceil(expected.length / 64));
+
+      // A range: [from, to) on every device.
+      const ranged = await store.querySolutionObservations(a.groupId, 'wide', { limit: 10_000, from: T0 + 2000, to: T0 + 12_000 });
+      assert.deepEqual(ranged.rows.map((r) => `${r.deviceId}@${r.observation.ts}`), [
+        ...series(10, 1000, T0 + 2000).map((r) => `${ids[0]}@${r.ts}`).reverse(),
+        ...series(3, 1000, T0 + 2000).map((r) => `${ids[2]}@${r.ts}`).reverse(),
+        ...series(2, 1000, T0 + 10_000).map((r) => `${ids[3]}@${r.ts}`).reverse(),
+      ]);
+      assert.equal(ranged.next, null);
+      // One tag.
+      const hot = await store.querySolutionObservations(a.groupId, 'wide', { limit: 100, tag: 'hot' });
+      assert.deepEqual(hot.rows.map((r) => [r.deviceId, r.observation.ts]), [[ids[2], T0 + 3000], [ids[2], T0 + 1000]]);
+      assert.deepEqual(hot.rows[0]!.observation.extra, { tags: ['hot'] });
+      // Nothing of another group even with its own solution name, nothing for a solution it lacks.
+      assert.deepEqual((await store.querySolutionObservations(a.groupId, 'nope', { limit: 10 })).rows, []);
+      const bPage = await store.querySolutionObservations(b.groupId, 'wide', { limit: 1000 });
+      assert.deepEqual([...new Set(bPage.rows.map((r) => r.deviceId))], [theirs]);
+      // A cursor naming another group's device position only positions the walk: still only a's rows.
+      const forged = await store.querySolutionObservations(a.groupId, 'wide', { limit: 1000, after: { device: 0, ts: Number.MAX_SAFE_INTEGER } });
+      assert.ok(forged.rows.every((r) => ids.includes(r.deviceId)));
+    });
+
     it('from is inclusive, to exclusive', async () => {
       const a = account('gina');
       const id = randomUUID();

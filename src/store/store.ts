@@ -34,6 +34,45 @@ export interface ObservationPage {
   nextBefore: number | null;
 }
 
+/**
+ * Where a solution-wide page stopped: the store's device sequence number (devices are walked in
+ * creation order) and the timestamp of the last observation returned for that device.
+ */
+export interface SolutionCursor {
+  device: number;
+  ts: number;
+}
+
+export interface SolutionObservationQuery {
+  /** Inclusive lower bound, epoch ms. */
+  from?: number;
+  /** Exclusive upper bound, epoch ms. */
+  to?: number;
+  limit: number;
+  /** Only observations whose `tags` field contains this tag. */
+  tag?: string;
+  /** Resume strictly after this position. */
+  after?: SolutionCursor;
+}
+
+export interface SolutionObservationPage {
+  /** Device by device (creation order), newest first within a device. */
+  rows: { deviceId: string; observation: ObservationRecord }[];
+  /** The cursor of the next page, or null when nothing remains. */
+  next: SolutionCursor | null;
+}
+
+/** Turns up to limit + 1 rows (pk, id, ts, ...) into a page and its cursor: shared by the backends. */
+export function solutionPage<R extends { pk: number; id: string; ts: number }>(rows: R[], limit: number, toRecord: (r: R) => ObservationRecord): SolutionObservationPage {
+  const more = rows.length > limit;
+  if (more) rows.length = limit;
+  const last = rows[rows.length - 1];
+  return {
+    rows: rows.map((r) => ({ deviceId: r.id, observation: toRecord(r) })),
+    next: more && last ? { device: Number(last.pk), ts: Number(last.ts) } : null,
+  };
+}
+
 export interface BucketQuery {
   from: number;
   to: number;
@@ -141,6 +180,12 @@ export interface Store {
   latestObservationsJson?(groupId: string, solution: string): Promise<string>;
   /** One device, newest first, keyset-paged. */
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage>;
+  /**
+   * Every observation of the group's solution in the range (issue 13.5), keyset-paged: device by
+   * device in creation order, newest first within a device. A page costs index range scans of the
+   * devices it touches (one probe for a device with nothing in range); never OFFSET or COUNT.
+   */
+  querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage>;
   /** Per-bucket min/avg/max of temperature over [from, to), oldest first, empty buckets omitted. */
   bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]>;
 

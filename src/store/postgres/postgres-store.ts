@@ -4,7 +4,8 @@
 import pg from 'pg';
 import { ReefError } from '../../core/errors.ts';
 import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, ManyInsertResult, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, ManyInsertResult, NewDevice, ObservationPage, ObservationQuery, SigningKey, SolutionObservationPage, SolutionObservationQuery, Store } from '../store.ts';
+import { solutionPage } from '../store.ts';
 import { translate } from './errors.ts';
 import { LOCK_MIGRATE, LOCK_PARTITIONS, MIGRATIONS } from './migrations.ts';
 import { PartitionMap, parseRangeBound } from './partitions.ts';
@@ -439,6 +440,40 @@ export class PostgresStore implements Store {
     const more = rows.length > q.limit;
     if (more) rows.pop();
     return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+  }
+
+  async querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {
+    const from = q.from ?? 0;
+    const to = q.to ?? Number.MAX_SAFE_INTEGER;
+    const tag = q.tag ?? null;
+    // One more than asked tells whether another page exists.
+    const want = q.limit + 1;
+    const rows: Row[] = [];
+    if (q.after) {
+      // The cursor's own device: the rest of it below the cursor, one index range scan.
+      const r = await this.q(
+        `SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.tier = d.tier AND o.device_pk = d.pk
+         WHERE d.group_id = $1 AND d.solution = $2 AND d.pk = $3 AND o.ts >= $4 AND o.ts < $5
+         AND ($7::text IS NULL OR o.extra -> 'tags' ? $7) ORDER BY o.ts DESC LIMIT $6`,
+        [groupId, solution, q.after.device, from, Math.min(to, q.after.ts), want, tag], 'solution-page-device');
+      rows.push(...r.rows);
+    }
+    if (rows.length < want) {
+      // Devices in pk order (devices_by_solution), each one's newest rows through the lateral
+      // (device_pk, ts DESC) index scan; the incremental sort on the presorted pk lets LIMIT stop
+      // after the devices that fill the page.
+      const r = await this.q(
+        `SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d
+         CROSS JOIN LATERAL (
+           SELECT ts, temperature, extra FROM observations o
+           WHERE o.tier = d.tier AND o.device_pk = d.pk AND o.ts >= $4 AND o.ts < $5 AND ($7::text IS NULL OR o.extra -> 'tags' ? $7)
+           ORDER BY o.ts DESC LIMIT $6) o
+         WHERE d.group_id = $1 AND d.solution = $2 AND d.pk > $3
+         ORDER BY d.pk, o.ts DESC LIMIT $6`,
+        [groupId, solution, q.after?.device ?? -1, from, to, want - rows.length, tag], 'solution-page-rest');
+      rows.push(...r.rows);
+    }
+    return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow);
   }
 
   async bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {

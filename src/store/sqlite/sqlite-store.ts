@@ -6,7 +6,8 @@ import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
 import { observationJson } from '../../core/observation-json.ts';
 import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, ManyInsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import type { Bucket, BucketQuery, InsertResult, ManyInsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, SolutionObservationPage, SolutionObservationQuery, Store } from '../store.ts';
+import { solutionPage } from '../store.ts';
 import { MIGRATIONS } from './migrations.ts';
 
 export interface SqliteOptions {
@@ -139,6 +140,17 @@ export class SqliteStore implements Store {
       pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
                      AND extra IS NOT NULL AND json_valid(extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = ?)
                      ORDER BY ts DESC LIMIT ?`),
+      // Solution-wide pages (issue 13.5): devices in pk order from the covering index, each device's
+      // observations newest first from the (device_pk, ts) key walked backwards, stopped by LIMIT.
+      // The cursor's own device is read first with its upper bound moved to the cursor.
+      solPageDevice: p(`SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.device_pk = d.pk
+                        WHERE d.group_id = @g AND d.solution = @s AND d.pk = @pk AND o.ts >= @from AND o.ts < @to
+                        AND (@tag IS NULL OR (o.extra IS NOT NULL AND json_valid(o.extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = @tag)))
+                        ORDER BY o.ts DESC LIMIT @limit`),
+      solPageRest: p(`SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.device_pk = d.pk
+                      WHERE d.group_id = @g AND d.solution = @s AND d.pk > @pk AND o.ts >= @from AND o.ts < @to
+                      AND (@tag IS NULL OR (o.extra IS NOT NULL AND json_valid(o.extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = @tag)))
+                      ORDER BY d.pk, o.ts DESC LIMIT @limit`),
       buckets: p(`SELECT CAST(ts - @from AS INTEGER) / CAST(@size AS INTEGER) * @size + @from AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
                   FROM observations WHERE device_pk = @pk AND ts >= @from AND ts < @to GROUP BY b ORDER BY b`),
       setRetention: p('UPDATE solutions SET retention_days = ? WHERE group_id = ? AND name = ?'),
@@ -390,6 +402,24 @@ export class SqliteStore implements Store {
       const more = rows.length > q.limit;
       if (more) rows.pop();
       return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+    });
+  }
+
+  querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {
+    return this.run(() => {
+      const from = q.from ?? 0;
+      const to = q.to ?? Number.MAX_SAFE_INTEGER;
+      const tag = q.tag ?? null;
+      // One more than asked tells whether another page exists.
+      const want = q.limit + 1;
+      const rows: Row[] = [];
+      if (q.after) {
+        rows.push(...(this.s.solPageDevice.all({ g: groupId, s: solution, pk: q.after.device, from, to: Math.min(to, q.after.ts), tag, limit: want }) as Row[]));
+      }
+      if (rows.length < want) {
+        rows.push(...(this.s.solPageRest.all({ g: groupId, s: solution, pk: q.after?.device ?? -1, from, to, tag, limit: want - rows.length }) as Row[]));
+      }
+      return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow);
     });
   }
 
