@@ -75,6 +75,23 @@ export interface ObservationGroup {
   observations: Observation[];
 }
 
+/**
+ * A device template (issue 13.4): a named list of sensors of a solution. `sensors` items are kept
+ * as the client sent them: a sensor name, or an object with at least `name`.
+ */
+export interface DeviceTemplate {
+  id: string;
+  name: string;
+  sensors: unknown[];
+}
+
+export interface DeviceTemplateRecord extends DeviceTemplate {
+  groupId: string;
+  solution: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
 export interface Account {
   tenantId: string;
   name: string;

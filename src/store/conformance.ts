@@ -185,7 +185,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
 
     it('solution-wide pages: every observation in the range once, device by device, newest first; tag filter; other groups and solutions never', async () => {
       const a = account('solwide');
-      const ids = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      const ids: string[] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
       for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
       // Device 0: 700 rows, device 1: none, device 2: 5 rows at the same instants as device 0, device 3: 300 rows.
       await store.insertObservations(ids[0]!, series(700));
@@ -238,6 +238,36 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       // A cursor naming another group's device position only positions the walk: still only a's rows.
       const forged = await store.querySolutionObservations(a.groupId, 'wide', { limit: 1000, after: { device: 0, ts: Number.MAX_SAFE_INTEGER } });
       assert.ok(forged.rows.every((r) => ids.includes(r.deviceId)));
+    });
+
+    it('device templates: created in order, read, replaced, deleted; per group and solution; capped atomically', async () => {
+      const a = account('tpl');
+      const b = account('tpl-b');
+      assert.deepEqual(await store.listTemplates(a.groupId, 'kit'), []);
+      const sensors = ['temperature', { name: 'humidity', unit: '%', range: [0, 100] }];
+      const t1 = await store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: 'Env', sensors }, 3);
+      const t2 = await store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: 'Temp', sensors: ['temperature'] }, 3);
+      assert.equal(await store.solutionExists(a.groupId, 'kit'), true, 'a template makes its solution');
+      assert.deepEqual((await store.listTemplates(a.groupId, 'kit')).map((t) => [t.id, t.name, t.sensors]), [[t1.id, 'Env', sensors], [t2.id, 'Temp', ['temperature']]]);
+      assert.deepEqual((await store.getTemplate(a.groupId, 'kit', t1.id))?.sensors, sensors);
+      // Another group, another solution: nothing.
+      assert.equal(await store.getTemplate(b.groupId, 'kit', t1.id), null);
+      assert.equal(await store.getTemplate(a.groupId, 'other', t1.id), null);
+      assert.deepEqual(await store.listTemplates(b.groupId, 'kit'), []);
+      assert.equal(await store.updateTemplate(b.groupId, 'kit', t1.id, { name: 'Stolen', sensors: [] }), null);
+      assert.equal(await store.deleteTemplate(b.groupId, 'kit', t1.id), null);
+      const up = await store.updateTemplate(a.groupId, 'kit', t1.id, { name: 'Env v2', sensors: ['temperature', 'light'] });
+      assert.deepEqual([up?.id, up?.name, up?.sensors], [t1.id, 'Env v2', ['temperature', 'light']]);
+      assert.ok(up!.updatedAt >= up!.createdAt);
+      // The cap holds even when creators race.
+      const racers = await Promise.allSettled([1, 2, 3].map((i) => store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: `R${i}`, sensors: [] }, 3)));
+      assert.equal(racers.filter((r) => r.status === 'fulfilled').length, 1);
+      for (const r of racers) if (r.status === 'rejected') assert.ok(isReefError(r.reason) && r.reason.code === 'TOO_MANY_TEMPLATES');
+      assert.equal((await store.listTemplates(a.groupId, 'kit')).length, 3);
+      const gone = await store.deleteTemplate(a.groupId, 'kit', t2.id);
+      assert.equal(gone?.name, 'Temp');
+      assert.equal(await store.deleteTemplate(a.groupId, 'kit', t2.id), null);
+      assert.equal((await store.listTemplates(a.groupId, 'kit')).length, 2);
     });
 
     it('from is inclusive, to exclusive', async () => {

@@ -2,7 +2,7 @@
 // postgres/) implements and that src/store/conformance.ts checks. Backends translate their driver
 // errors into the catalogue of src/core/errors.ts (unique violations → CONFLICT-family codes,
 // connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
-import type { Account, DeviceRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
+import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
 
 export interface NewDevice {
   id: string;
@@ -157,6 +157,19 @@ export interface Store {
   getDeviceByMac(mac: string): Promise<DeviceRecord | null>;
   /** Deletes the device and all its observations; false when there was none. */
   deleteDevice(groupId: string, solution: string, id: string): Promise<boolean>;
+
+  // device templates (issue 13.4): per group and solution, in creation order
+  listTemplates(groupId: string, solution: string): Promise<DeviceTemplateRecord[]>;
+  getTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null>;
+  /**
+   * Creates the template (and its solution) unless the solution already holds `maxPerSolution`
+   * templates: then TOO_MANY_TEMPLATES, decided atomically with the insert.
+   */
+  createTemplate(t: { id: string; groupId: string; solution: string; name: string; sensors: unknown[] }, maxPerSolution: number): Promise<DeviceTemplateRecord>;
+  /** Replaces name and sensors; null when the group's solution has no such template. */
+  updateTemplate(groupId: string, solution: string, id: string, t: { name: string; sensors: unknown[] }): Promise<DeviceTemplateRecord | null>;
+  /** The deleted template, or null when there was none. */
+  deleteTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null>;
 
   // observations
   /**

@@ -160,4 +160,20 @@ SELECT reef_ensure_tier(0);
           UPDATE solutions s SET version = version + 1
           WHERE EXISTS (SELECT 1 FROM devices d WHERE d.group_id = s.group_id AND d.solution = s.name AND d.mac IS NOT NULL);`,
   },
+  {
+    version: 5,
+    name: 'device templates',
+    // Device templates (issue 13.4): per tenant group and solution, listed in creation order.
+    sql: `CREATE TABLE device_templates (
+            pk         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id         text COLLATE "C" NOT NULL UNIQUE,
+            group_id   text COLLATE "C" NOT NULL,
+            solution   text COLLATE "C" NOT NULL,
+            name       text NOT NULL,
+            sensors    jsonb NOT NULL,
+            created_at bigint NOT NULL,
+            updated_at bigint NOT NULL
+          );
+          CREATE INDEX device_templates_by_solution ON device_templates (group_id, solution, pk);`,
+  },
 ];

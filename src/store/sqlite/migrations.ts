@@ -107,4 +107,20 @@ CREATE TABLE state (
           UPDATE solutions SET version = version + 1
           WHERE EXISTS (SELECT 1 FROM devices d WHERE d.group_id = solutions.group_id AND d.solution = solutions.name AND d.mac IS NOT NULL);`,
   },
+  {
+    version: 7,
+    name: 'device-templates',
+    // Device templates (issue 13.4): per tenant group and solution, listed in creation order.
+    sql: `CREATE TABLE device_templates (
+            pk         INTEGER PRIMARY KEY,
+            id         TEXT NOT NULL UNIQUE,
+            group_id   TEXT NOT NULL,
+            solution   TEXT NOT NULL,
+            name       TEXT NOT NULL,
+            sensors    TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+          );
+          CREATE INDEX device_templates_by_solution ON device_templates (group_id, solution, pk);`,
+  },
 ];

@@ -5,7 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
 import { observationJson } from '../../core/observation-json.ts';
-import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
+import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
 import type { Bucket, BucketQuery, InsertResult, ManyInsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, SolutionObservationPage, SolutionObservationQuery, Store } from '../store.ts';
 import { solutionPage } from '../store.ts';
 import { MIGRATIONS } from './migrations.ts';
@@ -49,6 +49,10 @@ function deviceFromRow(r: Row): DeviceRecord {
   };
   if (r.provisioning_info) d.provisioningInfo = JSON.parse(r.provisioning_info);
   return d;
+}
+
+function templateFromRow(r: Row): DeviceTemplateRecord {
+  return { id: r.id, name: r.name, sensors: JSON.parse(r.sensors), groupId: r.group_id, solution: r.solution, createdAt: r.created_at, updatedAt: r.updated_at };
 }
 
 function obsFromRow(r: Row): ObservationRecord {
@@ -151,6 +155,12 @@ export class SqliteStore implements Store {
                       WHERE d.group_id = @g AND d.solution = @s AND d.pk > @pk AND o.ts >= @from AND o.ts < @to
                       AND (@tag IS NULL OR (o.extra IS NOT NULL AND json_valid(o.extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = @tag)))
                       ORDER BY d.pk, o.ts DESC LIMIT @limit`),
+      listTemplates: p('SELECT * FROM device_templates WHERE group_id = ? AND solution = ? ORDER BY pk'),
+      getTemplate: p('SELECT * FROM device_templates WHERE group_id = ? AND solution = ? AND id = ?'),
+      countTemplates: p('SELECT count(*) FROM device_templates WHERE group_id = ? AND solution = ?').pluck(),
+      insertTemplate: p('INSERT INTO device_templates (id, group_id, solution, name, sensors, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      updateTemplate: p('UPDATE device_templates SET name = ?, sensors = ?, updated_at = ? WHERE group_id = ? AND solution = ? AND id = ?'),
+      deleteTemplate: p('DELETE FROM device_templates WHERE group_id = ? AND solution = ? AND id = ?'),
       buckets: p(`SELECT CAST(ts - @from AS INTEGER) / CAST(@size AS INTEGER) * @size + @from AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
                   FROM observations WHERE device_pk = @pk AND ts >= @from AND ts < @to GROUP BY b ORDER BY b`),
       setRetention: p('UPDATE solutions SET retention_days = ? WHERE group_id = ? AND name = ?'),
@@ -289,6 +299,42 @@ export class SqliteStore implements Store {
       };
       if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
       return rec;
+    });
+  }
+  listTemplates(groupId: string, solution: string) {
+    return this.run(() => (this.s.listTemplates.all(groupId, solution) as Row[]).map(templateFromRow));
+  }
+  getTemplate(groupId: string, solution: string, id: string) {
+    return this.run(() => {
+      const r = this.s.getTemplate.get(groupId, solution, id) as Row | undefined;
+      return r ? templateFromRow(r) : null;
+    });
+  }
+  createTemplate(t: { id: string; groupId: string; solution: string; name: string; sensors: unknown[] }, maxPerSolution: number) {
+    return this.run(() => {
+      const now = Date.now();
+      // BEGIN IMMEDIATE: the count and the insert see the same solution (no two writers past the cap).
+      this.db.transaction(() => {
+        if ((this.s.countTemplates.get(t.groupId, t.solution) as number) >= maxPerSolution) {
+          throw new ReefError('TOO_MANY_TEMPLATES', `a solution holds at most ${maxPerSolution} device templates`);
+        }
+        this.s.ensureSolution.run(t.groupId, t.solution, now);
+        this.s.insertTemplate.run(t.id, t.groupId, t.solution, t.name, JSON.stringify(t.sensors), now, now);
+      }).immediate();
+      return { ...t, createdAt: now, updatedAt: now };
+    });
+  }
+  updateTemplate(groupId: string, solution: string, id: string, t: { name: string; sensors: unknown[] }) {
+    return this.run(() => {
+      if (this.s.updateTemplate.run(t.name, JSON.stringify(t.sensors), Date.now(), groupId, solution, id).changes === 0) return null;
+      return templateFromRow(this.s.getTemplate.get(groupId, solution, id) as Row);
+    });
+  }
+  deleteTemplate(groupId: string, solution: string, id: string) {
+    return this.run(() => {
+      const r = this.s.getTemplate.get(groupId, solution, id) as Row | undefined;
+      if (!r || this.s.deleteTemplate.run(groupId, solution, id).changes === 0) return null;
+      return templateFromRow(r);
     });
   }
   listDevices(groupId: string, solution: string, deviceType?: string) {
