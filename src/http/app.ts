@@ -19,6 +19,7 @@ import { deviceRoutes } from './routes/devices.ts';
 import { healthRoutes } from './routes/health.ts';
 import { observationRoutes } from './routes/observations.ts';
 import { solutionRoutes } from './routes/solutions.ts';
+import { templateRoutes } from './routes/templates.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 
 export interface AppDeps {
@@ -125,6 +126,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await api.register(deviceRoutes, { store, events });
     await api.register(observationRoutes, { store, events, config });
     await api.register(solutionRoutes, { store });
+    await api.register(templateRoutes, { store });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
   await app.register(adminRoutes, { store, events, adminKey: config.adminKey });

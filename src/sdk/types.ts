@@ -28,6 +28,16 @@ export interface ProvisioningInfo {
   [key: string]: unknown;
 }
 
+/** A sensor of a device template: its name, or an object with at least `name` (unit, type...). */
+export type TemplateSensor = string | { name: string; [key: string]: unknown };
+
+/** A device template (docs/api.md "Device templates"); static (system) templates have no id. */
+export interface DeviceTemplate {
+  id?: string;
+  name: string;
+  sensors: TemplateSensor[];
+}
+
 /** A MAC in the one form Reef stores and the original clients match on: 16 lower-case hex, or null. */
 export function normalizeMac(mac: unknown): string | null {
   if (typeof mac !== 'string') return null;

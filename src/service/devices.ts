@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { ReefError } from '../core/errors.ts';
 import { DEVICE_TYPE_DEVKIT, SANDBOX, STUDIO_SIMULATION, type Account, type DeviceRecord, type DomainInfo, type ProvisioningInfo } from '../core/types.ts';
-import { deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
+import { UUID, deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import { issueKitKey } from './kit-keys.ts';
 import type { Store } from '../store/store.ts';
@@ -88,13 +88,23 @@ export async function createDevice(store: Store, events: EventBus, account: Acco
   if (input.provisioningInfo !== undefined) {
     throw new ReefError('VALIDATION_FAILED', 'provisioningInfo is set by provisioning a dev kit (reef provision), not by clients', { field: 'provisioningInfo' });
   }
+  const domainInfo = parseDomainInfo(input.domainInfo);
+  // A device may name a template of its solution (issue 13.4, docs/api.md "Device templates"):
+  // the name must resolve, so a typo is a clear 400 rather than a dangling link.
+  if (domainInfo.templateId !== undefined) {
+    const tid = domainInfo.templateId;
+    if (typeof tid !== 'string' || !UUID.test(tid) || !(await store.getTemplate(account.groupId, solution, tid.toLowerCase()))) {
+      throw new ReefError('VALIDATION_FAILED', `domainInfo.templateId must be the id of a device template of solution ${JSON.stringify(solution)}`, { field: 'domainInfo.templateId' });
+    }
+    domainInfo.templateId = tid.toLowerCase();
+  }
   const d = await store.createDevice({
     id: randomUUID(),
     tenantId: account.tenantId,
     groupId: account.groupId,
     solution,
     deviceType: input.deviceType,
-    domainInfo: parseDomainInfo(input.domainInfo),
+    domainInfo,
   });
   events.publish({ kind: 'device', groupId: d.groupId, solution, deviceId: d.id, action: 'created' });
   return d;
