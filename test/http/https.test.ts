@@ -48,6 +48,8 @@ describe('HTTPS with a certificate the operator brings', () => {
     const a = opensslCertificate(fs.mkdtempSync(path.join(dir, 'a-')));
     const b = opensslCertificate(fs.mkdtempSync(path.join(dir, 'b-')));
     try {
+      // Flags, as `reef serve --tls-cert --tls-key` takes them, win over the variables.
+      assert.deepEqual(loadConfig({ REEF_TLS_CERT: b.cert }, ['--tls-cert', a.cert, '--tls-key', a.key]).tls, { cert: a.cert, key: a.key, selfSigned: false });
       assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert }, []), (e: unknown) => e instanceof ConfigError && /REEF_TLS_KEY/.test(e.message));
       assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert, REEF_TLS_KEY: path.join(dir, 'missing.pem') }, []), (e: unknown) => e instanceof ConfigError && /no file/.test(e.message));
       assert.throws(() => loadConfig({ REEF_TLS_SELF_SIGNED: 'true', REEF_TLS_CERT: a.cert, REEF_TLS_KEY: a.key }, []), ConfigError);
