@@ -10,9 +10,11 @@ import type { Config } from '../config/config.ts';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
+import type { QuotaService } from '../service/quotas.ts';
 import { requireAccount } from './auth-hook.ts';
 import { installBodyParsers } from './content-types.ts';
-import { installErrorHandling, sendError } from './errors.ts';
+import { StreamRegistry } from './sse.ts';
+import { clientError, frameworkError, installErrorHandling, sendError } from './errors.ts';
 import * as schemas from './schemas.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { deviceRoutes } from './routes/devices.ts';
@@ -27,27 +29,30 @@ export interface AppDeps {
   store: Store;
   auth: Authenticator;
   events: EventBus;
+  quotas: QuotaService;
   /** A pino logger or Fastify logger options; defaults to config.logLevel on stdout. */
   logger?: FastifyServerOptions['loggerInstance'];
   /** Routes that need an authenticated caller (request.account), e.g. simulations, the CoAP bridge. */
   apiPlugins?: FastifyPluginAsync[];
   /** Routes outside authentication, e.g. the browser app's static files. */
   plugins?: FastifyPluginAsync[];
+  /** The clock streams check token expiry against (tests move it). */
+  now?: () => number;
   /** Certificate and key (src/config/tls.ts loadTls): the app's server speaks HTTPS. */
   https?: { cert: string; key: string };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, store, auth, events } = deps;
+  const { config, store, auth, events, quotas } = deps;
   // Request ids: a random per-process prefix and a counter — unique across nodes, no entropy per request.
   const idPrefix = randomBytes(4).toString('hex');
   let idCounter = 0;
+  const serverTimeouts = { requestTimeout: config.http.requestTimeoutMs, connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(config.http.requestTimeoutMs / 4))) };
   const app = Fastify({
-    // Fastify makes an https.Server when given key material; the routes are the same (issue 13.8).
-    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key } } : {}),
     ...(deps.logger
       ? { loggerInstance: deps.logger }
       : {
@@ -61,6 +66,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
     trustProxy: config.http.trustProxy,
     bodyLimit: config.http.bodyLimitBytes,
+    // A client has this long to send its whole request, body included; slow senders are reaped
+    // (408) instead of holding a connection open forever (issue 11.7). Node checks open connections
+    // every `connectionsCheckingInterval`, so the reaping happens within a quarter more.
+    requestTimeout: config.http.requestTimeoutMs,
+    http: serverTimeouts,
+    // Fastify makes an https.Server when given key material (issue 13.8): the same routes, and the
+    // same timeouts (Fastify hands `http` options only to a plain HTTP server).
+    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key, ...serverTimeouts } } : {}),
+    // Errors before routing (a path segment too long, a broken URL) and errors Node's HTTP parser
+    // raises (header overflow, timeout, garbage) get the uniform body too (src/http/errors.ts).
+    frameworkErrors: (err, request, reply) => sendError(reply, frameworkError(err)),
+    clientErrorHandler: clientError,
     // A caller's own request id is kept when it is sane, so a trace spans services.
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -76,14 +93,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
 
   // ---- request body content types (issue 13.1; src/http/content-types.ts, docs/api.md) ----
-  // JSON with an empty body allowed (the JavaScript SDK's bodiless GET/DELETE), and a body with no
-  // Content-Type read as JSON (the Windows client clears it). Token routes add text/plain.
+  // JSON with an empty body allowed (the JavaScript SDK's bodiless GET/DELETE), nesting bounded
+  // (issue 11.7), and a body with no Content-Type read as JSON (the Windows client clears it).
+  // Token routes add text/plain.
   installBodyParsers(app);
   // ---- end of request body content types ----
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Live event streams: bounded per account and node, slow readers cut, authority re-checked.
+  const streams = new StreamRegistry(config.streams, auth, deps.now);
+  app.decorate('streams', streams);
+  app.addHook('preClose', async () => streams.closeAll());
   installErrorHandling(app);
 
   // Browser clients read next_page and Retry-After only if they are exposed (wire §1).
@@ -123,13 +145,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(tokenRoutes, { auth });
   await app.register(async (api) => {
     requireAccount(api, auth);
-    await api.register(deviceRoutes, { store, events });
-    await api.register(observationRoutes, { store, events, config });
+    await api.register(deviceRoutes, { store, events, quotas });
+    await api.register(observationRoutes, { store, events, config, quotas });
     await api.register(solutionRoutes, { store });
     await api.register(templateRoutes, { store });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
-  await app.register(adminRoutes, { store, events, adminKey: config.adminKey });
+  await app.register(adminRoutes, { store, events, quotas, adminKey: config.adminKey });
   for (const p of deps.plugins ?? []) await app.register(p);
 
   for (const [url, have] of [...routes]) {

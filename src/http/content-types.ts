@@ -14,11 +14,39 @@ import { ReefError } from '../core/errors.ts';
 
 type Done = (err: Error | null, body?: unknown) => void;
 
+/**
+ * Deepest JSON nesting a body may have. No Reef document nests past a handful of levels; bodies
+ * nested thousands deep were answered 500 (a recursive step past them ran out of stack, issue
+ * 11.7), so they are refused before parsing.
+ */
+const MAX_JSON_DEPTH = 64;
+
+/** One pass over the text, brackets outside strings only; stops as soon as the limit is passed. */
+function nestedDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \\ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 /* { */ || c === 91 /* [ */) {
+      if (++depth > max) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
+}
+
+/** JSON text → value: empty is "no body", nesting bounded, then the default parser. */
 function jsonReader(app: FastifyInstance): (request: FastifyRequest, body: string | Buffer, done: Done) => void {
   const defaultJson = app.getDefaultJsonParser('error', 'error');
   return (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
+    if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+      return done(new ReefError('VALIDATION_FAILED', `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`, { field: 'body' }), undefined);
+    }
     return defaultJson(request, text, done);
   };
 }

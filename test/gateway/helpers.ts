@@ -27,10 +27,10 @@ export interface GatewayHarness {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config> } = {}): Promise<GatewayHarness> {
+export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config>; log?: import('pino').Logger } = {}): Promise<GatewayHarness> {
   const factory = gatewayComponent({ demoKit: false, ...(opts.options ?? {}) });
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
-  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [factory]);
+  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [factory], opts.log ? { log: opts.log } : {});
   const gw = factory.last!;
   const addr = gw.address();
   const kits: Kit[] = [];
