@@ -70,7 +70,7 @@ export function installBodyParsers(app: FastifyInstance): void {
 
 function unsupported(request: FastifyRequest): ReefError {
   const type = String(request.headers['content-type']).split(';')[0]!.trim().slice(0, 80);
-  return new ReefError('UNSUPPORTED_MEDIA_TYPE', `a ${type} body is not accepted here; send JSON (application/json)`);
+  return new ReefError('UNSUPPORTED_MEDIA_TYPE', `a body of type ${type} is not accepted here; send JSON (application/json)`);
 }
 
 /** For one plugin's routes (its encapsulation context): text/plain bodies are JSON too. */
