@@ -8,8 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
+const ADMIN = { 'x-reef-admin-key': 'an-operator-key-for-content-types' };
 before(async () => {
-  server = await startTestServer();
+  server = await startTestServer({ adminKey: ADMIN['x-reef-admin-key'] });
 });
 after(() => server.close());
 
@@ -78,6 +79,32 @@ describe('the other JSON routes', () => {
     assert.equal(list.devices.length, 1);
     const obs = (await (await server.request('GET', `${path}`, { token })).json()) as { observations: unknown[] };
     assert.deepEqual(obs.observations, []);
+  });
+
+  it('every route that takes a JSON body: no Content-Type is JSON (2xx), text/plain is 415, nothing changes on a refusal', async () => {
+    const c = await server.login('every-route');
+    const auth = { authorization: c.token };
+    const { id } = (await (await server.request('POST', '/api/solutions/sandbox/devices', { token: c.token, body: { deviceType: 'Thermo' } })).json()) as { id: string };
+    const tpl = (await (await server.request('POST', '/api/solutions/sandbox/devicetemplates', { token: c.token, body: { name: 'T', sensors: [] } })).json()) as { deviceTemplates: { id: string } };
+    const routes: [string, string, unknown, Record<string, string>][] = [
+      ['POST', '/api/solutions/sandbox/devices', { deviceType: 'Thermo' }, auth],
+      ['POST', `/api/solutions/sandbox/devices/${id}/observations`, { observations: [{ timestamp: '2026-11-22T10:00:00.000Z', temperature: 1 }] }, auth],
+      ['PUT', '/api/solutions/sandbox/retention', { retentionDays: 30 }, auth],
+      ['POST', '/api/solutions/sandbox/devicetemplates', { name: 'U', sensors: ['temperature'] }, auth],
+      ['PUT', `/api/solutions/sandbox/devicetemplates/${tpl.deviceTemplates.id}`, { name: 'V', sensors: [] }, auth],
+      ['POST', '/api/admin/accounts', { name: 'made-without-content-type' }, ADMIN],
+    ];
+    for (const [method, path, body, headers] of routes) {
+      const refused = await fetch(`${server.url}${path}`, { method, headers: { ...headers, 'content-type': 'text/plain' }, body: new TextEncoder().encode(JSON.stringify(body)) });
+      await expectError(refused, 415, 'UNSUPPORTED_MEDIA_TYPE');
+      const r = await fetch(`${server.url}${path}`, { method, headers, body: new TextEncoder().encode(JSON.stringify(body)) });
+      assert.ok(r.status >= 200 && r.status < 300, `${method} ${path} without Content-Type: ${r.status} ${await r.clone().text()}`);
+    }
+    // The refused creates stored nothing: one device from before, one from the accepted create.
+    const list = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).json()) as { devices: unknown[] };
+    assert.equal(list.devices.length, 2);
+    const tpls = (await (await server.request('GET', '/api/solutions/sandbox/devicetemplates', { token: c.token })).json()) as { deviceTemplates: { name: string }[] };
+    assert.deepEqual(tpls.deviceTemplates.map((t) => t.name), ['V', 'U']);
   });
 
   it('a GET or DELETE with Content-Type: application/json and no body is fine (the JavaScript SDK)', async () => {
