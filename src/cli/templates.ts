@@ -1,7 +1,7 @@
 // `reef templates list|get|create|update|delete|system`: the device templates of a solution
 // (docs/api.md "Device templates"), through the SDK against a running service.
 import { UsageError, parseArgs, printJson, printTable } from './args.ts';
-import { booleanFlags, connect, runClient } from './client-config.ts';
+import { connect, runClient } from './client-config.ts';
 import type { DeviceTemplate, TemplateSensor } from '../sdk/index.ts';
 
 const HELP = `Usage:
@@ -49,7 +49,7 @@ function sensors(flags: Record<string, string>): TemplateSensor[] {
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = booleanFlags(parseArgs(rest, ['name', 'sensors', 'sensors-json', 'json', 'solution', 'endpoint']), ['json']);
+  const args = parseArgs(rest, { values: ['name', 'sensors', 'sensors-json', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;

@@ -49,10 +49,10 @@ describe('HTTPS with a certificate the operator brings', () => {
     const b = opensslCertificate(fs.mkdtempSync(path.join(dir, 'b-')));
     try {
       // Flags, as `reef serve --tls-cert --tls-key` takes them, win over the variables.
-      assert.deepEqual(loadConfig({ REEF_TLS_CERT: b.cert }, ['--tls-cert', a.cert, '--tls-key', a.key]).tls, { cert: a.cert, key: a.key, selfSigned: false });
-      assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert }, []), (e: unknown) => e instanceof ConfigError && /REEF_TLS_KEY/.test(e.message));
-      assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert, REEF_TLS_KEY: path.join(dir, 'missing.pem') }, []), (e: unknown) => e instanceof ConfigError && /no file/.test(e.message));
-      assert.throws(() => loadConfig({ REEF_TLS_SELF_SIGNED: 'true', REEF_TLS_CERT: a.cert, REEF_TLS_KEY: a.key }, []), ConfigError);
+      assert.deepEqual(loadConfig({ REEF_TLS_CERT: b.cert }, { 'tls-cert': a.cert, 'tls-key': a.key }).tls, { cert: a.cert, key: a.key, selfSigned: false });
+      assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert }, {}), (e: unknown) => e instanceof ConfigError && /REEF_TLS_KEY/.test(e.message));
+      assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert, REEF_TLS_KEY: path.join(dir, 'missing.pem') }, {}), (e: unknown) => e instanceof ConfigError && /no file/.test(e.message));
+      assert.throws(() => loadConfig({ REEF_TLS_SELF_SIGNED: 'true', REEF_TLS_CERT: a.cert, REEF_TLS_KEY: a.key }, {}), ConfigError);
       await assert.rejects(startTestServer({ tls: { cert: a.cert, key: b.key, selfSigned: false } }), (e: unknown) => e instanceof ConfigError && /does not belong/.test(e.message));
       fs.chmodSync(a.key, 0o644);
       await assert.rejects(startTestServer({ tls: { cert: a.cert, key: a.key, selfSigned: false } }), (e: unknown) => e instanceof ConfigError && /readable by every user/.test(e.message));
@@ -89,10 +89,10 @@ describe('self-signed HTTPS', () => {
     }
   });
 
-  it('plain HTTP is the default of `reef serve`; --tls-self-signed switches it to https', async () => {
-    assert.deepEqual(loadConfig({}, []).tls, { cert: null, key: null, selfSigned: false });
+  it('plain HTTP is the default of `reef serve`; --tls-self-signed true switches it to https', async () => {
+    assert.deepEqual(loadConfig({}, {}).tls, { cert: null, key: null, selfSigned: false });
     const dataDir = tempDir();
-    const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reef.js'), 'serve', '--port', '0', '--gateway', 'false', '--data-dir', dataDir, '--tls-self-signed'], {
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reef.js'), 'serve', '--port', '0', '--gateway', 'false', '--data-dir', dataDir, '--tls-self-signed', 'true'], {
       cwd: ROOT,
       env: { ...process.env, REEF_LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
