@@ -5,22 +5,28 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { readingObservation } from '../../src/gateway/readings.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/pg.ts';
 import { startGateway, until, type GatewayHarness } from './helpers.ts';
 
 interface Obs { timestamp: string; temperature: number; unit?: string; rawValue?: number; rawUnit?: string; kitEpoch?: number; source?: string }
 
-describe('bridged kit readings', () => {
+for (const backend of ['sqlite', 'postgres'] as const) describe(`bridged kit readings (${backend})`, () => {
   let h: GatewayHarness;
+  let db: TestDatabase | undefined;
   let alice: { tenantId: string; token: string };
   let deviceId: string;
 
   before(async () => {
-    h = await startGateway();
+    if (backend === 'postgres') db = await createTestDatabase('reef_kitread');
+    h = await startGateway(db ? { config: { databaseUrl: db.url } } : {});
     alice = await h.t.login('alice');
     // One notification a minute, as the original kit sends them: the first answer is all this test sees.
     deviceId = (await h.kit(alice.tenantId, '00135005ff00c0a1', { periodMs: 60_000 })).device.id;
   });
-  after(() => h.close());
+  after(async () => {
+    await h?.close();
+    await db?.drop();
+  });
 
   const observations = async (q = '') =>
     ((await (await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations${q}`, { token: alice.token })).json()) as { observations: Obs[] }).observations;

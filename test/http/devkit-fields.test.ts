@@ -5,18 +5,25 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ReefClient, deviceMac } from '../../src/sdk/index.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/pg.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 const ADMIN = { 'x-reef-admin-key': 'an-operator-key-for-tests' };
-let server: TestServer;
-before(async () => {
-  server = await startTestServer({ adminKey: ADMIN['x-reef-admin-key'] });
-});
-after(() => server.close());
 
 interface Kit { id: string; deviceType: string; domainInfo: Record<string, unknown>; provisioningInfo: Record<string, unknown> }
 
-describe('dev kit identity fields', () => {
+for (const backend of ['sqlite', 'postgres'] as const) describe(`dev kit identity fields (${backend})`, () => {
+  let server: TestServer;
+  let db: TestDatabase | undefined;
+  before(async () => {
+    if (backend === 'postgres') db = await createTestDatabase('reef_kitf');
+    server = await startTestServer({ adminKey: ADMIN['x-reef-admin-key'], ...(db ? { databaseUrl: db.url } : {}) });
+  });
+  after(async () => {
+    await server?.close();
+    await db?.drop();
+  });
+
   it('provisioning takes the MAC as mac, ssniMacAddress or vendorMacAddress, and every kit is served with the wire names', async () => {
     const c = await server.login('wire-names');
     const bodies = [
