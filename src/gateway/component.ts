@@ -4,6 +4,7 @@
 import { coapBridgeRoutes } from './routes.ts';
 import type { Component, ComponentFactory, Services } from '../app/contracts.ts';
 import { Gateway, type GatewayOptions } from './gateway.ts';
+import { kitStatusRoutes } from './kit-status-routes.ts';
 
 export interface GatewayComponent extends Component {
   gateway: Gateway;
@@ -40,7 +41,10 @@ export function gatewayComponent(over: Partial<GatewayOptions> = {}): GatewayFac
     const c: GatewayComponent = {
       name: 'gateway',
       gateway,
-      apiPlugin: coapBridgeRoutes({ gateway: () => gateway, store: s.store, auth: s.auth, deadlineMs: g.deadlineMs }),
+      apiPlugin: async (app) => {
+        await app.register(coapBridgeRoutes({ gateway: () => gateway, store: s.store, auth: s.auth, deadlineMs: g.deadlineMs }));
+        await app.register(kitStatusRoutes({ gateway: () => gateway, store: s.store }));
+      },
       address: () => gateway.address(),
       banner() {
         const a = gateway.address();

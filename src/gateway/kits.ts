@@ -37,6 +37,8 @@ const UNSPECIFIED = new Set(['0.0.0.0', '::', '']);
 export class KitDirectory {
   private readonly byMac = new Map<string, KitEntry>();
   private readonly byPeer = new Map<string, KitEntry>();
+  /** When each MAC was last heard (an announcement), kept after its entry expires: "offline since". */
+  private readonly heardAt = new Map<string, number>();
 
   constructor(statics: StaticKit[] = []) {
     for (const k of statics) {
@@ -74,6 +76,11 @@ export class KitDirectory {
     return this.byPeer.get(`${peer.address}|${peer.port}`);
   }
 
+  /** When the kit with this MAC was last heard from (epoch ms), even after it went quiet; null if never. */
+  lastHeard(mac: string): number | null {
+    return this.heardAt.get(mac) ?? null;
+  }
+
   all(): KitEntry[] {
     return [...this.byMac.values()];
   }
@@ -84,6 +91,7 @@ export class KitDirectory {
     if (host !== from.address || a.port !== from.port) return { outcome: 'refused-source' };
     const old = this.byMac.get(a.mac);
     if (old?.source === 'static') return { outcome: 'refused-static' };
+    this.heardAt.set(a.mac, now);
     const entry: KitEntry = {
       mac: a.mac,
       peer: { address: host, port: a.port },

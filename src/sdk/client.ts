@@ -18,6 +18,7 @@ import type {
   ObservationPage,
   ObservationQuery,
   NewSimulation,
+  KitStatus,
   Simulation,
   StreamEvent,
   TemplateSensor,
@@ -459,6 +460,11 @@ export class ReefClient {
   }
 
   // ---- CoAP bridge to dev kits (docs/coap.md "HTTP bridge") ----------------------------------------
+
+  /** The solution's dev kits as the gateway sees them: reachable now, and when each was last heard. */
+  async listKits(opts: CallOptions = {}): Promise<KitStatus[]> {
+    return (await this.request<{ kits: KitStatus[] }>('GET', `${this.sol(opts)}/kits`, { idempotent: true, signal: opts.signal })).data.kits;
+  }
 
   /**
    * One CoAP request to a dev kit through the gateway, e.g. `coap(id, 'GET', 'snsr/arduino/temp?sens')`.

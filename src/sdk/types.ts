@@ -214,3 +214,14 @@ export interface CoapRequestBody {
   payloadBase64?: string;
   contentFormat?: number;
 }
+
+/** GET /api/solutions/{s}/kits: a dev kit as the gateway sees it. */
+export interface KitStatus {
+  deviceId: string;
+  mac: string;
+  reachable: boolean;
+  /** The last announcement the gateway received (ISO 8601); null when never heard. */
+  lastHeard: string | null;
+  announcePeriodSeconds: number | null;
+  firmware: string | null;
+}
