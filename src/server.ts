@@ -72,7 +72,11 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
   // TLS problems (unreadable or mismatched files) stop the start before anything is opened.
   let tls: TlsMaterial | null;
   try {
-    tls = loadTls(config.tls, config.dataDir, [config.http.host].filter((h) => h !== '0.0.0.0' && h !== '::'));
+    tls = loadTls(
+      config.tls,
+      config.dataDir,
+      [config.http.host].filter((h) => h !== '0.0.0.0' && h !== '::'),
+    );
   } catch (e) {
     throw e instanceof TlsError ? new ConfigError([e.message]) : e;
   }

@@ -44,7 +44,10 @@ function sensors(flags: Record<string, string>): TemplateSensor[] {
   }
   const list = flags.sensors;
   if (list === undefined || list === 'true') throw new UsageError('--sensors (or --sensors-json) is required');
-  return list.split(',').map((s) => s.trim()).filter(Boolean);
+  return list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -68,11 +71,21 @@ export async function run(argv: string[]): Promise<number> {
     const id = args.positional[0]!;
     let out: DeviceTemplate | DeviceTemplate[];
     switch (sub) {
-      case 'list': out = await client.listDeviceTemplates(); break;
-      case 'system': out = await client.systemDeviceTemplates(); break;
-      case 'get': out = await client.getDeviceTemplate(id); break;
-      case 'create': out = await client.createDeviceTemplate(body!); break;
-      case 'update': out = await client.updateDeviceTemplate(id, body!); break;
+      case 'list':
+        out = await client.listDeviceTemplates();
+        break;
+      case 'system':
+        out = await client.systemDeviceTemplates();
+        break;
+      case 'get':
+        out = await client.getDeviceTemplate(id);
+        break;
+      case 'create':
+        out = await client.createDeviceTemplate(body!);
+        break;
+      case 'update':
+        out = await client.updateDeviceTemplate(id, body!);
+        break;
       default: {
         const gone = await client.deleteDeviceTemplate(id);
         if (json) printJson(gone);

@@ -46,7 +46,10 @@ export function tlsSettingProblems(t: TlsSettings): string[] {
   const problems: string[] = [];
   if ((t.cert === null) !== (t.key === null)) problems.push('REEF_TLS_CERT (--tls-cert) and REEF_TLS_KEY (--tls-key) must be given together');
   if (t.selfSigned && (t.cert !== null || t.key !== null)) problems.push('REEF_TLS_SELF_SIGNED (--tls-self-signed) cannot be combined with REEF_TLS_CERT/REEF_TLS_KEY');
-  for (const [name, file] of [['REEF_TLS_CERT (--tls-cert)', t.cert], ['REEF_TLS_KEY (--tls-key)', t.key]] as const) {
+  for (const [name, file] of [
+    ['REEF_TLS_CERT (--tls-cert)', t.cert],
+    ['REEF_TLS_KEY (--tls-key)', t.key],
+  ] as const) {
     if (file !== null && !fs.existsSync(file)) problems.push(`${name}: no file ${file}`);
   }
   return problems;
@@ -156,13 +159,14 @@ export function selfSignedCertificate(opts: { hosts: string[]; now?: number; day
   const name = seq(der(0x31, seq(oid('2.5.4.3'), der(0x0c, Buffer.from(opts.commonName ?? 'Reef self-signed')))));
   const serial = randomBytes(16);
   serial[0]! &= 0x7f; // a positive INTEGER (RFC 5280 §4.1.2.2)
-  const altNames = Buffer.concat(
-    opts.hosts.filter((h) => h && !h.includes('%')).map((h) => (isIP(h) ? der(0x87, ipBytes(h)) : der(0x82, Buffer.from(h)))),
+  const altNames = Buffer.concat(opts.hosts.filter((h) => h && !h.includes('%')).map((h) => (isIP(h) ? der(0x87, ipBytes(h)) : der(0x82, Buffer.from(h)))));
+  const extensions = der(
+    0xa3,
+    seq(
+      seq(oid('2.5.29.17'), der(0x04, seq(altNames))), // subjectAltName
+      seq(oid('2.5.29.37'), der(0x04, seq(oid('1.3.6.1.5.5.7.3.1')))), // extKeyUsage serverAuth
+    ),
   );
-  const extensions = der(0xa3, seq(
-    seq(oid('2.5.29.17'), der(0x04, seq(altNames))), // subjectAltName
-    seq(oid('2.5.29.37'), der(0x04, seq(oid('1.3.6.1.5.5.7.3.1')))), // extKeyUsage serverAuth
-  ));
   const tbs = seq(
     der(0xa0, der(0x02, Buffer.from([2]))), // v3
     der(0x02, serial),
@@ -175,6 +179,9 @@ export function selfSignedCertificate(opts: { hosts: string[]; now?: number; day
   );
   const signature = sign('sha256', tbs, privateKey); // DER ECDSA-Sig-Value
   const certDer = seq(tbs, ecdsaSha256, der(0x03, Buffer.concat([Buffer.from([0]), signature])));
-  const pem = `-----BEGIN CERTIFICATE-----\n${certDer.toString('base64').match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE-----\n`;
+  const pem = `-----BEGIN CERTIFICATE-----\n${certDer
+    .toString('base64')
+    .match(/.{1,64}/g)!
+    .join('\n')}\n-----END CERTIFICATE-----\n`;
   return { cert: pem, key: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
 }

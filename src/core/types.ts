@@ -32,7 +32,6 @@ export interface ProvisioningInfo {
   ssniNetworkDeviceType: 'MILLI';
 }
 
-
 /** A device as the HTTP API returns it (seed §2). */
 export interface Device {
   id: string;

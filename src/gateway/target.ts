@@ -48,8 +48,8 @@ export function parseProxyUri(uri: string): ProxyTarget {
   // "/" alone and a trailing slash name no extra empty segment for our purposes (§6.4 step 8).
   if (path.length === 1 && path[0] === '') path.length = 0;
   return {
-    scheme: m[1].toLowerCase(),
-    host: pct(m[2]),
+    scheme: (m[1] ?? '').toLowerCase(),
+    host: pct(m[2] ?? ''),
     port,
     path: path.map(pct),
     query: m[5] === undefined || m[5] === '' ? [] : m[5].split('&').map(pct),
@@ -93,15 +93,15 @@ export const ORIGINAL_MESH_DOMAIN = 'SG.YEL01.SSN.SSNSGS.NET';
 export function kitMac(t: ProxyTarget, meshDomain: string): string {
   if (t.scheme !== 'coap') throw new TargetError('unsupported', `only coap:// targets are proxied, not ${t.scheme.slice(0, 16)}://`);
   const m = /^ssn([0-9a-f]{16})\.(.+?)\.?$/i.exec(t.host);
-  const domain = m?.[2]!.toLowerCase();
-  const known = domain === meshDomain.toLowerCase() || domain === ORIGINAL_MESH_DOMAIN.toLowerCase();
-  if (!m || !known || (t.port !== undefined && t.port !== KIT_PORT)) {
+  const [, mac, domain] = m ?? [];
+  const known = domain !== undefined && (domain.toLowerCase() === meshDomain.toLowerCase() || domain.toLowerCase() === ORIGINAL_MESH_DOMAIN.toLowerCase());
+  if (!mac || !known || (t.port !== undefined && t.port !== KIT_PORT)) {
     // The diagnostic names the domains expected, so a client configured for another one sees why
     // (kept short: gateway diagnostics are capped at 96 bytes, the configured domain first).
     const wanted = meshDomain.toLowerCase() === ORIGINAL_MESH_DOMAIN.toLowerCase() ? `SSN<mac>.${meshDomain}` : `SSN<mac>.${meshDomain} or SSN<mac>.${ORIGINAL_MESH_DOMAIN}`;
     throw new TargetError('unsupported', `only ${wanted}:${KIT_PORT} are reachable`);
   }
-  return m[1]!.toLowerCase();
+  return mac.toLowerCase();
 }
 
 /** The host name of a kit as clients write it. */

@@ -36,7 +36,7 @@ export const device = {
         status: { type: 'string' },
         timestamp: { type: 'string' },
         ssniMacAddress: { type: 'string', description: "The kit's MAC, 16 lower-case hex (the seed's provisioningInfo.vendorMacAddress)" },
-        ssniNetworkDeviceType: { type: 'string', description: 'MILLI (the seed\'s vendorNetworkDeviceType)' },
+        ssniNetworkDeviceType: { type: 'string', description: "MILLI (the seed's vendorNetworkDeviceType)" },
       },
     },
   },

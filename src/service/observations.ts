@@ -115,7 +115,12 @@ const SOLUTION_CURSOR = /^(.{1,40})~(\d{1,15})$/;
  * Every observation of the solution in the range, device by device (creation order), newest first
  * within a device, keyset-paged through `after`. `tags` (one tag) filters. No range: not this.
  */
-export async function solutionObservations(store: Store, groupId: string, solution: string, q: RangeQuery): Promise<{ rows: { deviceId: string; observation: ObservationRecord }[]; nextAfter: string | null }> {
+export async function solutionObservations(
+  store: Store,
+  groupId: string,
+  solution: string,
+  q: RangeQuery,
+): Promise<{ rows: { deviceId: string; observation: ObservationRecord }[]; nextAfter: string | null }> {
   const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
   const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
   if (from !== undefined && to !== undefined && from > to) throw new ReefError('VALIDATION_FAILED', 'from must not be after to', { field: 'from' });

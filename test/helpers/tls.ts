@@ -10,10 +10,9 @@ import path from 'node:path';
 export function opensslCertificate(dir: string, cn = 'localhost'): { cert: string; key: string; certPem: string } {
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${cn}`,
-    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert,
-  ], { stdio: 'ignore' });
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert], {
+    stdio: 'ignore',
+  });
   fs.chmodSync(key, 0o600);
   return { cert, key, certPem: fs.readFileSync(cert, 'utf8') };
 }

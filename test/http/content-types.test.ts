@@ -35,7 +35,13 @@ describe('token calls (both paths)', () => {
     const c = await server.account('ct');
     const creds = JSON.stringify({ clientId: c.clientId, clientSecret: c.clientSecret });
     for (const path of ['/api/tokens', '/tokens']) {
-      for (const headers of <Record<string, string>[]>[{}, { 'content-type': 'text/plain' }, { 'content-type': 'text/plain; charset=utf-8' }, { 'content-type': 'application/json; charset=utf-8' }, { 'Content-Type': 'application/json' }]) {
+      for (const headers of <Record<string, string>[]>[
+        {},
+        { 'content-type': 'text/plain' },
+        { 'content-type': 'text/plain; charset=utf-8' },
+        { 'content-type': 'application/json; charset=utf-8' },
+        { 'Content-Type': 'application/json' },
+      ]) {
         const r = await post(path, creds, headers);
         assert.equal(r.status, 201, `${path} ${JSON.stringify(headers)}: ${await r.clone().text()}`);
         assert.equal(typeof ((await r.json()) as { accessToken: unknown }).accessToken, 'string');
@@ -61,7 +67,9 @@ describe('the other JSON routes', () => {
     const made = await post('/api/solutions/sandbox/devices/', JSON.stringify({ deviceType: 'Thermo', domainInfo: {} }), { authorization: token });
     assert.equal(made.status, 201);
     const { id } = (await made.json()) as { id: string };
-    const up = await post(`/api/solutions/sandbox/devices/${id}/observations`, JSON.stringify({ observations: [{ timestamp: '2026-11-22T10:00:00.000Z', temperature: '72.50' }] }), { authorization: token });
+    const up = await post(`/api/solutions/sandbox/devices/${id}/observations`, JSON.stringify({ observations: [{ timestamp: '2026-11-22T10:00:00.000Z', temperature: '72.50' }] }), {
+      authorization: token,
+    });
     assert.equal(up.status, 201);
     assert.deepEqual(await up.json(), { stored: 1 });
   });
@@ -104,7 +112,10 @@ describe('the other JSON routes', () => {
     const list = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).json()) as { devices: unknown[] };
     assert.equal(list.devices.length, 2);
     const tpls = (await (await server.request('GET', '/api/solutions/sandbox/devicetemplates', { token: c.token })).json()) as { deviceTemplates: { name: string }[] };
-    assert.deepEqual(tpls.deviceTemplates.map((t) => t.name), ['V', 'U']);
+    assert.deepEqual(
+      tpls.deviceTemplates.map((t) => t.name),
+      ['V', 'U'],
+    );
   });
 
   it('a GET or DELETE with Content-Type: application/json and no body is fine (the JavaScript SDK)', async () => {

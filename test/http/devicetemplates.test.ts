@@ -9,7 +9,11 @@ import { ReefClient } from '../../src/sdk/index.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
-interface Tpl { id?: string; name: string; sensors: unknown[] }
+interface Tpl {
+  id?: string;
+  name: string;
+  sensors: unknown[];
+}
 
 for (const backend of ['sqlite', 'postgres'] as const) {
   describe(`device templates (${backend})`, () => {
@@ -79,8 +83,12 @@ for (const backend of ['sqlite', 'postgres'] as const) {
     it("another tenant's templates never show: list, read, replace and delete answer as for none", async () => {
       const mine = ((await (await sdk('POST', '/api/solutions/shared-name/devicetemplates', owner.token, { name: 'Mine', sensors: [] })).json()) as { deviceTemplates: Tpl }).deviceTemplates;
       assert.deepEqual(await (await sdk('GET', '/api/solutions/sandbox/devicetemplates', other.token)).json(), { deviceTemplates: [] });
-      assert.equal((await sdk('GET', '/api/solutions/shared-name/devicetemplates', other.token)).status, 404, "the other tenant has no such solution");
-      for (const [m, body] of [['GET', undefined], ['PUT', { name: 'Stolen', sensors: [] }], ['DELETE', undefined]] as const) {
+      assert.equal((await sdk('GET', '/api/solutions/shared-name/devicetemplates', other.token)).status, 404, 'the other tenant has no such solution');
+      for (const [m, body] of [
+        ['GET', undefined],
+        ['PUT', { name: 'Stolen', sensors: [] }],
+        ['DELETE', undefined],
+      ] as const) {
         const r = await sdk(m, `/api/solutions/shared-name/devicetemplates/${mine.id}`, other.token, body);
         assert.equal(r.status, 404, m);
         assert.equal(((await r.json()) as { code: string }).code, 'TEMPLATE_NOT_FOUND');
@@ -112,7 +120,11 @@ for (const backend of ['sqlite', 'postgres'] as const) {
         assert.equal(e.code, 'VALIDATION_FAILED');
         assert.equal(e.field, field, JSON.stringify(body).slice(0, 80));
       }
-      const notJson = await fetch(`${server.url}/api/solutions/sandbox/devicetemplates`, { method: 'POST', headers: { authorization: c.token, 'content-type': 'application/json' }, body: '{"deviceTemplate":' });
+      const notJson = await fetch(`${server.url}/api/solutions/sandbox/devicetemplates`, {
+        method: 'POST',
+        headers: { authorization: c.token, 'content-type': 'application/json' },
+        body: '{"deviceTemplate":',
+      });
       assert.equal(notJson.status, 400);
       assert.equal(((await notJson.json()) as { code: string }).code, 'MALFORMED_JSON');
       assert.deepEqual(await (await sdk('GET', '/api/solutions/sandbox/devicetemplates', c.token)).json(), { deviceTemplates: [] }, 'nothing stored');
@@ -123,7 +135,8 @@ for (const backend of ['sqlite', 'postgres'] as const) {
 
     it('a device may name a template of its solution; a name that resolves to none is 400', async () => {
       const c = await server.login('linker');
-      const t = ((await (await sdk('POST', '/api/solutions/sandbox/devicetemplates', c.token, { name: 'Env', sensors: ['temperature', 'humidity'] })).json()) as { deviceTemplates: Tpl }).deviceTemplates;
+      const t = ((await (await sdk('POST', '/api/solutions/sandbox/devicetemplates', c.token, { name: 'Env', sensors: ['temperature', 'humidity'] })).json()) as { deviceTemplates: Tpl })
+        .deviceTemplates;
       const d = await sdk('POST', '/api/solutions/sandbox/devices/', c.token, { deviceType: 'Thermo', domainInfo: { templateId: t.id!.toUpperCase() } });
       assert.equal(d.status, 201);
       assert.equal(((await d.json()) as { domainInfo: { templateId: string } }).domainInfo.templateId, t.id);

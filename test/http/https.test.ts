@@ -35,7 +35,10 @@ describe('HTTPS with a certificate the operator brings', () => {
       assert.equal(list.status, 200);
       assert.deepEqual(list.json(), { devices: [] });
       // Plain HTTP on the TLS port is not served as if it were HTTPS.
-      const plain = await fetch(server.url.replace('https:', 'http:') + '/healthz').then((r) => r.status, () => 'refused');
+      const plain = await fetch(server.url.replace('https:', 'http:') + '/healthz').then(
+        (r) => r.status,
+        () => 'refused',
+      );
       assert.notEqual(plain, 200);
     } finally {
       await server.close();
@@ -50,8 +53,14 @@ describe('HTTPS with a certificate the operator brings', () => {
     try {
       // Flags, as `reef serve --tls-cert --tls-key` takes them, win over the variables.
       assert.deepEqual(loadConfig({ REEF_TLS_CERT: b.cert }, { 'tls-cert': a.cert, 'tls-key': a.key }).tls, { cert: a.cert, key: a.key, selfSigned: false });
-      assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert }, {}), (e: unknown) => e instanceof ConfigError && /REEF_TLS_KEY/.test(e.message));
-      assert.throws(() => loadConfig({ REEF_TLS_CERT: a.cert, REEF_TLS_KEY: path.join(dir, 'missing.pem') }, {}), (e: unknown) => e instanceof ConfigError && /no file/.test(e.message));
+      assert.throws(
+        () => loadConfig({ REEF_TLS_CERT: a.cert }, {}),
+        (e: unknown) => e instanceof ConfigError && /REEF_TLS_KEY/.test(e.message),
+      );
+      assert.throws(
+        () => loadConfig({ REEF_TLS_CERT: a.cert, REEF_TLS_KEY: path.join(dir, 'missing.pem') }, {}),
+        (e: unknown) => e instanceof ConfigError && /no file/.test(e.message),
+      );
       assert.throws(() => loadConfig({ REEF_TLS_SELF_SIGNED: 'true', REEF_TLS_CERT: a.cert, REEF_TLS_KEY: a.key }, {}), ConfigError);
       await assert.rejects(startTestServer({ tls: { cert: a.cert, key: b.key, selfSigned: false } }), (e: unknown) => e instanceof ConfigError && /does not belong/.test(e.message));
       fs.chmodSync(a.key, 0o644);
@@ -100,7 +109,10 @@ describe('self-signed HTTPS', () => {
     let out = '';
     try {
       await new Promise<void>((resolve, reject) => {
-        child.stdout!.on('data', (d) => { out += d; if (/client secret:\s+\S+/.test(out)) resolve(); });
+        child.stdout!.on('data', (d) => {
+          out += d;
+          if (/client secret:\s+\S+/.test(out)) resolve();
+        });
         child.stderr!.on('data', (d) => (out += d));
         child.once('exit', (code) => reject(new Error(`reef serve exited (${code}):\n${out}`)));
       });

@@ -21,6 +21,7 @@ async function call(method: string, path: string, headers: Record<string, string
   const text = await r.text();
   let json: unknown;
   assert.doesNotThrow(() => (json = JSON.parse(text)), `${method} ${path} answers JSON, got ${JSON.stringify(text.slice(0, 80))}`);
+  // biome-ignore lint/suspicious/noExplicitAny: an answer is read field by field, as the original clients read it
   return { status: r.status, json: json as any, headers: r.headers };
 }
 
@@ -44,10 +45,17 @@ describe('the original JavaScript SDK (Content-Type: application/json on every r
     assert.equal(made.status, 201);
     const id = made.json.id as string;
 
-    const up = await call('POST', `/api/solutions/sandbox/devices/${id}/observations`, h(token), JSON.stringify({ observations: [
-      { timestamp: '2026-11-20T10:00:00.000Z', temperature: '72.50', humidity: 40 },
-      { timestamp: '2026-11-20T10:01:00.000Z', temperature: 21.5, accelerometer: { x: 0, y: 0, z: 1 }, tags: ['t'] },
-    ] }));
+    const up = await call(
+      'POST',
+      `/api/solutions/sandbox/devices/${id}/observations`,
+      h(token),
+      JSON.stringify({
+        observations: [
+          { timestamp: '2026-11-20T10:00:00.000Z', temperature: '72.50', humidity: 40 },
+          { timestamp: '2026-11-20T10:01:00.000Z', temperature: 21.5, accelerometer: { x: 0, y: 0, z: 1 }, tags: ['t'] },
+        ],
+      }),
+    );
     assert.equal(up.status, 201);
 
     const latest = await call('GET', '/api/solutions/sandbox/observations', h(token));
@@ -109,11 +117,19 @@ describe('the Java clients and the Node edge-router samples', () => {
     assert.ok(t.status === 200 || t.status === 201);
     const auth = { authorization: t.json.accessToken as string, 'content-type': 'application/json; charset=utf-8' };
     const list = await call('GET', '/api/solutions/sandbox/devices', auth);
-    assert.equal(list.json.devices.find((d: any) => d.domainInfo?.nic_macID === '00135005ff00ee02'), undefined);
+    assert.equal(
+      list.json.devices.find((d: { domainInfo?: { nic_macID?: string } }) => d.domainInfo?.nic_macID === '00135005ff00ee02'),
+      undefined,
+    );
     const made = await call('POST', '/api/solutions/sandbox/devices/', auth, JSON.stringify({ deviceType: 'MILLI', domainInfo: { nic_macID: '00135005FF00EE02' } }));
     assert.equal(made.status, 201);
     assert.equal(made.json.domainInfo.nic_macID, '00135005ff00ee02', 'found by the next run under the same lower-case MAC');
-    const up = await call('POST', `/api/solutions/sandbox/devices/${made.json.id}/observations`, auth, JSON.stringify({ observations: [{ timestamp: '2026-11-20T10:00:00.000Z', temperature: '72.50' }] }));
+    const up = await call(
+      'POST',
+      `/api/solutions/sandbox/devices/${made.json.id}/observations`,
+      auth,
+      JSON.stringify({ observations: [{ timestamp: '2026-11-20T10:00:00.000Z', temperature: '72.50' }] }),
+    );
     assert.equal(up.status, 201);
     assert.deepEqual(up.json, { stored: 1 });
   });

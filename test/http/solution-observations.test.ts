@@ -11,7 +11,10 @@ import { startTestServer, type TestServer } from '../helpers/server.ts';
 const T0 = Date.UTC(2026, 10, 1);
 const iso = (ms: number) => new Date(ms).toISOString();
 
-interface Group { deviceId: string; observations: { timestamp: string; temperature?: number; tags?: string[] }[] }
+interface Group {
+  deviceId: string;
+  observations: { timestamp: string; temperature?: number; tags?: string[] }[];
+}
 
 for (const backend of ['sqlite', 'postgres'] as const) {
   describe(`solution-wide observations (${backend})`, () => {
@@ -32,8 +35,24 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       }
       // Device 0: 250 readings a minute apart; device 1: 3 (one tagged); device 2: none.
       const upload = (id: string, observations: unknown[]) => server.request('POST', `/api/solutions/field/devices/${id}/observations`, { token, body: { observations } });
-      assert.equal((await upload(ids[0]!, Array.from({ length: 250 }, (_, i) => ({ timestamp: iso(T0 + i * 60_000), temperature: 10 + i / 100 })))).status, 201);
-      assert.equal((await upload(ids[1]!, [0, 1, 2].map((i) => ({ timestamp: iso(T0 + i * 60_000), temperature: 30 + i, ...(i === 1 ? { tags: ['door'] } : {}) })))).status, 201);
+      assert.equal(
+        (
+          await upload(
+            ids[0]!,
+            Array.from({ length: 250 }, (_, i) => ({ timestamp: iso(T0 + i * 60_000), temperature: 10 + i / 100 })),
+          )
+        ).status,
+        201,
+      );
+      assert.equal(
+        (
+          await upload(
+            ids[1]!,
+            [0, 1, 2].map((i) => ({ timestamp: iso(T0 + i * 60_000), temperature: 30 + i, ...(i === 1 ? { tags: ['door'] } : {}) })),
+          )
+        ).status,
+        201,
+      );
       // The neighbour has a solution of the same name with observations in the same range.
       const theirs = ((await (await server.request('POST', '/api/solutions/field/devices', { token: otherToken, body: { deviceType: 'Thermo' } })).json()) as { id: string }).id;
       await server.request('POST', `/api/solutions/field/devices/${theirs}/observations`, { token: otherToken, body: { observations: [{ timestamp: iso(T0), temperature: 99 }] } });
@@ -64,10 +83,7 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       const { groups, pages } = await allPages(`/api/solutions/field/observations?${q}`);
       assert.equal(pages, 3);
       const flat = groups.flatMap((g) => g.observations.map((o) => `${g.deviceId}@${o.timestamp}`));
-      const expected = [
-        ...Array.from({ length: 250 }, (_, i) => `${ids[0]}@${iso(T0 + (249 - i) * 60_000)}`),
-        ...[2, 1, 0].map((i) => `${ids[1]}@${iso(T0 + i * 60_000)}`),
-      ];
+      const expected = [...Array.from({ length: 250 }, (_, i) => `${ids[0]}@${iso(T0 + (249 - i) * 60_000)}`), ...[2, 1, 0].map((i) => `${ids[1]}@${iso(T0 + i * 60_000)}`)];
       assert.deepEqual(flat, expected, 'each observation once, device by device, newest first');
       assert.ok(groups.every((g) => g.observations.length > 0));
     });
@@ -76,10 +92,13 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       const r = await server.request('GET', `/api/solutions/field/observations?from=${iso(T0 + 60_000)}&to=${iso(T0 + 3 * 60_000)}`, { token });
       assert.equal(r.status, 200);
       assert.equal(r.headers.get('next_page'), null);
-      assert.deepEqual(((await r.json()) as Group[]).map((g) => [g.deviceId, g.observations.map((o) => o.timestamp)]), [
-        [ids[0], [iso(T0 + 2 * 60_000), iso(T0 + 60_000)]],
-        [ids[1], [iso(T0 + 2 * 60_000), iso(T0 + 60_000)]],
-      ]);
+      assert.deepEqual(
+        ((await r.json()) as Group[]).map((g) => [g.deviceId, g.observations.map((o) => o.timestamp)]),
+        [
+          [ids[0], [iso(T0 + 2 * 60_000), iso(T0 + 60_000)]],
+          [ids[1], [iso(T0 + 2 * 60_000), iso(T0 + 60_000)]],
+        ],
+      );
       const tagged = (await (await server.request('GET', `/api/solutions/field/observations?from=${iso(T0)}&to=${iso(T0 + 86_400_000)}&tags=door`, { token })).json()) as Group[];
       assert.deepEqual(tagged, [{ deviceId: ids[1], observations: [{ timestamp: iso(T0 + 60_000), temperature: 31, tags: ['door'] }] }]);
       const one = await server.request('GET', `/api/solutions/field/observations?from=${iso(T0)}&limit=1`, { token });
@@ -92,13 +111,23 @@ for (const backend of ['sqlite', 'postgres'] as const) {
     it("without a range it is still the latest of each device (tags and limit ignored), and never another tenant's", async () => {
       for (const q of ['', '?tags=door', '?limit=1']) {
         const latest = (await (await server.request('GET', `/api/solutions/field/observations${q}`, { token })).json()) as Group[];
-        assert.deepEqual(latest.map((g) => [g.deviceId, g.observations.length]), [[ids[0], 1], [ids[1], 1]], q);
+        assert.deepEqual(
+          latest.map((g) => [g.deviceId, g.observations.length]),
+          [
+            [ids[0], 1],
+            [ids[1], 1],
+          ],
+          q,
+        );
         assert.equal(latest[0]!.observations[0]!.timestamp, iso(T0 + 249 * 60_000));
       }
       const theirs = (await (await server.request('GET', `/api/solutions/field/observations?from=${iso(T0)}`, { token: otherToken })).json()) as Group[];
       assert.equal(theirs.length, 1);
       assert.ok(!ids.includes(theirs[0]!.deviceId));
-      assert.deepEqual(theirs[0]!.observations.map((o) => o.temperature), [99]);
+      assert.deepEqual(
+        theirs[0]!.observations.map((o) => o.temperature),
+        [99],
+      );
     });
 
     it('bad parameters are 400 in the uniform error body', async () => {

@@ -41,8 +41,12 @@ it('sqlite: a version-5 store gets the wire names', async () => {
       db.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
     }
     db.prepare("INSERT INTO solutions (group_id, name, created_at) VALUES ('G', 'sandbox', 0)").run();
-    db.prepare("INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, provisioning_info, mac, created_at) VALUES ('kit', 'T', 'G', 'sandbox', 'NICDevKit', '{\"note\":\"kept\"}', ?, '00135005ff1234ab', 0)").run(OLD_PI);
-    db.prepare("INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at) VALUES ('virt', 'T', 'G', 'sandbox', 'VirtualDevice', '{\"location\":{\"latitude\":1,\"longitude\":2}}', 0)").run();
+    db.prepare(
+      "INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, provisioning_info, mac, created_at) VALUES ('kit', 'T', 'G', 'sandbox', 'NICDevKit', '{\"note\":\"kept\"}', ?, '00135005ff1234ab', 0)",
+    ).run(OLD_PI);
+    db.prepare(
+      "INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at) VALUES ('virt', 'T', 'G', 'sandbox', 'VirtualDevice', '{\"location\":{\"latitude\":1,\"longitude\":2}}', 0)",
+    ).run();
     const before = db.prepare("SELECT version FROM solutions WHERE name = 'sandbox'").pluck().get() as number;
     db.close();
     const store = new SqliteStore({ file });
@@ -66,8 +70,13 @@ it('postgres: a version-3 store gets the wire names', async () => {
       await c.query('INSERT INTO schema_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
     }
     await c.query("INSERT INTO solutions (group_id, name, created_at) VALUES ('G', 'sandbox', 0)");
-    await c.query("INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, provisioning_info, mac, created_at) VALUES ('kit', 'T', 'G', 'sandbox', 'NICDevKit', '{\"note\":\"kept\"}', $1, '00135005ff1234ab', 0)", [OLD_PI]);
-    await c.query("INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at) VALUES ('virt', 'T', 'G', 'sandbox', 'VirtualDevice', '{\"location\":{\"latitude\":1,\"longitude\":2}}', 0)");
+    await c.query(
+      "INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, provisioning_info, mac, created_at) VALUES ('kit', 'T', 'G', 'sandbox', 'NICDevKit', '{\"note\":\"kept\"}', $1, '00135005ff1234ab', 0)",
+      [OLD_PI],
+    );
+    await c.query(
+      "INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at) VALUES ('virt', 'T', 'G', 'sandbox', 'VirtualDevice', '{\"location\":{\"latitude\":1,\"longitude\":2}}', 0)",
+    );
     const before = Number((await c.query("SELECT version FROM solutions WHERE name = 'sandbox'")).rows[0].version);
     await c.end();
     const store = new PostgresStore({ connectionString: tdb.url });

@@ -43,55 +43,88 @@ export async function templateRoutes(app: FastifyInstance, opts: { store: Store 
   const { store } = opts;
   const base = '/api/solutions/:solution/devicetemplates';
 
-  app.get(base, {
-    schema: { tags: ['device templates'], summary: 'The device templates of the solution', params: solutionParams, response: { 200: many, ...errors(400, 401, 404) } },
-  }, async (request) => {
-    const { solution } = request.params as { solution: string };
-    return { deviceTemplates: (await listTemplates(store, request.account, solution)).map(toWireTemplate) };
-  });
+  app.get(
+    base,
+    {
+      schema: { tags: ['device templates'], summary: 'The device templates of the solution', params: solutionParams, response: { 200: many, ...errors(400, 401, 404) } },
+    },
+    async (request) => {
+      const { solution } = request.params as { solution: string };
+      return { deviceTemplates: (await listTemplates(store, request.account, solution)).map(toWireTemplate) };
+    },
+  );
 
-  app.post(base, {
-    schema: { tags: ['device templates'], summary: 'Create a device template', params: solutionParams, body: templateBody, response: { 201: one, ...errors(400, 401, 409, 413, 415) } },
-    bodyLimit: 64 * 1024,
-  }, async (request, reply) => {
-    const { solution } = request.params as { solution: string };
-    const t = await createTemplate(store, request.account, solution, request.body);
-    return reply.code(201).header('location', `/api/solutions/${encodeURIComponent(solution)}/devicetemplates/${t.id}`).send({ deviceTemplates: toWireTemplate(t) });
-  });
+  app.post(
+    base,
+    {
+      schema: { tags: ['device templates'], summary: 'Create a device template', params: solutionParams, body: templateBody, response: { 201: one, ...errors(400, 401, 409, 413, 415) } },
+      bodyLimit: 64 * 1024,
+    },
+    async (request, reply) => {
+      const { solution } = request.params as { solution: string };
+      const t = await createTemplate(store, request.account, solution, request.body);
+      return reply
+        .code(201)
+        .header('location', `/api/solutions/${encodeURIComponent(solution)}/devicetemplates/${t.id}`)
+        .send({ deviceTemplates: toWireTemplate(t) });
+    },
+  );
 
-  app.get(`${base}/:id`, {
-    schema: { tags: ['device templates'], summary: 'One device template', params: templateParams, response: { 200: one, ...errors(400, 401, 404) } },
-  }, async (request) => {
-    const { solution, id } = request.params as { solution: string; id: string };
-    return { deviceTemplates: toWireTemplate(await getTemplate(store, request.account, solution, id)) };
-  });
+  app.get(
+    `${base}/:id`,
+    {
+      schema: { tags: ['device templates'], summary: 'One device template', params: templateParams, response: { 200: one, ...errors(400, 401, 404) } },
+    },
+    async (request) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      return { deviceTemplates: toWireTemplate(await getTemplate(store, request.account, solution, id)) };
+    },
+  );
 
-  app.put(`${base}/:id`, {
-    schema: { tags: ['device templates'], summary: 'Replace the name and sensors of a device template', params: templateParams, body: templateBody, response: { 200: one, ...errors(400, 401, 404, 413, 415) } },
-    bodyLimit: 64 * 1024,
-  }, async (request) => {
-    const { solution, id } = request.params as { solution: string; id: string };
-    return { deviceTemplates: toWireTemplate(await updateTemplate(store, request.account, solution, id, request.body)) };
-  });
+  app.put(
+    `${base}/:id`,
+    {
+      schema: {
+        tags: ['device templates'],
+        summary: 'Replace the name and sensors of a device template',
+        params: templateParams,
+        body: templateBody,
+        response: { 200: one, ...errors(400, 401, 404, 413, 415) },
+      },
+      bodyLimit: 64 * 1024,
+    },
+    async (request) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      return { deviceTemplates: toWireTemplate(await updateTemplate(store, request.account, solution, id, request.body)) };
+    },
+  );
 
-  app.delete(`${base}/:id`, {
-    schema: { tags: ['device templates'], summary: 'Delete a device template; answers it', params: templateParams, response: { 200: one, ...errors(400, 401, 404) } },
-  }, async (request) => {
-    const { solution, id } = request.params as { solution: string; id: string };
-    return { deviceTemplates: toWireTemplate(await deleteTemplate(store, request.account, solution, id)) };
-  });
+  app.delete(
+    `${base}/:id`,
+    {
+      schema: { tags: ['device templates'], summary: 'Delete a device template; answers it', params: templateParams, response: { 200: one, ...errors(400, 401, 404) } },
+    },
+    async (request) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      return { deviceTemplates: toWireTemplate(await deleteTemplate(store, request.account, solution, id)) };
+    },
+  );
 
   // The static templates every tenant sees; they have no id (they are not stored).
-  app.get('/api/tenants/:tenant/devicetemplates', {
-    schema: {
-      tags: ['device templates'],
-      summary: 'The static device templates (tenant systemTenant), the same for every caller',
-      params: { type: 'object', properties: { tenant: { type: 'string', maxLength: 100 } }, required: ['tenant'] },
-      response: { 200: many, ...errors(401, 404) },
+  app.get(
+    '/api/tenants/:tenant/devicetemplates',
+    {
+      schema: {
+        tags: ['device templates'],
+        summary: 'The static device templates (tenant systemTenant), the same for every caller',
+        params: { type: 'object', properties: { tenant: { type: 'string', maxLength: 100 } }, required: ['tenant'] },
+        response: { 200: many, ...errors(401, 404) },
+      },
     },
-  }, async (request) => {
-    const { tenant } = request.params as { tenant: string };
-    if (tenant !== SYSTEM_TENANT) throw new ReefError('NOT_FOUND', `only ${SYSTEM_TENANT} has static device templates`, { field: 'tenant' });
-    return { deviceTemplates: SYSTEM_TEMPLATES };
-  });
+    async (request) => {
+      const { tenant } = request.params as { tenant: string };
+      if (tenant !== SYSTEM_TENANT) throw new ReefError('NOT_FOUND', `only ${SYSTEM_TENANT} has static device templates`, { field: 'tenant' });
+      return { deviceTemplates: SYSTEM_TEMPLATES };
+    },
+  );
 }

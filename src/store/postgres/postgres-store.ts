@@ -4,7 +4,20 @@
 import pg from 'pg';
 import { ReefError } from '../../core/errors.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, ManyInsertResult, NewDevice, ObservationPage, ObservationQuery, SigningKey, SolutionObservationPage, SolutionObservationQuery, Store } from '../store.ts';
+import type {
+  Bucket,
+  BucketQuery,
+  InsertResult,
+  MaintenanceReport,
+  ManyInsertResult,
+  NewDevice,
+  ObservationPage,
+  ObservationQuery,
+  SigningKey,
+  SolutionObservationPage,
+  SolutionObservationQuery,
+  Store,
+} from '../store.ts';
 import { solutionPage } from '../store.ts';
 import { translate } from './errors.ts';
 import { LOCK_MIGRATE, LOCK_PARTITIONS, MIGRATIONS } from './migrations.ts';
@@ -248,7 +261,13 @@ export class PostgresStore implements Store {
 
   async createAccount(a: Account): Promise<Account> {
     await this.q('INSERT INTO accounts (tenant_id, name, group_id, client_id, secret_hash, disabled, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-      a.tenantId, a.name, a.groupId, a.clientId, a.secretHash, a.disabled, a.createdAt,
+      a.tenantId,
+      a.name,
+      a.groupId,
+      a.clientId,
+      a.secretHash,
+      a.disabled,
+      a.createdAt,
     ]);
     return a;
   }
@@ -316,8 +335,14 @@ export class PostgresStore implements Store {
       [d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo), d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now],
     );
     const rec: DeviceRecord = {
-      id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId,
-      solution: d.solution, mac: d.mac ?? null, createdAt: now,
+      id: d.id,
+      deviceType: d.deviceType,
+      domainInfo: d.domainInfo,
+      tenantId: d.tenantId,
+      groupId: d.groupId,
+      solution: d.solution,
+      mac: d.mac ?? null,
+      createdAt: now,
     };
     if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
     return rec;
@@ -340,15 +365,23 @@ export class PostgresStore implements Store {
       await c.query('SELECT 1 FROM solutions WHERE group_id = $1 AND name = $2 FOR UPDATE', [t.groupId, t.solution]);
       const n = (await c.query('SELECT count(*)::int AS n FROM device_templates WHERE group_id = $1 AND solution = $2', [t.groupId, t.solution])).rows[0].n as number;
       if (n >= maxPerSolution) throw new ReefError('TOO_MANY_TEMPLATES', `a solution holds at most ${maxPerSolution} device templates`);
-      await c.query('INSERT INTO device_templates (id, group_id, solution, name, sensors, created_at, updated_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $6)',
-        [t.id, t.groupId, t.solution, t.name, JSON.stringify(t.sensors), now]);
+      await c.query('INSERT INTO device_templates (id, group_id, solution, name, sensors, created_at, updated_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $6)', [
+        t.id,
+        t.groupId,
+        t.solution,
+        t.name,
+        JSON.stringify(t.sensors),
+        now,
+      ]);
       return { ...t, createdAt: now, updatedAt: now };
     });
   }
   async updateTemplate(groupId: string, solution: string, id: string, t: { name: string; sensors: unknown[] }): Promise<DeviceTemplateRecord | null> {
     const r = await this.q(
       `UPDATE device_templates SET name = $4, sensors = $5::jsonb, updated_at = $6 WHERE group_id = $1 AND solution = $2 AND id = $3 RETURNING ${TEMPLATE_COLS}`,
-      [groupId, solution, id, t.name, JSON.stringify(t.sensors), Date.now()], 'update-template');
+      [groupId, solution, id, t.name, JSON.stringify(t.sensors), Date.now()],
+      'update-template',
+    );
     return r.rows[0] ? templateFromRow(r.rows[0]) : null;
   }
   async deleteTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null> {
@@ -357,14 +390,15 @@ export class PostgresStore implements Store {
   }
 
   async listDevices(groupId: string, solution: string, deviceType?: string): Promise<DeviceRecord[]> {
-    const r = deviceType === undefined
-      ? await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 ORDER BY pk`, [groupId, solution], 'list-devices')
-      : await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND device_type = $3 ORDER BY pk`, [groupId, solution, deviceType], 'list-devices-type');
+    const r =
+      deviceType === undefined
+        ? await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 ORDER BY pk`, [groupId, solution], 'list-devices')
+        : await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND device_type = $3 ORDER BY pk`, [groupId, solution, deviceType], 'list-devices-type');
     return r.rows.map(deviceFromRow);
   }
   async countDevices(tenantId: string): Promise<number> {
     const r = await this.q('SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1', [tenantId], 'count-devices');
-    return r.rows[0].n as number;
+    return (r.rows[0]?.n as number | undefined) ?? 0;
   }
   async countObservationsByTenant(): Promise<Map<string, number>> {
     const r = await this.q('SELECT d.tenant_id AS t, count(*)::bigint AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id', [], 'count-observations');
@@ -425,10 +459,11 @@ export class PostgresStore implements Store {
     const missing = this.parts.missing(ts, Date.now());
     if (missing.length) await this.ensureRanges(missing);
 
-    const r = await this.q(INSERT_BATCH, [
-      deviceId, numArray(ts), numArray(temps), extras,
-      newest?.ts ?? null, newest?.temperature ?? null, newest?.extra ? JSON.stringify(newest.extra) : null,
-    ], 'insert-batch');
+    const r = await this.q(
+      INSERT_BATCH,
+      [deviceId, numArray(ts), numArray(temps), extras, newest?.ts ?? null, newest?.temperature ?? null, newest?.extra ? JSON.stringify(newest.extra) : null],
+      'insert-batch',
+    );
     const dev = r.rows[0];
     if (!dev) throw new ReefError('DEVICE_NOT_FOUND');
     if (!this.parts.hasTier(dev.tier)) {
@@ -475,14 +510,19 @@ export class PostgresStore implements Store {
     const from = q.from ?? 0;
     const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
     // One more than asked tells whether another page exists without a second query.
-    const r = q.tag === undefined
-      ? await this.q(
-        `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
-        [tier, pk, from, to, q.limit + 1], 'page')
-      : await this.q(
-        `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
+    const r =
+      q.tag === undefined
+        ? await this.q(
+            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
+            [tier, pk, from, to, q.limit + 1],
+            'page',
+          )
+        : await this.q(
+            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
          AND extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`,
-        [tier, pk, from, to, q.limit + 1, q.tag], 'page-tagged');
+            [tier, pk, from, to, q.limit + 1, q.tag],
+            'page-tagged',
+          );
     const rows = r.rows;
     const more = rows.length > q.limit;
     if (more) rows.pop();
@@ -502,7 +542,9 @@ export class PostgresStore implements Store {
         `SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.tier = d.tier AND o.device_pk = d.pk
          WHERE d.group_id = $1 AND d.solution = $2 AND d.pk = $3 AND o.ts >= $4 AND o.ts < $5
          AND ($7::text IS NULL OR o.extra -> 'tags' ? $7) ORDER BY o.ts DESC LIMIT $6`,
-        [groupId, solution, q.after.device, from, Math.min(to, q.after.ts), want, tag], 'solution-page-device');
+        [groupId, solution, q.after.device, from, Math.min(to, q.after.ts), want, tag],
+        'solution-page-device',
+      );
       rows.push(...r.rows);
     }
     if (rows.length < want) {
@@ -517,7 +559,9 @@ export class PostgresStore implements Store {
            ORDER BY o.ts DESC LIMIT $6) o
          WHERE d.group_id = $1 AND d.solution = $2 AND d.pk > $3
          ORDER BY d.pk, o.ts DESC LIMIT $6`,
-        [groupId, solution, q.after?.device ?? -1, from, to, want - rows.length, tag], 'solution-page-rest');
+        [groupId, solution, q.after?.device ?? -1, from, to, want - rows.length, tag],
+        'solution-page-rest',
+      );
       rows.push(...r.rows);
     }
     return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow);
@@ -528,7 +572,9 @@ export class PostgresStore implements Store {
     const r = await this.q(
       `SELECT (ts - $3) / $5 * $5 + $3 AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
        FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 GROUP BY b ORDER BY b`,
-      [tier, pk, q.from, q.to, q.bucketMs], 'buckets');
+      [tier, pk, q.from, q.to, q.bucketMs],
+      'buckets',
+    );
     return r.rows.map((x) => ({ ts: x.b, count: x.n, min: x.lo, avg: x.mean, max: x.hi }));
   }
 
@@ -556,10 +602,7 @@ export class PostgresStore implements Store {
         // PostgreSQL move the rows (an UPDATE of the partition key moves them between partitions).
         const pks = moved.rows.map((x) => x.pk as number);
         const olds = [...new Set(moved.rows.map((x) => x.old as number))];
-        const dayRows = await c.query(
-          'SELECT DISTINCT ts / 86400000 AS day FROM observations WHERE tier = ANY($1::int[]) AND device_pk = ANY($2::bigint[])',
-          [numArray(olds), numArray(pks)],
-        );
+        const dayRows = await c.query('SELECT DISTINCT ts / 86400000 AS day FROM observations WHERE tier = ANY($1::int[]) AND device_pk = ANY($2::bigint[])', [numArray(olds), numArray(pks)]);
         this.parts.addTier(tier);
         const need = new Map<number, { tier: number; start: number; end: number }>();
         const now = Date.now();
@@ -631,4 +674,3 @@ export class PostgresStore implements Store {
     return r.rows as { key: string; value: string }[];
   }
 }
-

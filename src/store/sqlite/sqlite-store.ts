@@ -6,7 +6,20 @@ import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
 import { observationJson } from '../../core/observation-json.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, ManyInsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, SolutionObservationPage, SolutionObservationQuery, Store } from '../store.ts';
+import type {
+  Bucket,
+  BucketQuery,
+  InsertResult,
+  ManyInsertResult,
+  MaintenanceReport,
+  NewDevice,
+  ObservationPage,
+  ObservationQuery,
+  SigningKey,
+  SolutionObservationPage,
+  SolutionObservationQuery,
+  Store,
+} from '../store.ts';
 import { solutionPage } from '../store.ts';
 import { MIGRATIONS } from './migrations.ts';
 
@@ -179,7 +192,7 @@ export class SqliteStore implements Store {
       getState: p('SELECT value FROM state WHERE key = ?').pluck(),
       setState: p('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
       deleteState: p('DELETE FROM state WHERE key = ?'),
-      listState: p("SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key"),
+      listState: p('SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key'),
     };
   }
 
@@ -296,14 +309,27 @@ export class SqliteStore implements Store {
         this.s.ensureSolution.run(d.groupId, d.solution, now);
         this.s.bumpSolution.run(d.groupId, d.solution);
         this.s.insertDevice.run(
-          d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo),
-          d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now,
+          d.id,
+          d.tenantId,
+          d.groupId,
+          d.solution,
+          d.deviceType,
+          JSON.stringify(d.domainInfo),
+          d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null,
+          d.mac ?? null,
+          now,
         );
       });
       tx();
       const rec: DeviceRecord = {
-        id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId,
-        solution: d.solution, mac: d.mac ?? null, createdAt: now,
+        id: d.id,
+        deviceType: d.deviceType,
+        domainInfo: d.domainInfo,
+        tenantId: d.tenantId,
+        groupId: d.groupId,
+        solution: d.solution,
+        mac: d.mac ?? null,
+        createdAt: now,
       };
       if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
       return rec;
@@ -322,13 +348,15 @@ export class SqliteStore implements Store {
     return this.run(() => {
       const now = Date.now();
       // BEGIN IMMEDIATE: the count and the insert see the same solution (no two writers past the cap).
-      this.db.transaction(() => {
-        if ((this.s.countTemplates.get(t.groupId, t.solution) as number) >= maxPerSolution) {
-          throw new ReefError('TOO_MANY_TEMPLATES', `a solution holds at most ${maxPerSolution} device templates`);
-        }
-        this.s.ensureSolution.run(t.groupId, t.solution, now);
-        this.s.insertTemplate.run(t.id, t.groupId, t.solution, t.name, JSON.stringify(t.sensors), now, now);
-      }).immediate();
+      this.db
+        .transaction(() => {
+          if ((this.s.countTemplates.get(t.groupId, t.solution) as number) >= maxPerSolution) {
+            throw new ReefError('TOO_MANY_TEMPLATES', `a solution holds at most ${maxPerSolution} device templates`);
+          }
+          this.s.ensureSolution.run(t.groupId, t.solution, now);
+          this.s.insertTemplate.run(t.id, t.groupId, t.solution, t.name, JSON.stringify(t.sensors), now, now);
+        })
+        .immediate();
       return { ...t, createdAt: now, updatedAt: now };
     });
   }

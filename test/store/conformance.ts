@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
-import { isReefError } from '../core/errors.ts';
-import type { Account, ObservationRecord } from '../core/types.ts';
-import { latestJson } from '../core/observation-json.ts';
-import type { Store } from './store.ts';
+import { isReefError } from '../../src/core/errors.ts';
+import type { Account, ObservationRecord } from '../../src/core/types.ts';
+import { latestJson } from '../../src/core/observation-json.ts';
+import type { Store } from '../../src/store/store.ts';
 
 export interface StoreFactory {
   /** A fresh, migrated, empty store. */
@@ -100,14 +100,24 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(mine, [k1, k2]);
       await store.deleteSigningKey(k1.kid);
       await store.deleteSigningKey('no-such-key');
-      assert.deepEqual((await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid), [k2]);
+      assert.deepEqual(
+        (await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid),
+        [k2],
+      );
     });
 
     it('creates devices, their solution, and lists them by group and solution', async () => {
       const a = account('dave');
       const id = randomUUID();
       assert.equal(await store.solutionExists(a.groupId, 'mySolution'), false);
-      const d = await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'mySolution', deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 1.5, longitude: -2.25 } } });
+      const d = await store.createDevice({
+        id,
+        tenantId: a.tenantId,
+        groupId: a.groupId,
+        solution: 'mySolution',
+        deviceType: 'VirtualDevice',
+        domainInfo: { location: { latitude: 1.5, longitude: -2.25 } },
+      });
       assert.equal(d.id, id);
       assert.equal(await store.solutionExists(a.groupId, 'mySolution'), true);
       assert.equal(await store.solutionExists(a.groupId, 'mysolution'), false, 'solution names are case sensitive');
@@ -158,10 +168,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(kits[0]!.provisioningInfo, pi);
       assert.equal((await store.getDeviceByMac(mac))?.id, kits[0]!.id);
       assert.equal(await store.getDeviceByMac('0000000000000000'), null);
-      await rejectsWith(
-        store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: 'G-x', solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, mac }),
-        'MAC_ALREADY_PROVISIONED',
-      );
+      await rejectsWith(store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: 'G-x', solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, mac }), 'MAC_ALREADY_PROVISIONED');
     });
 
     it('stores a batch and reads it newest first with keyset paging: no gap, no duplicate', async () => {
@@ -189,7 +196,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
       // Device 0: 700 rows, device 1: none, device 2: 5 rows at the same instants as device 0, device 3: 300 rows.
       await store.insertObservations(ids[0]!, series(700));
-      await store.insertObservations(ids[2]!, series(5).map((r, i) => ({ ...r, extra: i % 2 ? { tags: ['hot'] } : null })));
+      await store.insertObservations(
+        ids[2]!,
+        series(5).map((r, i) => ({ ...r, extra: i % 2 ? { tags: ['hot'] } : null })),
+      );
       await store.insertObservations(ids[3]!, series(300, 1000, T0 + 10_000));
       // Noise that must never show: another solution of the group, another group.
       const elsewhere = randomUUID();
@@ -212,24 +222,45 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         after = page.next;
       }
       const expected = [
-        ...series(700).map((r) => `${ids[0]}@${r.ts}`).reverse(),
-        ...series(5).map((r) => `${ids[2]}@${r.ts}`).reverse(),
-        ...series(300, 1000, T0 + 10_000).map((r) => `${ids[3]}@${r.ts}`).reverse(),
+        ...series(700)
+          .map((r) => `${ids[0]}@${r.ts}`)
+          .reverse(),
+        ...series(5)
+          .map((r) => `${ids[2]}@${r.ts}`)
+          .reverse(),
+        ...series(300, 1000, T0 + 10_000)
+          .map((r) => `${ids[3]}@${r.ts}`)
+          .reverse(),
       ];
       assert.deepEqual(seen, expected, 'no gap, no duplicate, device by device, newest first');
       assert.equal(pages, Math.ceil(expected.length / 64));
 
       // A range: [from, to) on every device.
       const ranged = await store.querySolutionObservations(a.groupId, 'wide', { limit: 10_000, from: T0 + 2000, to: T0 + 12_000 });
-      assert.deepEqual(ranged.rows.map((r) => `${r.deviceId}@${r.observation.ts}`), [
-        ...series(10, 1000, T0 + 2000).map((r) => `${ids[0]}@${r.ts}`).reverse(),
-        ...series(3, 1000, T0 + 2000).map((r) => `${ids[2]}@${r.ts}`).reverse(),
-        ...series(2, 1000, T0 + 10_000).map((r) => `${ids[3]}@${r.ts}`).reverse(),
-      ]);
+      assert.deepEqual(
+        ranged.rows.map((r) => `${r.deviceId}@${r.observation.ts}`),
+        [
+          ...series(10, 1000, T0 + 2000)
+            .map((r) => `${ids[0]}@${r.ts}`)
+            .reverse(),
+          ...series(3, 1000, T0 + 2000)
+            .map((r) => `${ids[2]}@${r.ts}`)
+            .reverse(),
+          ...series(2, 1000, T0 + 10_000)
+            .map((r) => `${ids[3]}@${r.ts}`)
+            .reverse(),
+        ],
+      );
       assert.equal(ranged.next, null);
       // One tag.
       const hot = await store.querySolutionObservations(a.groupId, 'wide', { limit: 100, tag: 'hot' });
-      assert.deepEqual(hot.rows.map((r) => [r.deviceId, r.observation.ts]), [[ids[2], T0 + 3000], [ids[2], T0 + 1000]]);
+      assert.deepEqual(
+        hot.rows.map((r) => [r.deviceId, r.observation.ts]),
+        [
+          [ids[2], T0 + 3000],
+          [ids[2], T0 + 1000],
+        ],
+      );
       assert.deepEqual(hot.rows[0]!.observation.extra, { tags: ['hot'] });
       // Nothing of another group even with its own solution name, nothing for a solution it lacks.
       assert.deepEqual((await store.querySolutionObservations(a.groupId, 'nope', { limit: 10 })).rows, []);
@@ -248,7 +279,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const t1 = await store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: 'Env', sensors }, 3);
       const t2 = await store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: 'Temp', sensors: ['temperature'] }, 3);
       assert.equal(await store.solutionExists(a.groupId, 'kit'), true, 'a template makes its solution');
-      assert.deepEqual((await store.listTemplates(a.groupId, 'kit')).map((t) => [t.id, t.name, t.sensors]), [[t1.id, 'Env', sensors], [t2.id, 'Temp', ['temperature']]]);
+      assert.deepEqual(
+        (await store.listTemplates(a.groupId, 'kit')).map((t) => [t.id, t.name, t.sensors]),
+        [
+          [t1.id, 'Env', sensors],
+          [t2.id, 'Temp', ['temperature']],
+        ],
+      );
       assert.deepEqual((await store.getTemplate(a.groupId, 'kit', t1.id))?.sensors, sensors);
       // Another group, another solution: nothing.
       assert.equal(await store.getTemplate(b.groupId, 'kit', t1.id), null);
@@ -276,7 +313,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       await store.insertObservations(id, series(10));
       const page = await store.queryObservations(id, { from: T0 + 2000, to: T0 + 5000, limit: 100 });
-      assert.deepEqual(page.observations.map((o) => o.ts), [T0 + 4000, T0 + 3000, T0 + 2000]);
+      assert.deepEqual(
+        page.observations.map((o) => o.ts),
+        [T0 + 4000, T0 + 3000, T0 + 2000],
+      );
       assert.equal(page.nextBefore, null);
     });
 
@@ -285,7 +325,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       await store.insertObservations(id, series(5));
-      await store.insertObservations(id, series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })));
+      await store.insertObservations(
+        id,
+        series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })),
+      );
       const page = await store.queryObservations(id, { limit: 100 });
       assert.equal(page.observations.length, 5);
       assert.ok(page.observations.every((o) => o.temperature === 99 && (o.extra as any).humidity === 40));
@@ -296,14 +339,20 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       const extra = { humidity: 41.5, accelerometer: { x: 1, y: -2, z: 0.5 }, note: 'ünïcødé ✓', tags: ['a', 'b'] };
-      await store.insertObservations(id, [{ ts: T0, temperature: null, extra }, { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } }]);
+      await store.insertObservations(id, [
+        { ts: T0, temperature: null, extra },
+        { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
+      ]);
       const page = await store.queryObservations(id, { limit: 10 });
       assert.deepEqual(page.observations, [
         { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
         { ts: T0, temperature: null, extra },
       ]);
       const tagged = await store.queryObservations(id, { limit: 10, tag: 'a' });
-      assert.deepEqual(tagged.observations.map((o) => o.ts), [T0]);
+      assert.deepEqual(
+        tagged.observations.map((o) => o.ts),
+        [T0],
+      );
     });
 
     it('latest of all devices follows the newest timestamp, not the last insert', async () => {
@@ -314,7 +363,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.insertObservations(d1, [{ ts: T0 - 5000, temperature: -1, extra: null }]); // older: latest unchanged
       await store.insertObservations(d2, [{ ts: T0 + 7, temperature: 7, extra: { k: 1 } }]);
       const latest = await store.latestObservations(a.groupId, 'latest');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 7]].sort());
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]).sort(),
+        [
+          [d1, T0 + 2000],
+          [d2, T0 + 7],
+        ].sort(),
+      );
       assert.deepEqual(latest.find((l) => l.deviceId === d2)!.observation, { ts: T0 + 7, temperature: 7, extra: { k: 1 } });
       assert.deepEqual(await store.latestObservations('G-other', 'latest'), []);
     });
@@ -332,7 +387,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal((await store.queryObservations(d1, { limit: 10 })).observations.length, 3);
       assert.deepEqual((await store.queryObservations(d2, { limit: 10 })).observations, [{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }]);
       const latest = await store.latestObservations(a.groupId, 'many');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 9]].sort());
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]).sort(),
+        [
+          [d1, T0 + 2000],
+          [d2, T0 + 9],
+        ].sort(),
+      );
     });
 
     it('the latest-of-all JSON fast path, where a backend has one, equals rendering the records', async () => {
@@ -426,6 +487,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         { ts: 0, temperature: 0.1 + 0.2, extra: null },
         { ts: Date.UTC(1999, 11, 31, 23, 59, 59, 999), temperature: -273.15, extra: null },
         { ts: Date.UTC(2038, 0, 19, 3, 14, 8, 1), temperature: 1e-300, extra: null },
+        // biome-ignore lint/correctness/noPrecisionLoss: a number past 2^53 on purpose: it must come back as JavaScript parses it
         { ts: Date.UTC(9999, 11, 31, 23, 59, 59, 999), temperature: 123456.7891, extra: { big: 12345678901234567 } },
       ];
       await store.insertObservations(id, rows);
@@ -463,7 +525,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(await tss(short2), []);
       assert.deepEqual(await tss(long1), [recent, old, ancient]);
       const latest = await store.latestObservations(a.groupId, 'short');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]), [[short1, recent]]);
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]),
+        [[short1, recent]],
+      );
       // Lifting the retention keeps what arrives from then on.
       await store.setRetention(a.groupId, 'short', null);
       await store.insertObservations(short1, [obs(old, 9)]);
@@ -477,7 +542,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.setState('other', 'x');
       await store.setState('sim:1', '{"a":3}');
       assert.equal(await store.getState('sim:1'), '{"a":3}');
-      assert.deepEqual(await store.listState('sim:'), [{ key: 'sim:1', value: '{"a":3}' }, { key: 'sim:2', value: '{"a":2}' }]);
+      assert.deepEqual(await store.listState('sim:'), [
+        { key: 'sim:1', value: '{"a":3}' },
+        { key: 'sim:2', value: '{"a":2}' },
+      ]);
       await store.deleteState('sim:1');
       assert.equal(await store.getState('sim:1'), null);
     });
