@@ -134,3 +134,10 @@ export class KitDirectory {
     if (this.byPeer.get(key) === k) this.byPeer.delete(key);
   }
 }
+
+/** The kit-side path: the client's first segment replaced by (or prefixed with) the kit's own prefix (seed §9). */
+export function kitPath(kit: KitEntry, path: string[]): string[] {
+  if (path.length === 2 && path[0] === '.well-known' && path[1] === 'core') return path;
+  if (path[0] === 'snsr' || path[0] === 'sensor') return [kit.prefix, ...path.slice(1)];
+  return [kit.prefix, ...path];
+}

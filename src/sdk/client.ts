@@ -43,6 +43,8 @@ export interface ReefClientOptions {
   timeoutMs?: number;
   /** Extra headers sent with every request. */
   headers?: Record<string, string>;
+  /** The clock (epoch ms) a token's renewal and expiry are judged by; default Date.now. */
+  now?: () => number;
 }
 
 /** Options every call accepts. */
@@ -189,7 +191,7 @@ export class ReefClient {
         throw new TypeError('ReefClient: credentials need clientId and clientSecret strings');
       }
       if (!creds && !options.token) throw new TypeError('ReefClient: give credentials {clientId, clientSecret} or a token');
-      this.tokens = new TokenManager(creds ? () => this.requestToken(creds) : null, options.token ?? null);
+      this.tokens = new TokenManager(creds ? () => this.requestToken(creds) : null, options.token ?? null, options.now ?? Date.now);
     }
     this.options = options;
   }

@@ -142,9 +142,13 @@ export interface Simulation {
     intervalMs: number;
     durationMs: number | null;
     backfillMs: number;
-    area: Record<string, unknown>;
+    /** The area as the server resolved it (a circle, or a box as "bbox"). */
+    area:
+      | { kind: 'circle'; center: Location; radiusKm: number }
+      | { kind: 'bbox'; south: number; west: number; north: number; east: number };
     seed: string;
-    profile: Record<string, unknown>;
+    /** The climate profile with every parameter filled in. */
+    profile: { kind: 'outdoor' | 'indoor'; offsetC: number; dailySwingC: number; driftC: number; noiseC: number };
   };
   observationsProduced: number;
   createdAt: string;

@@ -4,7 +4,7 @@ import { it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
 
 it('defaults match the documentation', () => {
-  const c = loadConfig({}, []);
+  const c = loadConfig({}, {});
   assert.equal(c.http.port, 8080);
   assert.equal(c.http.host, '127.0.0.1');
   assert.match(c.dataDir, /\/data$/);
@@ -18,13 +18,13 @@ it('defaults match the documentation', () => {
 });
 
 it('flags win over variables', () => {
-  const c = loadConfig({ REEF_HTTP_PORT: '9000', REEF_LOG_LEVEL: 'warn' }, ['--port', '9100', '--log-level=error']);
+  const c = loadConfig({ REEF_HTTP_PORT: '9000', REEF_LOG_LEVEL: 'warn' }, { port: '9100', 'log-level': 'error' });
   assert.equal(c.http.port, 9100);
   assert.equal(c.logLevel, 'error');
 });
 
 it('reads fixed kit addresses', () => {
-  const c = loadConfig({ REEF_GATEWAY_KITS: '00:13:50:05:FF:12:34:AB=127.0.0.1:4849, 00135005ff1234ac=[::1]:5000' }, []);
+  const c = loadConfig({ REEF_GATEWAY_KITS: '00:13:50:05:FF:12:34:AB=127.0.0.1:4849, 00135005ff1234ac=[::1]:5000' }, {});
   assert.deepEqual(c.gateway.kits, [
     { mac: '00135005ff1234ab', host: '127.0.0.1', port: 4849 },
     { mac: '00135005ff1234ac', host: '::1', port: 5000 },
@@ -33,7 +33,7 @@ it('reads fixed kit addresses', () => {
 
 it('reports every problem at once', () => {
   assert.throws(
-    () => loadConfig({ REEF_HTTP_PORT: '70000', REEF_TOKEN_SECRET: 'short', REEF_ADMIN_KEY: 'k', REEF_DEMO: 'maybe', REEF_GATEWAY_KITS: 'nope', REEF_GATEWAY_CLOCK_SKEW: '0' }, []),
+    () => loadConfig({ REEF_HTTP_PORT: '70000', REEF_TOKEN_SECRET: 'short', REEF_ADMIN_KEY: 'k', REEF_DEMO: 'maybe', REEF_GATEWAY_KITS: 'nope', REEF_GATEWAY_CLOCK_SKEW: '0' }, {}),
     (e: unknown) => {
       assert.ok(e instanceof ConfigError);
       assert.equal(e.problems.length, 6, e.message);

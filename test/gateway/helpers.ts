@@ -13,6 +13,7 @@ import type { GatewayOptions } from '../../src/gateway/gateway.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
 import { provisionKit } from '../../src/service/devices.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 export const DOMAIN = 'mesh.reef.local';
 
@@ -27,8 +28,8 @@ export interface GatewayHarness {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config>; log?: import('pino').Logger } = {}): Promise<GatewayHarness> {
-  const factory = gatewayComponent({ demoKit: false, ...(opts.options ?? {}) });
+export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions>; config?: Partial<Config>; log?: import('pino').Logger } = {}): Promise<GatewayHarness> {
+  const factory = gatewayComponent(opts.options ?? {});
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
   const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [factory], opts.log ? { log: opts.log } : {});
   const gw = factory.last!;
@@ -56,14 +57,9 @@ export async function startGateway(opts: { gateway?: Partial<Config['gateway']>;
   return h;
 }
 
-/** Polls until `cond` holds (no timing assertion: the cap only keeps a broken test from hanging). */
+/** The shared waitFor (test/helpers/wait.ts) in the argument order of the gateway tests. */
 export async function until(cond: () => boolean | Promise<boolean>, what: string, capMs = 15_000): Promise<void> {
-  const end = Date.now() + capMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > end) throw new Error(`gave up waiting: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(what, cond, capMs);
 }
 
 /** A UDP port that is free right now, for coap-client's fixed source port (-p): a session is bound to it. */

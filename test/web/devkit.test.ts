@@ -29,7 +29,7 @@ describe('web app: dev kit panel', () => {
   let token: string;
 
   before(async () => {
-    const factory = gatewayComponent({ demoKit: false });
+    const factory = gatewayComponent();
     const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 800 };
     server = await startWebServer({ gateway }, [factory]);
     const gw = factory.last!;
