@@ -311,6 +311,16 @@ describe('web app: the dashboard', () => {
     await page.getByRole('button', { name: 'Expand Devices' }).click();
     assert.equal(await page.locator('#devices').isVisible(), true);
 
+    // Choosing a tile far down the page plots its device without scrolling the page away from it.
+    const tileSel = `#latest li[data-id="${old}"] .tile`;
+    await page.locator(tileSel).scrollIntoViewIfNeeded();
+    await page.locator(tileSel).click();
+    await waitAttr(page, '#plot-info', 'data-devices', old);
+    await waitAttr(page, `#devices tr[data-id="${old}"]`, 'aria-selected', 'true');
+    const t = (await page.locator(tileSel).boundingBox())!;
+    assert.ok(t.y >= 0 && t.y + t.height <= 844, `the tapped tile is still on screen (at ${t.y})`);
+    await plotOf(page, ramp);
+
     // Two fingers spread on the plot: it zooms in.
     await page.locator('#plot').scrollIntoViewIfNeeded();
     const box = (await page.locator('#plot .u-over').boundingBox())!;
