@@ -2,8 +2,10 @@
 // handler: only files inside web/dist, the right content types, hashed assets cached for a year
 // (their names change with their content), index.html revalidated on every load so a new build
 // is picked up at once. Files are read on request (and kept while unchanged) so a rebuild needs
-// no restart.
+// no restart. Text files (the app's JavaScript, CSS, HTML and the map's Natural Earth JSON) are
+// sent gzipped to clients that accept it (RFC 9110 §8.4, §12.5.3), compressed once per file version.
 import fs from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -30,6 +32,21 @@ interface Cached {
   size: number;
   body: Buffer;
   etag: string;
+  /** The gzipped body, made on the first request that accepts it; null when not worth it. */
+  gz?: Buffer | null;
+}
+
+const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.svg', '.txt', '.map']);
+
+/** Does the Accept-Encoding header accept gzip (and not with q=0)? */
+function acceptsGzip(header: string | string[] | undefined): boolean {
+  const v = Array.isArray(header) ? header.join(',') : header ?? '';
+  return v.split(',').some((part) => {
+    const [name, ...params] = part.trim().toLowerCase().split(';');
+    if (name !== 'gzip' && name !== '*') return false;
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return !q || Number(q.slice(2)) > 0;
+  });
 }
 
 export function webPlugin(dist = WEB_DIST) {
@@ -66,13 +83,23 @@ export function webPlugin(dist = WEB_DIST) {
     }
     reply.header('content-type', TYPES[path.extname(rel).toLowerCase()] ?? 'application/octet-stream');
     reply.header('cache-control', immutable ? 'public, max-age=31536000, immutable' : 'no-cache');
-    reply.header('etag', f.etag);
     reply.header('x-content-type-options', 'nosniff');
     if (rel.endsWith('.html')) {
       reply.header('content-security-policy', "default-src 'self'; connect-src *; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; script-src 'self'; frame-ancestors 'none'");
       reply.header('referrer-policy', 'no-referrer');
     }
-    if (request.headers['if-none-match'] === f.etag) return reply.code(304).send();
+    const ext = path.extname(rel).toLowerCase();
+    if (COMPRESSIBLE.has(ext)) reply.header('vary', 'accept-encoding');
+    if (COMPRESSIBLE.has(ext) && f.gz === undefined && f.body.length > 1024) {
+      const gz = gzipSync(f.body, { level: 9 });
+      f.gz = gz.length < f.body.length ? gz : null;
+    }
+    // Each content coding is its own representation with its own entity tag (RFC 9110 §8.8.3).
+    const gzipped = !!f.gz && acceptsGzip(request.headers['accept-encoding']);
+    const etag = gzipped ? `${f.etag.slice(0, -1)}-gz"` : f.etag;
+    reply.header('etag', etag);
+    if (request.headers['if-none-match'] === etag) return reply.code(304).send();
+    if (gzipped) return reply.header('content-encoding', 'gzip').send(f.gz);
     return reply.send(f.body);
   }
 
