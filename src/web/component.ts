@@ -35,7 +35,9 @@ export function webPlugin(dist = WEB_DIST) {
       lastModified: true,
       // Cache-Control is set per file below.
       cacheControl: false,
-      setHeaders(reply, file) {
+      setHeaders(reply, sent) {
+        // The gzipped twin of a file gets that file's headers (its type, its caching).
+        const file = sent.replace(/\.(gz|br)$/, '');
         reply.header('x-content-type-options', 'nosniff');
         // RFC 9239 §6: text/javascript is the one type for JavaScript (the mime table still says application/).
         if (/\.m?js$/.test(file)) reply.header('content-type', 'text/javascript; charset=utf-8');
@@ -47,6 +49,12 @@ export function webPlugin(dist = WEB_DIST) {
           reply.header('cache-control', IMMUTABLE);
         }
       },
+    });
+
+    // A gzipped twin gets its type from @fastify/static after setHeaders ran: the same RFC 9239 rule again.
+    app.addHook('onSend', async (_request, reply, payload) => {
+      if (String(reply.getHeader('content-type') ?? '').startsWith('application/javascript')) reply.header('content-type', 'text/javascript; charset=utf-8');
+      return payload;
     });
 
     const index = (reply: FastifyReply) => {
