@@ -295,7 +295,7 @@ export class AlarmEngine {
       // An active alarm is the truth about "raised", whatever state was (or was not) written.
       for (const a of await this.o.store.activeAlarms()) {
         const p = this.pairs.get(key(a.ruleId, a.deviceId));
-        if (!p || p.phase !== 'raised' || p.alarmId !== a.id) this.pairs.set(key(a.ruleId, a.deviceId), { phase: 'raised', since: a.raisedAt, alarmId: a.id });
+        if (p?.phase !== 'raised' || p.alarmId !== a.id) this.pairs.set(key(a.ruleId, a.deviceId), { phase: 'raised', since: a.raisedAt, alarmId: a.id });
       }
       const solutions = new Set<string>();
       for (const r of this.rules.values()) if (r.spec.condition === 'silence') solutions.add(key(r.groupId, r.solution));
@@ -427,7 +427,10 @@ export class AlarmEngine {
   private pair(ruleId: string, deviceId: string): Pair {
     const k = key(ruleId, deviceId);
     let p = this.pairs.get(k);
-    if (!p) this.pairs.set(k, (p = { phase: 'normal', since: 0 }));
+    if (!p) {
+      p = { phase: 'normal', since: 0 };
+      this.pairs.set(k, p);
+    }
     return p;
   }
 
@@ -498,9 +501,7 @@ export class AlarmEngine {
         // A device never heard from counts from when the rule was set or the device made.
         const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
         if (now - last < r.spec.silenceMs!) continue;
-        const k = key(r.id, d.id);
-        let p = this.pairs.get(k);
-        if (!p) this.pairs.set(k, (p = { phase: 'normal', since: 0 }));
+        const p = this.pair(r.id, d.id);
         if (p.phase === 'raised') continue;
         await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
       }

@@ -634,11 +634,17 @@ export class SqliteStore implements Store {
     return this.run(() => {
       const where = ['group_id = @g', 'solution = @s'];
       const args: Record<string, unknown> = { g: groupId, s: solution, limit: q.limit };
-      if (q.deviceId !== undefined) where.push('device_id = @d'), (args.d = q.deviceId);
-      if (q.ruleId !== undefined) where.push('rule_id = @r'), (args.r = q.ruleId);
+      if (q.deviceId !== undefined) {
+        where.push('device_id = @d');
+        args.d = q.deviceId;
+      }
+      if (q.ruleId !== undefined) {
+        where.push('rule_id = @r');
+        args.r = q.ruleId;
+      }
       if (q.statuses?.length) {
         where.push(`status IN (${q.statuses.map((_, i) => `@st${i}`).join(', ')})`);
-        q.statuses.forEach((st, i) => (args[`st${i}`] = st));
+        for (const [i, st] of q.statuses.entries()) args[`st${i}`] = st;
       }
       if (q.after) {
         where.push('(raised_at < @ar OR (raised_at = @ar AND id < @ai))');
