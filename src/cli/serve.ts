@@ -13,6 +13,8 @@ let gateway: import('../gateway/component.ts').GatewayFactory | undefined;
  */
 export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [
   { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
+  // Before the producers: alarms start listening first and stop after them.
+  { name: 'alarms', load: async () => (await import('../alarms/component.ts')).alarmComponent },
   { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
   { name: 'gateway', load: async () => (gateway = (await import('../gateway/component.ts')).gatewayComponent()) },
   { name: 'demo kit', load: async () => (await import('../demo/component.ts')).demoKitComponent(() => gateway?.last) },

@@ -35,6 +35,8 @@ export const ERRORS = {
   ACCOUNT_NOT_FOUND: { status: 404, title: 'No such account' },
   TEMPLATE_NOT_FOUND: { status: 404, title: 'No such device template in this solution' },
   NOT_FOUND: { status: 404, coap: '4.04', title: 'No such resource' },
+  ALARM_RULE_NOT_FOUND: { status: 404, title: 'No such alarm rule in this solution' },
+  ALARM_NOT_FOUND: { status: 404, title: 'No such alarm in this solution' },
   // 405
   METHOD_NOT_ALLOWED: { status: 405, coap: '4.05', title: 'The endpoint does not accept this method' },
   // 408

@@ -6,7 +6,12 @@ import { ApiError, NetworkError } from './errors.ts';
 import { parseSse } from './sse.ts';
 import { TokenManager, type Credentials } from './token.ts';
 import type {
+  Alarm,
+  AlarmDelivery,
+  AlarmQuery,
+  AlarmRule,
   Bucket,
+  NewAlarmRule,
   CoapRequestBody,
   CoapResponse,
   Device,
@@ -468,6 +473,90 @@ export class ReefClient {
     return (await this.request<Simulation>('DELETE', `${SIMULATIONS}/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
   }
 
+  // ---- alarms (docs/alarms.md) -------------------------------------------------------------------
+
+  /** The solution's alarm rules; with deviceId, those that watch that device. */
+  async listAlarmRules(opts: CallOptions & { deviceId?: string } = {}): Promise<AlarmRule[]> {
+    return (await this.request<{ rules: AlarmRule[] }>('GET', `${this.sol(opts)}/alarm-rules`, { query: { deviceId: opts.deviceId }, idempotent: true, signal: opts.signal })).data.rules;
+  }
+
+  /** Creates a rule; a webhook's signing secret is in this answer only (`webhook.secret`). */
+  async createAlarmRule(rule: NewAlarmRule, opts: CallOptions = {}): Promise<AlarmRule> {
+    return (await this.request<AlarmRule>('POST', `${this.sol(opts)}/alarm-rules`, { body: rule, idempotent: false, signal: opts.signal })).data;
+  }
+
+  async getAlarmRule(id: string, opts: CallOptions = {}): Promise<AlarmRule> {
+    return (await this.request<AlarmRule>('GET', `${this.sol(opts)}/alarm-rules/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /** Replaces a rule (a rule read with getAlarmRule may be sent back changed). */
+  async updateAlarmRule(id: string, rule: NewAlarmRule | AlarmRule, opts: CallOptions = {}): Promise<AlarmRule> {
+    return (await this.request<AlarmRule>('PUT', `${this.sol(opts)}/alarm-rules/${seg(id)}`, { body: rule, idempotent: true, signal: opts.signal })).data;
+  }
+
+  /** Deletes a rule; its active alarms are cleared. */
+  async deleteAlarmRule(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.request('DELETE', `${this.sol(opts)}/alarm-rules/${seg(id)}`, { idempotent: true, signal: opts.signal });
+  }
+
+  /** One page of alarms, newest raised first; pass nextAfter back as `after` for the next. */
+  async listAlarms(q: AlarmQuery & CallOptions = {}): Promise<{ alarms: Alarm[]; nextAfter: string | null }> {
+    const status = Array.isArray(q.status) ? q.status.join(',') : q.status;
+    return (
+      await this.request<{ alarms: Alarm[]; nextAfter: string | null }>('GET', `${this.sol(q)}/alarms`, {
+        query: { status, deviceId: q.deviceId, ruleId: q.ruleId, limit: q.limit, after: q.after },
+        idempotent: true,
+        signal: q.signal,
+      })
+    ).data;
+  }
+
+  /** Every alarm matching the query, across pages. */
+  async *alarms(q: Omit<AlarmQuery, 'after'> & CallOptions = {}): AsyncGenerator<Alarm> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.listAlarms({ ...q, ...(after ? { after } : {}) });
+      yield* page.alarms;
+      if (!page.nextAfter) return;
+      after = page.nextAfter;
+    }
+  }
+
+  async getAlarm(id: string, opts: CallOptions = {}): Promise<Alarm> {
+    return (await this.request<Alarm>('GET', `${this.sol(opts)}/alarms/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /** Acknowledges an alarm (again: no change). Idempotent. */
+  async acknowledgeAlarm(id: string, opts: CallOptions = {}): Promise<Alarm> {
+    return (await this.request<Alarm>('POST', `${this.sol(opts)}/alarms/${seg(id)}/acknowledge`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /** Clears an active alarm by hand. Idempotent. */
+  async clearAlarm(id: string, opts: CallOptions = {}): Promise<Alarm> {
+    return (await this.request<Alarm>('POST', `${this.sol(opts)}/alarms/${seg(id)}/clear`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /** Active alarms per device (devices without any are left out). */
+  async alarmCounts(opts: CallOptions = {}): Promise<{ deviceId: string; active: number }[]> {
+    return (await this.request<{ devices: { deviceId: string; active: number }[] }>('GET', `${this.sol(opts)}/alarm-counts`, { idempotent: true, signal: opts.signal })).data.devices;
+  }
+
+  /** Webhook deliveries in one status (default dead: the dead-letter list), newest first. */
+  async listAlarmDeliveries(q: CallOptions & { status?: 'pending' | 'delivered' | 'dead'; limit?: number; after?: string } = {}): Promise<{ deliveries: AlarmDelivery[]; nextAfter: string | null }> {
+    return (
+      await this.request<{ deliveries: AlarmDelivery[]; nextAfter: string | null }>('GET', `${this.sol(q)}/alarm-deliveries`, {
+        query: { status: q.status, limit: q.limit, after: q.after },
+        idempotent: true,
+        signal: q.signal,
+      })
+    ).data;
+  }
+
+  /** Sends a dead letter again. */
+  async retryAlarmDelivery(id: string, opts: CallOptions = {}): Promise<AlarmDelivery> {
+    return (await this.request<AlarmDelivery>('POST', `${this.sol(opts)}/alarm-deliveries/${seg(id)}/retry`, { idempotent: false, signal: opts.signal })).data;
+  }
+
   // ---- CoAP bridge to dev kits (docs/coap.md "HTTP bridge") ----------------------------------------
 
   /** The solution's dev kits as the gateway sees them: reachable now, and when each was last heard. */
@@ -780,7 +869,7 @@ function toStreamEvent(event: string, data: string): StreamEvent {
   } catch {
     // Plain text data stays a string.
   }
-  if ((event === 'observations' || event === 'device') && parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+  if ((event === 'observations' || event === 'device' || event === 'alarm' || event === 'alarm-rule') && parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
     return { type: event, ...(parsed as Record<string, unknown>) } as StreamEvent;
   }
   return { type: event, data: parsed };

@@ -134,6 +134,8 @@ export interface TokenResponse {
 export type StreamEvent =
   | { type: 'observations'; deviceId: string; observations: Observation[] }
   | { type: 'device'; deviceId: string; action: 'created' | 'deleted' | string }
+  | { type: 'alarm'; event: 'raised' | 'acknowledged' | 'cleared'; alarm: Alarm }
+  | { type: 'alarm-rule'; ruleId: string; action: 'created' | 'updated' | 'deleted' }
   | { type: string; data: unknown; [key: string]: unknown };
 
 // ---- simulations (docs/simulation.md) ----------------------------------------------------------
@@ -209,6 +211,107 @@ export interface CoapRequestBody {
   payload?: string;
   payloadBase64?: string;
   contentFormat?: number;
+}
+
+// ---- alarms (docs/alarms.md) ---------------------------------------------------------------------
+
+export type AlarmCondition = 'above' | 'below' | 'outside' | 'rate' | 'silence';
+export type AlarmSeverity = 'critical' | 'major' | 'minor' | 'warning';
+export type AlarmStatus = 'raised' | 'acknowledged' | 'cleared-unacknowledged' | 'cleared';
+
+/** A rule as created or replaced; durations are "10m", "1h"... or milliseconds. */
+export interface NewAlarmRule {
+  condition: AlarmCondition;
+  /** One device, or absent/null for every device of the solution. */
+  deviceId?: string | null;
+  name?: string;
+  /** Path of a numeric field; default "temperature". */
+  field?: string;
+  threshold?: number;
+  low?: number;
+  high?: number;
+  ratePerMinute?: number;
+  direction?: 'rise' | 'fall' | 'any';
+  silence?: string | number;
+  duration?: string | number;
+  hysteresis?: number;
+  unit?: 'C' | 'F' | null;
+  severity?: AlarmSeverity;
+  enabled?: boolean;
+  /** Alarm events are POSTed here, signed (docs/alarms.md "Webhooks"). */
+  webhook?: { url: string } | string | null;
+}
+
+export interface AlarmRule {
+  id: string;
+  solution: string;
+  deviceId: string | null;
+  name: string;
+  field: string;
+  condition: AlarmCondition;
+  threshold?: number;
+  low?: number;
+  high?: number;
+  ratePerMinute?: number;
+  direction?: 'rise' | 'fall' | 'any';
+  silenceMs?: number;
+  durationMs: number;
+  hysteresis: number;
+  unit: 'C' | 'F' | null;
+  severity: AlarmSeverity;
+  enabled: boolean;
+  /** `secret` only in the answer that issued it (create, or a new URL). */
+  webhook: { url: string; secret?: string } | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface AlarmReading {
+  timestamp: string;
+  value: number;
+  unit: 'C' | 'F' | null;
+}
+
+export interface Alarm {
+  id: string;
+  solution: string;
+  deviceId: string;
+  ruleId: string;
+  status: AlarmStatus;
+  active: boolean;
+  severity: AlarmSeverity;
+  rule: { name: string; field: string; condition: AlarmCondition };
+  raisedAt: string;
+  reading: AlarmReading | null;
+  acknowledgedAt: string | null;
+  acknowledgedBy: { tenantId: string; name: string } | null;
+  clearedAt: string | null;
+  updatedAt: string;
+  history: { at: string; event: 'raised' | 'acknowledged' | 'cleared'; by?: { tenantId: string; name: string }; reading?: AlarmReading; note?: string }[];
+}
+
+export interface AlarmQuery {
+  /** "active", or statuses. */
+  status?: 'active' | AlarmStatus | AlarmStatus[];
+  deviceId?: string;
+  ruleId?: string;
+  limit?: number;
+  /** nextAfter of the previous page. */
+  after?: string;
+}
+
+export interface AlarmDelivery {
+  id: string;
+  ruleId: string;
+  alarmId: string;
+  status: 'pending' | 'delivered' | 'dead';
+  attempts: number;
+  url: string;
+  lastError: string | null;
+  nextAttemptAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+  body: { event: string; sentAt: string; alarm: Alarm };
 }
 
 /** GET /api/solutions/{s}/kits: a dev kit as the gateway sees it. */

@@ -2,7 +2,7 @@
 // store path every producer uses (HTTP uploads, the gateway's kit readings, simulations), and the
 // read side (latest of all, one device's range with keyset paging, per-bucket aggregates).
 import { ReefError } from '../core/errors.ts';
-import { toWireObservation, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
+import { toWireObservation, type DeviceRecord, type Observation, type ObservationRecord } from '../core/types.ts';
 import { duration, isoTimestamp, temperature } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { SolutionCursor, Store } from '../store/store.ts';
@@ -54,10 +54,25 @@ export async function storeObservationsMany(store: Store, events: EventBus | nul
   return missing;
 }
 
-/** A stored batch as a live event; nothing is built when nobody can be listening. */
+/**
+ * A stored batch as a live event; nothing is built when nobody can be listening. The wire form is
+ * built on first use (an SSE stream, another node), and the stored records ride along, unserialized
+ * (not enumerable), for in-process consumers that want numbers: alarm evaluation (src/alarms).
+ */
 function publishStored(events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): void {
   if (!events || events.idle || !batch.length) return;
-  events.publish({ kind: 'observations', groupId: device.groupId, solution: device.solution, deviceId: device.id, observations: batch.map(toWireObservation) });
+  let wire: Observation[] | undefined;
+  const e = {
+    kind: 'observations' as const,
+    groupId: device.groupId,
+    solution: device.solution,
+    deviceId: device.id,
+    get observations(): Observation[] {
+      return (wire ??= batch.map(toWireObservation));
+    },
+  };
+  Object.defineProperty(e, 'records', { value: batch, enumerable: false });
+  events.publish(e);
 }
 
 export interface RangeQuery {

@@ -2,6 +2,7 @@
 // postgres/) implements and that test/store/conformance.ts checks. Backends translate their driver
 // errors into the catalogue of src/core/errors.ts (unique violations → CONFLICT-family codes,
 // connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
+import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
 
 export interface NewDevice {
@@ -113,6 +114,15 @@ export interface MaintenanceReport {
   partitionsDropped: number;
   /** Expired observations deleted one by one (SQLite; PostgreSQL only for out-of-range stragglers). */
   rowsDeleted: number;
+}
+
+export interface AlarmQuery {
+  deviceId?: string;
+  ruleId?: string;
+  statuses?: AlarmStatus[];
+  /** Keyset cursor: alarms strictly after this one in (raisedAt DESC, id DESC) order. */
+  after?: { raisedAt: number; id: string };
+  limit: number;
 }
 
 export interface Store {
@@ -229,4 +239,42 @@ export interface Store {
   setState(key: string, value: string): Promise<void>;
   deleteState(key: string): Promise<void>;
   listState(prefix: string): Promise<{ key: string; value: string }[]>;
+
+  // alarms (src/alarms, docs/alarms.md): rules, alarms with their history, evaluation state and
+  // webhook deliveries. Deleting a device or a rule leaves its alarms (they are history).
+  createAlarmRule(r: AlarmRuleRecord): Promise<void>;
+  /** Replaces the rule's device, spec and updatedAt; false when there is no such rule. */
+  updateAlarmRule(r: AlarmRuleRecord): Promise<boolean>;
+  /** Deletes the rule and its evaluation state; false when there was none. */
+  deleteAlarmRule(groupId: string, solution: string, id: string): Promise<boolean>;
+  getAlarmRule(groupId: string, solution: string, id: string): Promise<AlarmRuleRecord | null>;
+  /** The group's rules of a solution, oldest first. */
+  listAlarmRules(groupId: string, solution: string): Promise<AlarmRuleRecord[]>;
+  countAlarmRules(groupId: string, solution: string): Promise<number>;
+  /** Every rule of every group (the evaluating node loads them once, then follows changes). */
+  allAlarmRules(): Promise<AlarmRuleRecord[]>;
+  /**
+   * Stores a new alarm; false (nothing stored) when the rule already has an active (raised or
+   * acknowledged) alarm for the device, so two evaluators can never raise the same alarm twice.
+   */
+  insertAlarm(a: AlarmRecord): Promise<boolean>;
+  /** Writes the alarm only if its status is still `expect` (compare-and-set); false otherwise. */
+  updateAlarm(a: AlarmRecord, expect: AlarmStatus): Promise<boolean>;
+  getAlarm(groupId: string, solution: string, id: string): Promise<AlarmRecord | null>;
+  /** Newest raised first, keyset-paged. */
+  listAlarms(groupId: string, solution: string, q: AlarmQuery): Promise<AlarmRecord[]>;
+  /** Every active alarm of every group (loaded by the evaluating node). */
+  activeAlarms(): Promise<AlarmRecord[]>;
+  /** Counts of active alarms per device of the solution (device badges). */
+  activeAlarmCounts(groupId: string, solution: string): Promise<{ deviceId: string; count: number }[]>;
+  listAlarmStates(): Promise<{ ruleId: string; deviceId: string; state: AlarmEvalState }[]>;
+  /** Sets (or with null removes) the evaluation state of a (rule, device) pair. */
+  setAlarmState(ruleId: string, deviceId: string, state: AlarmEvalState | null): Promise<void>;
+  insertDelivery(d: WebhookDeliveryRecord): Promise<void>;
+  updateDelivery(d: WebhookDeliveryRecord): Promise<void>;
+  getDelivery(groupId: string, solution: string, id: string): Promise<WebhookDeliveryRecord | null>;
+  /** Pending deliveries due at `now`, oldest due first. */
+  dueDeliveries(now: number, limit: number): Promise<WebhookDeliveryRecord[]>;
+  /** A solution's deliveries in one status, newest first; `before` is the keyset cursor (createdAt, id). */
+  listDeliveries(groupId: string, solution: string, status: DeliveryStatus, limit: number, before?: { createdAt: number; id: string }): Promise<WebhookDeliveryRecord[]>;
 }

@@ -11,6 +11,7 @@ import { PALETTE, PlotView, type Series } from './plot.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
 import { mountPanels, type Panels } from './panels.ts';
+import { alarmBadge } from './alarms.ts';
 
 type Preset = '1h' | '24h' | '7d';
 const PRESET_SECONDS: Record<Preset, number> = { '1h': 3600, '24h': 86400, '7d': 7 * 86400 };
@@ -154,6 +155,12 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     unit: () => state.unit,
     reloadDevices: reloadSoon,
     reloadPlot: () => void loadPlot(),
+    message: showMessage,
+    alarmsChanged: () => {
+      table.refresh();
+      renderLatest();
+      plot.redraw();
+    },
   });
   panels.update();
   state.stopEvents = conn.events({
@@ -674,7 +681,13 @@ function renderLatest(): void {
       el('span', { class: 'muted age', title: l ? `${fmtTime(l.ts)} ${zoneLabel(l.ts)}` : '' }, l ? fmtAge(l.ts, now) : 'no readings'),
       el('span', { class: `state ${st.key}` }, st.text),
     );
-    btn.setAttribute('aria-label', `Device ${d.id}: ${l ? `${qq.name} ${value}, ${fmtAge(l.ts, now)}` : 'no readings'}; ${st.text}. Plot it.`);
+    // Active alarms of the device (web/src/alarms.ts).
+    const alarmCount = alarmBadge(d.id);
+    if (alarmCount) btn.append(el('span', { class: 'alarm-badge' }, `${alarmCount} alarm${alarmCount > 1 ? 's' : ''}`));
+    btn.setAttribute(
+      'aria-label',
+      `Device ${d.id}: ${l ? `${qq.name} ${value}, ${fmtAge(l.ts, now)}` : 'no readings'}; ${st.text}${alarmCount ? `; ${alarmCount} active alarm${alarmCount > 1 ? 's' : ''}` : ''}. Plot it.`,
+    );
     btn.dataset.state = st.key;
     btn.classList.toggle('stale', !!l && isStale(l, now));
     btn.setAttribute('aria-pressed', String(state.selected.includes(d.id)));

@@ -6,6 +6,7 @@ import type { Connection, Device } from './api.ts';
 import { ApiError } from './api.ts';
 import { $, addCollapse, el, fmtTime, type Unit } from './format.ts';
 import { DevKitPanel } from './devkit.ts';
+import { AlarmsPanel } from './alarms.ts';
 
 export interface PanelContext {
   devices: () => Device[];
@@ -13,6 +14,10 @@ export interface PanelContext {
   unit: () => Unit;
   reloadDevices: () => void;
   reloadPlot: () => void;
+  /** Shows a message above the panels (alarms panel). */
+  message: (text: string, kind?: 'error' | 'info') => void;
+  /** Alarm counts, rules or alarms changed: redraw badges and the plot's thresholds. */
+  alarmsChanged: () => void;
 }
 
 export interface Panels {
@@ -236,12 +241,15 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
   const sim = conn.solution === 'StudioSimulation' ? new SimulationPanel(simRoot, conn, ctx) : null;
   simRoot.hidden = !sim;
   const kit = new DevKitPanel(kitRoot, conn, ctx);
+  const alarms = new AlarmsPanel(conn, { selected: ctx.selected, unit: ctx.unit, message: ctx.message, changed: ctx.alarmsChanged }, document.getElementById('plot-panel'));
   return {
     update() {
       kit.update();
+      alarms.update();
     },
     event(type, data) {
       if (type === 'simulation') sim?.event(data);
+      else if (type === 'alarm' || type === 'alarm-rule') alarms.event(type);
       else kit.event();
     },
     observations(deviceId, count) {
@@ -249,6 +257,7 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
     },
     destroy() {
       kit.destroy();
+      alarms.destroy();
       simRoot.hidden = true;
       simRoot.replaceChildren();
     },

@@ -5,6 +5,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { fmtSpan, fmtTick, fmtTime, getZone, zoneLabel, sameDay, shortId } from './format.ts';
 import { fmtValue, quantity, type Quantity } from './fields.ts';
+import { alarmThresholds, drawAlarmOverlay } from './alarms.ts';
 
 export const PALETTE = ['#127a8a', '#d2562a', '#6b4fbb', '#2f8f3a', '#c0398d', '#8a6d1f', '#2a62c9', '#6d7580'];
 
@@ -110,6 +111,21 @@ export class PlotView {
   /** Redraw (the time zone changed). */
   redraw(): void {
     this.build(this.userRange);
+  }
+
+  /** The y range: the data's, widened to the alarm thresholds drawn. */
+  private yRange(min: number | null, max: number | null): uPlot.Range.MinMax {
+    let lo = min ?? Infinity;
+    let hi = max ?? -Infinity;
+    for (const v of alarmThresholds(
+      this.series.map((s) => s.deviceId),
+      this.q,
+    )) {
+      lo = Math.min(lo, v);
+      hi = Math.max(hi, v);
+    }
+    if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [0, 1];
+    return uPlot.rangeNum(lo, hi, 0.1, true);
   }
 
   /** The visible x range: what the user zoomed to, or the (fitted) window. */
@@ -263,7 +279,11 @@ export class PlotView {
       legend: { show: false },
       cursor: { drag: { x: true, y: false, setScale: true }, focus: { prox: 30 } },
       // auto: false keeps the asked-for window (not the data's extent); zoom and pan set it.
-      scales: { x: { time: true, auto: false, min: wmin, max: wmax } },
+      scales: {
+        x: { time: true, auto: false, min: wmin, max: wmax },
+        // Alarm thresholds of the plotted devices stay in view (web/src/alarms.ts).
+        y: { range: (_u, min, max) => this.yRange(min, max) },
+      },
       // Tick positions follow the chosen zone (day boundaries in UTC or local).
       ...(getZone() === 'UTC' ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC') } : {}),
       axes: [
@@ -289,6 +309,16 @@ export class PlotView {
         },
       ],
       hooks: {
+        // Alarm thresholds and raised alarms (web/src/alarms.ts).
+        draw: [
+          (u) =>
+            drawAlarmOverlay(
+              u,
+              this.q,
+              this.series.map((s) => s.deviceId),
+              host,
+            ),
+        ],
         setCursor: [(u) => this.cursorMoved(u)],
         setScale: [
           (u, key) => {

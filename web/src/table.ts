@@ -4,6 +4,7 @@
 import type { Device, Observation } from './api.ts';
 import { fmtValue, valueAt, type Quantity } from './fields.ts';
 import { el, fmtAge, fmtTime, isStale, shortId, whereOf, zoneLabel } from './format.ts';
+import { alarmBadge } from './alarms.ts';
 
 /** A device's newest observation, its time, and the one before (to know how often it reports). */
 export interface Latest {
@@ -83,7 +84,13 @@ export class DeviceTable {
       e.stopPropagation();
       this.ctx.select(d.id, 'toggle');
     });
-    const idCell = el('th', { scope: 'row', class: 'mono', title: d.id }, el('span', { class: 'id-short' }, shortId(d.id)), el('span', { class: 'id-rest' }, d.id.slice(8)));
+    const idCell = el(
+      'th',
+      { scope: 'row', class: 'mono', title: d.id },
+      el('span', { class: 'id-short' }, shortId(d.id)),
+      el('span', { class: 'id-rest' }, d.id.slice(8)),
+      el('span', { class: 'alarm-badge', hidden: '' }),
+    );
     const tr = el(
       'tr',
       { tabindex: '0', 'data-id': d.id, 'aria-selected': 'false' },
@@ -123,6 +130,11 @@ export class DeviceTable {
       const on = sel.has(id);
       tr.setAttribute('aria-selected', String(on));
       (cells[0]!.firstChild as HTMLInputElement).checked = on;
+      // Active alarms of the device (web/src/alarms.ts keeps the counts).
+      const badge = cells[1]!.querySelector<HTMLElement>('.alarm-badge')!;
+      const n = alarmBadge(id);
+      badge.hidden = n === 0;
+      badge.textContent = n ? `${n} alarm${n > 1 ? 's' : ''}` : '';
     }
     this.order();
   }

@@ -200,6 +200,8 @@ function eventFrame(e: ReefEvent): Buffer {
   if (!f) {
     if (e.kind === 'observations') f = sseFrame('observations', { deviceId: e.deviceId, observations: e.observations });
     else if (e.kind === 'device') f = sseFrame('device', { deviceId: e.deviceId, action: e.action });
+    else if (e.kind === 'alarm') f = sseFrame('alarm', { event: e.event, alarm: e.alarm });
+    else if (e.kind === 'alarm-rule') f = sseFrame('alarm-rule', { ruleId: e.ruleId, action: e.action });
     else f = sseFrame(e.kind, e);
     frames.set(e, f);
   }

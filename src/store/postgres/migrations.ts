@@ -176,4 +176,55 @@ SELECT reef_ensure_tier(0);
           );
           CREATE INDEX device_templates_by_solution ON device_templates (group_id, solution, pk);`,
   },
+  {
+    version: 6,
+    name: 'alarms',
+    // Alarm rules, alarms (the whole record as jsonb beside the columns queries use), the evaluation
+    // state of (rule, device) pairs between readings, and webhook deliveries (docs/alarms.md).
+    // At most one active alarm per (rule, device): the partial unique index makes a second raise,
+    // by another node or a retry, a no-op.
+    sql: `
+CREATE TABLE alarm_rules (
+  id         text COLLATE "C" PRIMARY KEY,
+  group_id   text COLLATE "C" NOT NULL,
+  tenant_id  text COLLATE "C" NOT NULL,
+  solution   text COLLATE "C" NOT NULL,
+  device_id  text COLLATE "C",
+  spec       jsonb NOT NULL,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL
+);
+CREATE INDEX alarm_rules_by_solution ON alarm_rules (group_id, solution, created_at);
+CREATE TABLE alarms (
+  id         text COLLATE "C" PRIMARY KEY,
+  group_id   text COLLATE "C" NOT NULL,
+  solution   text COLLATE "C" NOT NULL,
+  device_id  text COLLATE "C" NOT NULL,
+  rule_id    text COLLATE "C" NOT NULL,
+  status     text NOT NULL,
+  raised_at  bigint NOT NULL,
+  doc        jsonb NOT NULL
+);
+CREATE UNIQUE INDEX alarms_one_active ON alarms (rule_id, device_id) WHERE status IN ('raised', 'acknowledged');
+CREATE INDEX alarms_by_solution ON alarms (group_id, solution, raised_at DESC, id DESC);
+CREATE INDEX alarms_active ON alarms (status) WHERE status IN ('raised', 'acknowledged');
+CREATE TABLE alarm_states (
+  rule_id   text COLLATE "C" NOT NULL,
+  device_id text COLLATE "C" NOT NULL,
+  state     jsonb NOT NULL,
+  PRIMARY KEY (rule_id, device_id)
+);
+CREATE TABLE alarm_deliveries (
+  id         text COLLATE "C" PRIMARY KEY,
+  group_id   text COLLATE "C" NOT NULL,
+  solution   text COLLATE "C" NOT NULL,
+  status     text NOT NULL,
+  next_at    bigint NOT NULL,
+  created_at bigint NOT NULL,
+  doc        jsonb NOT NULL
+);
+CREATE INDEX alarm_deliveries_due ON alarm_deliveries (next_at) WHERE status = 'pending';
+CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solution, status, created_at DESC, id DESC);
+`,
+  },
 ];

@@ -123,4 +123,55 @@ CREATE TABLE state (
           );
           CREATE INDEX device_templates_by_solution ON device_templates (group_id, solution, pk);`,
   },
+  {
+    version: 8,
+    name: 'alarms',
+    // Alarm rules, alarms (the whole record as JSON beside the columns queries use), the evaluation
+    // state of (rule, device) pairs between readings, and webhook deliveries (docs/alarms.md).
+    // At most one active alarm per (rule, device): the partial unique index makes a second raise,
+    // by another evaluator or a retry, a no-op.
+    sql: `
+CREATE TABLE alarm_rules (
+  id         TEXT PRIMARY KEY,
+  group_id   TEXT NOT NULL,
+  tenant_id  TEXT NOT NULL,
+  solution   TEXT NOT NULL,
+  device_id  TEXT,
+  spec       TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX alarm_rules_by_solution ON alarm_rules (group_id, solution, created_at);
+CREATE TABLE alarms (
+  id         TEXT PRIMARY KEY,
+  group_id   TEXT NOT NULL,
+  solution   TEXT NOT NULL,
+  device_id  TEXT NOT NULL,
+  rule_id    TEXT NOT NULL,
+  status     TEXT NOT NULL,
+  raised_at  INTEGER NOT NULL,
+  doc        TEXT NOT NULL
+);
+CREATE UNIQUE INDEX alarms_one_active ON alarms (rule_id, device_id) WHERE status IN ('raised', 'acknowledged');
+CREATE INDEX alarms_by_solution ON alarms (group_id, solution, raised_at DESC, id DESC);
+CREATE INDEX alarms_active ON alarms (status) WHERE status IN ('raised', 'acknowledged');
+CREATE TABLE alarm_states (
+  rule_id   TEXT NOT NULL,
+  device_id TEXT NOT NULL,
+  state     TEXT NOT NULL,
+  PRIMARY KEY (rule_id, device_id)
+) WITHOUT ROWID;
+CREATE TABLE alarm_deliveries (
+  id         TEXT PRIMARY KEY,
+  group_id   TEXT NOT NULL,
+  solution   TEXT NOT NULL,
+  status     TEXT NOT NULL,
+  next_at    INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  doc        TEXT NOT NULL
+);
+CREATE INDEX alarm_deliveries_due ON alarm_deliveries (next_at) WHERE status = 'pending';
+CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solution, status, created_at DESC, id DESC);
+`,
+  },
 ];

@@ -1,0 +1,562 @@
+// The alarm evaluator. It runs as a leadership job (src/jobs/leader.ts), so on several nodes
+// exactly one node evaluates every rule; the partial unique index on active alarms makes a raise
+// by a node that has just lost leadership a no-op rather than a duplicate.
+//
+// Observations reach it through the event bus, which every ingest path already publishes to after
+// the store commits (src/service/observations.ts: HTTP uploads, MQTT ingest, gateway readings,
+// simulations): on PostgreSQL the bus carries other nodes' observations to the leader, so one
+// subscription sees every path on every node. The listener only queues; evaluation runs after
+// the publisher has returned, so ingest never waits for it (docs/alarms.md "Evaluation").
+//
+// State per (rule, device) lives in memory for speed and is written to the store on every
+// transition (normal → pending → raised → normal), so a restart or a new leader continues a
+// pending duration and knows which alarms are raised.
+import type { Logger } from 'pino';
+import type { AlarmEvalState, AlarmReading, AlarmRuleRecord, AlarmRuleSpec } from '../core/alarms.ts';
+import type { Observation, ObservationRecord } from '../core/types.ts';
+import type { EventBus, ReefEvent } from '../events/bus.ts';
+import type { Store } from '../store/store.ts';
+import { breaks, clears, convert, ratePerMinute, readField, readingUnit } from './evaluate.ts';
+import { applyStep, cleared, newAlarm } from './lifecycle.ts';
+import type { AlarmNotifier } from './notify.ts';
+
+interface Pair {
+  phase: 'normal' | 'pending' | 'raised';
+  since: number;
+  alarmId?: string;
+  /** Timestamp and value (rule unit) of the last reading evaluated: order and rate of change. */
+  lastTs?: number;
+  lastValue?: number;
+}
+
+export interface AlarmEngineOptions {
+  store: Store;
+  events: EventBus;
+  log: Logger;
+  notifier: AlarmNotifier;
+  now: () => number;
+  /**
+   * Readings older than this when they arrive are stored but not evaluated: simulation backfill and
+   * other history uploads describe the past, and must not page anyone now (docs/alarms.md).
+   */
+  lateMs: number;
+}
+
+const key = (a: string, b: string) => a + '\n' + b;
+
+/** A stored batch: its records when published in this process, else its wire form. */
+type Batch = { records: ObservationRecord[]; wire: null } | { records: null; wire: Observation[] };
+
+/** A batch's temperatures in one pass: extremes and steepest changes (°C, °C per minute). */
+interface Summary {
+  count: number;
+  firstTs: number;
+  firstV: number;
+  lastTs: number;
+  lastV: number;
+  min: number;
+  max: number;
+  maxRise: number;
+  maxFall: number;
+}
+
+/**
+ * The batch's temperature extremes, oldest first as evaluation goes; null when a reading names its
+ * own unit (then every rule is judged reading by reading). Readings without a temperature are left
+ * out, and a repeated timestamp counts once, as the per-reading path does.
+ */
+function summarize(n: number, order: number[] | null, tss: Float64Array, temperatureAt: (i: number) => number | null, bagAt: (i: number) => Record<string, unknown> | null): Summary | null {
+  const s: Summary = { count: 0, firstTs: 0, firstV: 0, lastTs: 0, lastV: 0, min: Infinity, max: -Infinity, maxRise: -Infinity, maxFall: Infinity };
+  for (let j = 0; j < n; j++) {
+    const i = order ? order[j]! : j;
+    const t = temperatureAt(i);
+    if (t === null) continue;
+    const bag = bagAt(i);
+    if (bag && bag.unit !== undefined) return null;
+    const ts = tss[i]!;
+    if (s.count) {
+      if (ts <= s.lastTs) continue;
+      const r = ((t - s.lastV) * 60_000) / (ts - s.lastTs);
+      if (r > s.maxRise) s.maxRise = r;
+      if (r < s.maxFall) s.maxFall = r;
+    } else {
+      s.firstTs = ts;
+      s.firstV = t;
+    }
+    if (t < s.min) s.min = t;
+    if (t > s.max) s.max = t;
+    s.lastTs = ts;
+    s.lastV = t;
+    s.count++;
+  }
+  return s;
+}
+
+/** Rounding room: near a threshold the per-reading path decides. */
+const EPS = 1e-9;
+
+/**
+ * True when no reading of the batch can break a temperature rule whose pair is normal: the pair
+ * moves past the batch at once (what judging each reading would have done).
+ */
+function settled(s: AlarmRuleSpec, p: Pair, sum: Summary): boolean {
+  if (!sum.count || s.field !== 'temperature' || p.phase !== 'normal') return false;
+  if (p.lastTs !== undefined && p.lastTs >= sum.firstTs) return false;
+  const c = (v: number) => (s.unit === 'F' ? ((v - 32) * 5) / 9 : v);
+  let could: boolean;
+  switch (s.condition) {
+    case 'above':
+      could = sum.max > c(s.threshold!) - EPS;
+      break;
+    case 'below':
+      could = sum.min < c(s.threshold!) + EPS;
+      break;
+    case 'outside':
+      could = sum.min < c(s.low!) + EPS || sum.max > c(s.high!) - EPS;
+      break;
+    case 'rate': {
+      let rise = sum.maxRise;
+      let fall = sum.maxFall;
+      if (p.lastTs !== undefined && p.lastValue !== undefined) {
+        const r0 = ((sum.firstV - c(p.lastValue)) * 60_000) / (sum.firstTs - p.lastTs);
+        rise = Math.max(rise, r0);
+        fall = Math.min(fall, r0);
+      }
+      // The limit in °C per minute (a rate converts by the factor alone).
+      const limit = s.unit === 'F' ? (s.ratePerMinute! * 5) / 9 : s.ratePerMinute!;
+      const up = rise > limit - EPS;
+      const down = fall < -limit + EPS;
+      could = s.direction === 'rise' ? up : s.direction === 'fall' ? down : up || down;
+      if (!could) p.lastValue = s.unit === 'F' ? (sum.lastV * 9) / 5 + 32 : sum.lastV;
+      break;
+    }
+    default:
+      return false;
+  }
+  if (could) return false;
+  p.lastTs = sum.lastTs;
+  return true;
+}
+
+export class AlarmEngine {
+  readonly name = 'alarms';
+  private rules = new Map<string, AlarmRuleRecord>();
+  private byDevice = new Map<string, AlarmRuleRecord[]>();
+  private bySolution = new Map<string, AlarmRuleRecord[]>();
+  private pairs = new Map<string, Pair>();
+  /** When each device's last observation arrived (silence rules). */
+  private lastSeen = new Map<string, number>();
+  private queue: (() => Promise<void> | void)[] = [];
+  private draining: Promise<void> | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private active = false;
+  /** Readings skipped for arriving too late (backfill), since start. */
+  skippedLate = 0;
+
+  constructor(private readonly o: AlarmEngineOptions) {}
+
+  get running(): boolean {
+    return this.active;
+  }
+
+  private runningWaiters: (() => void)[] = [];
+
+  /** Resolves once this node evaluates (at once if it does): a take-over after the leader went. */
+  whenRunning(): Promise<void> {
+    if (this.active && !this.loading) return Promise.resolve();
+    return new Promise((r) => this.runningWaiters.push(r));
+  }
+
+  get ruleCount(): number {
+    return this.rules.size;
+  }
+
+  /** Leadership job: this node evaluates from now on. */
+  async start(): Promise<void> {
+    this.active = true;
+    this.loading = true;
+    // Subscribed before loading, so nothing published meanwhile is missed: it waits in the queue.
+    this.subscribe(true);
+    this.enqueue(() => this.load());
+    await this.flush();
+    this.updateSubscription();
+    for (const w of this.runningWaiters.splice(0)) w();
+  }
+
+  async stop(): Promise<void> {
+    this.active = false;
+    this.subscribe(false);
+    await this.flush();
+    this.rules.clear();
+    this.byDevice.clear();
+    this.bySolution.clear();
+    this.pairs.clear();
+    this.lastSeen.clear();
+  }
+
+  /** Resolves once everything queued so far has been evaluated (tests, shutdown). */
+  async flush(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  /**
+   * An event from the bus or from this node's own routes (rule changes, acknowledgements): queued
+   * and handled in order with the observations.
+   */
+  handle(e: ReefEvent): void {
+    if (!this.active) return;
+    if (e.kind === 'observations') {
+      if (!this.byDevice.has(e.deviceId) && !this.bySolution.has(key(e.groupId, e.solution)) && !this.loading && !this.reloading) return;
+      const at = this.o.now();
+      // In-process publishers attach the stored records (src/service/observations.ts): numbers, no
+      // wire form to build or parse. Events from other nodes carry the wire form only.
+      const records = (e as { records?: ObservationRecord[] }).records;
+      const batch: Batch = records ? { records, wire: null } : { records: null, wire: e.observations };
+      this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, batch, at));
+    } else if (e.kind === 'alarm-rule') {
+      // Listen at once: an upload right after the rule was created must be evaluated.
+      if (e.action !== 'deleted') this.subscribe(true);
+      this.reloading++;
+      this.enqueue(async () => {
+        try {
+          await this.reloadRule(e.groupId, e.solution, e.ruleId);
+        } finally {
+          this.reloading--;
+        }
+      });
+    } else if (e.kind === 'alarm' && e.event === 'cleared') {
+      const a = e.alarm as { id: string; ruleId: string; deviceId: string };
+      this.enqueue(() => this.forget(a.ruleId, a.deviceId, a.id));
+    }
+  }
+
+  /** Silence rules: raises for every device in scope that has been quiet too long. */
+  checkSilence(): Promise<void> {
+    this.enqueue(() => this.silence());
+    return this.flush();
+  }
+
+  // ---- queue ----------------------------------------------------------------------------------
+
+  private loading = false;
+  /** Rule reloads queued: observations queued meanwhile are kept, the new rule may want them. */
+  private reloading = 0;
+
+  private enqueue(task: () => Promise<void> | void): void {
+    this.queue.push(task);
+    if (!this.draining) this.draining = this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    // After the publisher returns: ingest never runs evaluation in its own call.
+    await new Promise<void>((r) => setImmediate(r));
+    try {
+      while (this.queue.length) {
+        const task = this.queue.shift()!;
+        try {
+          await task();
+        } catch (err) {
+          this.o.log.error({ err }, 'alarm evaluation failed');
+        }
+      }
+    } finally {
+      this.draining = null;
+    }
+  }
+
+  private readonly listener = (e: ReefEvent) => this.handle(e);
+
+  private subscribe(on: boolean): void {
+    if (on && !this.unsubscribe) this.unsubscribe = this.o.events.subscribe(this.listener);
+    else if (!on && this.unsubscribe) {
+      this.unsubscribe();
+      this.unsubscribe = null;
+    }
+  }
+
+  /**
+   * With no rules the in-process bus is left idle (producers then build no events at all); across
+   * nodes the bus must be listened to anyway, for rules created on other nodes.
+   */
+  private updateSubscription(): void {
+    const crossNode = this.o.events.idle === undefined;
+    this.subscribe(this.active && (crossNode || this.rules.size > 0));
+  }
+
+  // ---- loading and rule changes ---------------------------------------------------------------
+
+  private async load(): Promise<void> {
+    this.loading = true;
+    try {
+      for (const r of await this.o.store.allAlarmRules()) this.index(r);
+      for (const { ruleId, deviceId, state } of await this.o.store.listAlarmStates()) {
+        this.pairs.set(key(ruleId, deviceId), { phase: state.phase, since: state.since, ...(state.alarmId ? { alarmId: state.alarmId } : {}) });
+      }
+      // An active alarm is the truth about "raised", whatever state was (or was not) written.
+      for (const a of await this.o.store.activeAlarms()) {
+        const p = this.pairs.get(key(a.ruleId, a.deviceId));
+        if (p?.phase !== 'raised' || p.alarmId !== a.id) this.pairs.set(key(a.ruleId, a.deviceId), { phase: 'raised', since: a.raisedAt, alarmId: a.id });
+      }
+      const solutions = new Set<string>();
+      for (const r of this.rules.values()) if (r.spec.condition === 'silence') solutions.add(key(r.groupId, r.solution));
+      for (const s of solutions) await this.seedLastSeen(s);
+    } finally {
+      this.loading = false;
+    }
+  }
+
+  /** Last arrival of each device of a solution after a (re)start: its latest stored observation. */
+  private async seedLastSeen(groupAndSolution: string): Promise<void> {
+    const [groupId, solution] = groupAndSolution.split('\n') as [string, string];
+    const now = this.o.now();
+    for (const l of await this.o.store.latestObservations(groupId, solution)) {
+      if (!this.lastSeen.has(l.deviceId)) this.lastSeen.set(l.deviceId, Math.min(now, l.observation.ts));
+    }
+  }
+
+  private index(r: AlarmRuleRecord): void {
+    this.unindex(r.id);
+    if (!r.spec.enabled) return;
+    this.rules.set(r.id, r);
+    const m = r.deviceId ? this.byDevice : this.bySolution;
+    const k = r.deviceId ?? key(r.groupId, r.solution);
+    const list = m.get(k);
+    if (list) list.push(r);
+    else m.set(k, [r]);
+  }
+
+  private unindex(id: string): void {
+    const old = this.rules.get(id);
+    if (!old) return;
+    this.rules.delete(id);
+    const m = old.deviceId ? this.byDevice : this.bySolution;
+    const k = old.deviceId ?? key(old.groupId, old.solution);
+    const list = m.get(k)?.filter((x) => x.id !== id);
+    if (list?.length) m.set(k, list);
+    else m.delete(k);
+  }
+
+  private async reloadRule(groupId: string, solution: string, id: string): Promise<void> {
+    const before = this.rules.get(id);
+    const r = await this.o.store.getAlarmRule(groupId, solution, id);
+    if (!r) this.unindex(id);
+    else this.index(r);
+    // A changed condition makes pending durations and rate history meaningless; raised alarms stay
+    // raised until a reading clears them under the new rule.
+    if (!r || (before && before.spec.condition !== r.spec.condition) || (before && before.deviceId !== r.deviceId)) {
+      const prefix = id + '\n';
+      for (const [k, p] of this.pairs) if (k.startsWith(prefix) && (!r || p.phase !== 'raised')) this.pairs.delete(k);
+    }
+    if (r?.spec.condition === 'silence') await this.seedLastSeen(key(r.groupId, r.solution));
+    this.updateSubscription();
+  }
+
+  private async forget(ruleId: string, deviceId: string, alarmId: string): Promise<void> {
+    const k = key(ruleId, deviceId);
+    const p = this.pairs.get(k);
+    if (!p || p.alarmId !== alarmId) return;
+    this.pairs.delete(k);
+    await this.persist(ruleId, deviceId, null);
+  }
+
+  // ---- evaluation -----------------------------------------------------------------------------
+
+  private async observe(groupId: string, solution: string, deviceId: string, batch: Batch, at: number): Promise<void> {
+    const a = this.byDevice.get(deviceId);
+    const b = this.bySolution.get(key(groupId, solution));
+    if (!a && !b) return;
+    const rules = a && b ? [...a, ...b] : (a ?? b)!;
+    this.lastSeen.set(deviceId, at);
+    const { records, wire } = batch;
+    const n = records ? records.length : wire!.length;
+    if (!n) return;
+    const temperatureAt = (i: number): number | null => {
+      if (records) return records[i]!.temperature;
+      const t = wire![i]!.temperature;
+      return typeof t === 'number' ? t : null;
+    };
+    const bagAt = (i: number): Record<string, unknown> | null => (records ? records[i]!.extra : wire![i]!);
+    // Timestamps read once; a batch may come in any order, and evaluation goes oldest first.
+    const tss = new Float64Array(n);
+    let ordered = true;
+    for (let i = 0; i < n; i++) {
+      tss[i] = records ? records[i]!.ts : Date.parse(wire![i]!.timestamp);
+      if (i && tss[i]! < tss[i - 1]!) ordered = false;
+    }
+    const order: number[] | null = ordered ? null : Array.from({ length: n }, (_, i) => i).sort((x, y) => tss[x]! - tss[y]!);
+    const newest = order ? order[n - 1]! : n - 1;
+    for (const r of rules) {
+      if (r.spec.condition !== 'silence') continue;
+      const p = this.pairs.get(key(r.id, deviceId));
+      if (p?.phase === 'raised') {
+        const v = r.spec.field === 'temperature' ? temperatureAt(newest) : readField(bagAt(newest) ?? {}, r.spec.field);
+        await this.clear(r, deviceId, p, v === null ? null : this.reading(r, tss[newest]!, v, bagAt(newest)), 'an observation arrived');
+      }
+    }
+    const cutoff = at - this.o.lateMs;
+    const sum = tss[order ? order[0]! : 0]! >= cutoff ? summarize(n, order, tss, temperatureAt, bagAt) : null;
+    // The pairs once per batch, not per reading: a batch is up to 10,000 readings. A rule that no
+    // reading of the batch can break (the batch's extremes say so) is settled at once; only the
+    // others are judged reading by reading.
+    const liveRules: AlarmRuleRecord[] = [];
+    const livePairs: Pair[] = [];
+    for (const r of rules) {
+      if (r.spec.condition === 'silence') continue;
+      const p = this.pair(r.id, deviceId);
+      if (sum && settled(r.spec, p, sum)) continue;
+      liveRules.push(r);
+      livePairs.push(p);
+    }
+    if (!liveRules.length) return;
+    for (let j = 0; j < n; j++) {
+      const i = order ? order[j]! : j;
+      const ts = tss[i]!;
+      if (ts < cutoff) {
+        this.skippedLate++;
+        continue;
+      }
+      const temp = temperatureAt(i);
+      const bag = bagAt(i);
+      for (let k = 0; k < liveRules.length; k++) {
+        const step = this.evaluate(liveRules[k]!, livePairs[k]!, deviceId, ts, temp, bag);
+        if (step) await step;
+      }
+    }
+  }
+
+  private pair(ruleId: string, deviceId: string): Pair {
+    const k = key(ruleId, deviceId);
+    let p = this.pairs.get(k);
+    if (!p) {
+      p = { phase: 'normal', since: 0 };
+      this.pairs.set(k, p);
+    }
+    return p;
+  }
+
+  /**
+   * One reading against one rule; returns a promise only when the pair changes state (rarely).
+   * `bag` holds the reading's other fields (and its `unit`).
+   */
+  private evaluate(r: AlarmRuleRecord, p: Pair, deviceId: string, ts: number, temperature: number | null, bag: Record<string, unknown> | null): Promise<void> | undefined {
+    const s = r.spec;
+    const raw = s.field === 'temperature' ? temperature : bag ? readField(bag, s.field) : null;
+    if (raw === null) return;
+    if (p.lastTs !== undefined && ts <= p.lastTs) return; // older than what was judged already
+    let v = raw;
+    if (s.unit !== null) {
+      const from = bag && bag.unit !== undefined ? readingUnit(bag) : 'C';
+      if (from !== s.unit) v = convert(raw, from, s.unit);
+    }
+    let x = v;
+    if (s.condition === 'rate') {
+      const prevTs = p.lastTs;
+      const prevValue = p.lastValue;
+      p.lastTs = ts;
+      p.lastValue = v;
+      if (prevTs === undefined || prevValue === undefined) return;
+      const rate = ratePerMinute(prevTs, prevValue, ts, v);
+      if (rate === null) return;
+      x = rate;
+    } else p.lastTs = ts;
+    switch (p.phase) {
+      case 'normal':
+        if (!breaks(s, x)) return;
+        if (s.durationMs === 0) return this.raise(r, deviceId, p, this.reading(r, ts, raw, bag));
+        p.phase = 'pending';
+        p.since = ts;
+        return this.persist(r.id, deviceId, p);
+      case 'pending':
+        if (!breaks(s, x)) {
+          p.phase = 'normal';
+          return this.persist(r.id, deviceId, null);
+        }
+        if (ts - p.since >= s.durationMs) return this.raise(r, deviceId, p, this.reading(r, ts, raw, bag));
+        return;
+      case 'raised':
+        if (clears(s, x)) return this.clear(r, deviceId, p, this.reading(r, ts, raw, bag));
+        return;
+    }
+  }
+
+  private reading(r: AlarmRuleRecord, ts: number, value: number, bag: Record<string, unknown> | null): AlarmReading {
+    return { ts, value, unit: r.spec.field === 'temperature' ? readingUnit(bag ?? {}) : null };
+  }
+
+  private async silence(): Promise<void> {
+    const now = this.o.now();
+    for (const r of [...this.rules.values()]) {
+      if (r.spec.condition !== 'silence') continue;
+      let devices: { id: string; createdAt: number }[];
+      if (r.deviceId) devices = [{ id: r.deviceId, createdAt: 0 }];
+      else {
+        try {
+          devices = await this.o.store.listDevices(r.groupId, r.solution);
+        } catch (err) {
+          this.o.log.warn({ err }, 'listing devices for silence rules failed');
+          continue;
+        }
+      }
+      for (const d of devices) {
+        // A device never heard from counts from when the rule was set or the device made.
+        const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
+        if (now - last < r.spec.silenceMs!) continue;
+        const p = this.pair(r.id, d.id);
+        if (p.phase === 'raised') continue;
+        await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
+      }
+    }
+  }
+
+  private async persist(ruleId: string, deviceId: string, p: Pair | null): Promise<void> {
+    const state: AlarmEvalState | null = p && p.phase !== 'normal' ? { phase: p.phase, since: p.since, ...(p.alarmId ? { alarmId: p.alarmId } : {}) } : null;
+    try {
+      await this.o.store.setAlarmState(ruleId, deviceId, state);
+    } catch (err) {
+      // The state in memory is still right; only a restart before the next transition would lose it.
+      this.o.log.warn({ err, rule: ruleId, device: deviceId }, 'saving alarm evaluation state failed');
+    }
+  }
+
+  private async raise(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {
+    const alarm = newAlarm(r, deviceId, this.o.now(), reading, note);
+    const before = { phase: p.phase, since: p.since };
+    p.phase = 'raised';
+    p.alarmId = alarm.id;
+    let inserted: boolean;
+    try {
+      inserted = await this.o.store.insertAlarm(alarm);
+    } catch (err) {
+      // Not raised: the next breaking reading (or silence check) tries again.
+      this.o.log.warn({ err, rule: r.id, device: deviceId }, 'raising an alarm failed');
+      p.phase = before.phase === 'normal' ? 'normal' : 'pending';
+      p.since = before.since;
+      delete p.alarmId;
+      return;
+    }
+    if (!inserted) {
+      // Already active (raised by another node, or before a restart whose state write was lost).
+      const [existing] = await this.o.store.listAlarms(r.groupId, r.solution, { ruleId: r.id, deviceId, statuses: ['raised', 'acknowledged'], limit: 1 });
+      if (existing) p.alarmId = existing.id;
+      await this.persist(r.id, deviceId, p);
+      return;
+    }
+    await this.persist(r.id, deviceId, p);
+    await this.o.notifier.notify('raised', alarm, r);
+  }
+
+  private async clear(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {
+    const id = p.alarmId;
+    p.phase = 'normal';
+    p.since = 0;
+    delete p.alarmId;
+    await this.persist(r.id, deviceId, null);
+    if (!id) return;
+    try {
+      const { alarm, changed } = await applyStep(this.o.store, r.groupId, r.solution, id, (a) => cleared(a, this.o.now(), { ...(reading ? { reading } : {}), ...(note ? { note } : {}) }));
+      if (changed) await this.o.notifier.notify('cleared', alarm, r);
+    } catch (err) {
+      this.o.log.warn({ err, alarm: id }, 'clearing an alarm failed');
+    }
+  }
+}
