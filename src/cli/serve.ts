@@ -8,6 +8,8 @@ import { parseArgs } from './args.ts';
 export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [
   { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
   { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
+  // The broker before the gateway: it is listening when the first kit payload bubbles up.
+  { name: 'mqtt', load: async () => (await import('../mqtt/component.ts')).mqttComponent() },
   { name: 'gateway', load: async () => (await import('../gateway/component.ts')).gatewayComponent() },
 ];
 

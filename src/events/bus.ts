@@ -5,7 +5,23 @@ import type { Observation } from '../core/types.ts';
 export type ReefEvent =
   | { kind: 'observations'; groupId: string; solution: string; deviceId: string; observations: Observation[] }
   | { kind: 'device'; groupId: string; solution: string; deviceId: string; action: 'created' | 'deleted' }
-  | { kind: 'simulation'; groupId: string; solution: string; simulationId: string; status: unknown };
+  | { kind: 'simulation'; groupId: string; solution: string; simulationId: string; status: unknown }
+  | KitPayloadEvent;
+
+/**
+ * A kit's payload exactly as the gateway received it (base64), for the MQTT bubble-up
+ * (docs/mqtt.md): carried by the bus so a reading received on one node reaches MQTT subscribers on
+ * every node. Not an observation: live observation streams (SSE) ignore it.
+ */
+export interface KitPayloadEvent {
+  kind: 'kit-payload';
+  groupId: string;
+  /** The kit's owner: the first level of its MQTT topic. */
+  tenantId: string;
+  mac: string;
+  sensorType: string;
+  payload: string;
+}
 
 export type Listener = (e: ReefEvent) => void;
 

@@ -10,6 +10,7 @@ import type { Component, ComponentFactory, DemoCredentials, Services } from '../
 import { provisionKit } from '../service/devices.ts';
 import { issueKitKey, kitKey } from '../service/kit-keys.ts';
 import { Gateway, proxyUri, type GatewayOptions } from './gateway.ts';
+import type { KitPayloadSink } from './readings.ts';
 
 export interface GatewayComponent extends Component {
   gateway: Gateway;
@@ -38,8 +39,14 @@ export function gatewayComponent(extra: Partial<GatewayOptions> & { demoKit?: bo
     if (!g.enabled) return null;
     const log = s.log.child({ component: 'gateway' });
     const { demoKit = true, demoPeriodMs = 15_000, ...over } = extra;
+    // Raw kit payloads go on the event bus for the MQTT broker of every node (docs/mqtt.md); the
+    // gateway only sees a sink, and nothing is sent when no node of this deployment runs MQTT here.
+    const events = s.events;
+    const payloads: KitPayloadSink | null = s.config.mqtt.enabled
+      ? (p) => events.publish({ kind: 'kit-payload', groupId: p.device.groupId, tenantId: p.device.tenantId, mac: p.mac, sensorType: p.sensorType, payload: p.payload.toString('base64') })
+      : null;
     const gateway = new Gateway(
-      { store: s.store, events: s.events, auth: s.auth, log },
+      { store: s.store, events: s.events, auth: s.auth, log, payloads },
       {
         host: g.host,
         port: g.port,

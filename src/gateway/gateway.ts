@@ -54,7 +54,7 @@ import { storeObservations } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { ClockKeeper } from './clock.ts';
 import { KitDirectory, type KitEntry, type StaticKit } from './kits.ts';
-import { readingObservation, tryReading } from './readings.ts';
+import { readingObservation, sensorTypeOf, tryReading, type KitPayloadSink } from './readings.ts';
 import { SessionTable, type Session } from './sessions.ts';
 import { isProxyRequest, kitMac, requestTarget, TargetError } from './target.ts';
 
@@ -87,6 +87,8 @@ export interface GatewayDeps {
   events: EventBus | null;
   auth: Authenticator;
   log: Logger;
+  /** Receives every reading payload a kit sends (observe notifications and answers to GETs), raw. */
+  payloads?: KitPayloadSink | null;
 }
 
 /** A request to a kit, from a CoAP client or the HTTP bridge. */
@@ -429,13 +431,18 @@ export class Gateway {
       ...r.query.map((q) => stringOption(Option.URI_QUERY, q)),
       ...(r.options ?? []),
     ];
-    return this.back.request(kit.peer, {
+    const answer = this.back.request(kit.peer, {
       method: r.method,
       options,
       payload: r.payload ?? Buffer.alloc(0),
       confirmable: this.o.confirmableUpstream,
       timeoutMs: this.o.deadlineMs,
     });
+    if (this.deps.payloads && r.method === Code.GET) {
+      const path = kitPath(kit, r.path);
+      if (isTempPath(path)) answer.then((m) => codeClass(m.code) === 2 && this.bubble(kit.mac, path, m), () => undefined);
+    }
+    return answer;
   }
 
   /** The kit's response as the client's: every option but Observe passes (Block2, Size2, Max-Age, ETag...). */
@@ -564,6 +571,24 @@ export class Gateway {
     up.latest = { msg: m, at: Date.now() };
     up.lastNotified = up.latest.at;
     if (up.bridge) this.storeReading(up, m);
+    else if (isTempPath(up.path)) this.bubble(up.mac, up.path, m);
+  }
+
+  /** Hands a reading payload, unchanged, to the payload sink, for the kit's owner (sandbox kits only). */
+  private bubble(mac: string, path: string[], m: CoapMessage, d?: DeviceRecord | null): void {
+    const sink = this.deps.payloads;
+    if (!sink || m.payload.length === 0) return;
+    if (!tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? this.kits.get(mac)?.cf)) return;
+    const hand = (dev: DeviceRecord | null) => {
+      if (!dev || dev.solution !== SANDBOX) return;
+      try {
+        sink({ device: dev, mac, sensorType: sensorTypeOf(m.payload, path), payload: m.payload });
+      } catch (e) {
+        this.log.warn({ err: e, mac }, 'gateway payload sink failed');
+      }
+    };
+    if (d !== undefined) return hand(d);
+    void this.device(mac).then(hand, (e: unknown) => this.log.warn({ err: e, mac }, 'gateway could not look up a kit'));
   }
 
   private notification(up: Upstream, m: CoapMessage): void {
@@ -831,6 +856,8 @@ export class Gateway {
     void this.device(up.mac)
       .then(async (d) => {
         if (!d || d.solution !== SANDBOX) return;
+        // The raw payload bubbles up whether or not the store takes the reading.
+        this.bubble(up.mac, up.path, m, d);
         await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, up.mac)]);
         this.stats.readingsStored++;
       })
@@ -843,6 +870,11 @@ export class Gateway {
 
 /** Stands in for the key of a MAC that has none, so a refused announcement costs what an accepted one does. */
 const THROWAWAY_KEY = randomBytes(32);
+
+/** The kit's temperature resource (any prefix): its payloads are readings. */
+function isTempPath(path: string[]): boolean {
+  return path.length >= 2 && path[path.length - 2] === TEMP_PATH[0] && path[path.length - 1] === TEMP_PATH[1];
+}
 
 const EMPTY: CoapMessage = { type: ACK, code: 0, mid: 0, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
 

@@ -5,8 +5,39 @@
 // fields `rawValue` and `rawUnit`. The timestamp is the gateway's receive time (millisecond
 // precision, on the platform's clock); the kit's own epoch is kept as `kitEpoch`, since a kit's
 // clock may be off until the clock keeper sets it right.
-import { decodeReading, fahrenheitToCelsius, type Reading } from '../coap/index.ts';
-import type { ObservationRecord } from '../core/types.ts';
+import { decodeReading, fahrenheitToCelsius, unwrapCbor, type Reading } from '../coap/index.ts';
+import type { DeviceRecord, ObservationRecord } from '../core/types.ts';
+
+/** A kit payload as the gateway received it, for whoever wants the raw bytes (the MQTT bubble-up). */
+export interface KitPayload {
+  /** The kit's device (in its owner's sandbox). */
+  device: DeviceRecord;
+  mac: string;
+  /** `temp` for the temperature resource; a CBOR reading names its own kind (key 0). */
+  sensorType: string;
+  /** The kit's bytes, unchanged. */
+  payload: Buffer;
+}
+
+/**
+ * Where the gateway hands every reading payload it receives. Injected by the composition root, so
+ * the gateway knows nothing of who listens (the MQTT broker, through the event bus).
+ */
+export type KitPayloadSink = (p: KitPayload) => void;
+
+/** The sensor type of a reading payload: the CBOR wrapper's kind, else the resource's last path segment. */
+export function sensorTypeOf(payload: Buffer, path: string[]): string {
+  if (payload[0] === 0xa2) {
+    try {
+      const kind = unwrapCbor(payload).kind;
+      // It becomes an MQTT topic level: no separators, wildcards or control characters.
+      if (/^[A-Za-z0-9_.-]{1,32}$/.test(kind)) return kind;
+    } catch {
+      // not the wrapper: the resource names it
+    }
+  }
+  return path[path.length - 1] ?? 'temp';
+}
 
 export function round4(x: number): number {
   return Math.round(x * 10_000) / 10_000;

@@ -143,6 +143,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     });
     res.write(': connected\n\n');
     const send = (e: ReefEvent) => {
+      if (e.kind === 'kit-payload') return; // raw kit bytes are for MQTT (docs/mqtt.md); the stored reading follows as observations
       if (e.groupId !== groupId || e.solution !== solution) return;
       if (wanted && 'deviceId' in e && e.deviceId !== wanted) return;
       if (e.kind === 'observations') res.write(`event: observations\ndata: ${JSON.stringify({ deviceId: e.deviceId, observations: e.observations })}\n\n`);
