@@ -272,8 +272,9 @@ export class MqttBroker {
         return done(null, null); // SUBACK 0x80
       }
       s.tenants.add(tenant);
-      // QoS 0 by default, 1 on request; QoS 2 is granted as 1 (§3.9.3: the server may grant less).
-      done(null, { ...sub, qos: Math.min(sub.qos, 1) as Subscription['qos'] });
+      // Granted as asked (0, 1 or 2); kit payloads are published at QoS 1, so a subscriber gets
+      // them at QoS 0 or 1 (§3.8.4: the lower of the two).
+      done(null, sub);
     })().catch((e: unknown) => done(e as Error));
   }
 

@@ -11,6 +11,7 @@ import { Kit } from '../../src/device/kit.ts';
 import { gatewayComponent, type GatewayComponent } from '../../src/gateway/component.ts';
 import type { GatewayOptions } from '../../src/gateway/gateway.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
+import type { ComponentFactory } from '../../src/server.ts';
 import { provisionKit } from '../../src/service/devices.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
@@ -27,10 +28,13 @@ export interface GatewayHarness {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config> } = {}): Promise<GatewayHarness> {
+export async function startGateway(
+  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config>; extraComponents?: ComponentFactory[] } = {},
+): Promise<GatewayHarness> {
   const factory = gatewayComponent({ demoKit: false, ...(opts.options ?? {}) });
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
-  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [factory]);
+  // Other components (the MQTT broker) start first, so they listen before the first kit reading.
+  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [...(opts.extraComponents ?? []), factory]);
   const gw = factory.last!;
   const addr = gw.address();
   const kits: Kit[] = [];
