@@ -91,7 +91,8 @@ export interface MosquittoSub {
 
 /** mosquitto_sub with debug output (-d): SUBACK results and messages (`%t %x`: topic, hex payload). */
 export function mosquittoSub(port: number, args: string[]): MosquittoSub {
-  const p: ChildProcess = spawn('mosquitto_sub', ['-h', '127.0.0.1', '-p', String(port), '-d', '-F', '%t %x', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // stdbuf -oL: line-buffered stdout through the pipe (stdbuf execs mosquitto_sub, so the pid is its own).
+  const p: ChildProcess = spawn('stdbuf', ['-oL', 'mosquitto_sub', '-h', '127.0.0.1', '-p', String(port), '-d', '-F', '%t %x', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   const granted: number[] = [];
   let err = '';

@@ -1,0 +1,90 @@
+// Bubble-up: every reading a software dev kit sends the CoAP gateway is published raw on
+// `<tenantId>/alert/<mac>/<sensorType>` for the kit's owner, received here by mosquitto_sub and the
+// `mqtt` client: the text form and the CBOR form, byte for byte what the kit sent (it matches the
+// stored observation's kit fields), retained for a late subscriber, and never to another tenant.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { MqttClient } from 'mqtt';
+import { decodeReadingText, unwrapCbor } from '../../src/coap/index.ts';
+import { connect, grants, inbox, mosquittoSub, startMqtt, until, type MqttHarness, type MosquittoSub } from './helpers.ts';
+
+const TEXT_MAC = '00000000000014a1';
+const CBOR_MAC = '00000000000014a2';
+const BOB_MAC = '00000000000014b1';
+
+describe('MQTT bubble-up of kit payloads', () => {
+  let h: MqttHarness;
+  let alice: { tenantId: string; token: string };
+  let bob: { tenantId: string; token: string };
+  const clients: MqttClient[] = [];
+  const subs: MosquittoSub[] = [];
+
+  before(async () => {
+    h = await startMqtt({ gateway: true });
+    alice = await h.t.login('alice');
+    bob = await h.t.login('bob');
+  });
+  after(async () => {
+    for (const s of subs) s.stop();
+    await Promise.all(clients.map((c) => c.endAsync(true).catch(() => undefined)));
+    await h.close();
+  });
+
+  it('delivers a kit\'s text and CBOR readings, unchanged, to its owner\'s subscribers and no one else\'s', async () => {
+    // Subscribers first, so what they receive is live, not only the retained copy.
+    const sub = mosquittoSub(h.port, ['-u', 'notused', '-P', alice.token, '-t', `${alice.tenantId}/alert/+/+`, '-q', '1']);
+    subs.push(sub);
+    const cb = await connect(h, bob.token);
+    clients.push(cb);
+    const bobGot = inbox(cb);
+    assert.deepEqual(await grants(cb, [`${bob.tenantId}/alert/+/+`, `${alice.tenantId}/alert/+/+`]), [0, 128]);
+    await until(() => sub.granted.length === 1, 'mosquitto_sub is subscribed');
+    assert.deepEqual(sub.granted, [1]);
+
+    const { device } = await h.gw!.kit(alice.tenantId, TEXT_MAC);
+    await h.gw!.kit(alice.tenantId, CBOR_MAC, { cbor: true });
+    await h.gw!.kit(bob.tenantId, BOB_MAC);
+
+    const of = (mac: string) => sub.lines.filter((l) => l.startsWith(`${alice.tenantId}/alert/${mac}/temp `));
+    await until(() => of(TEXT_MAC).length >= 2 && of(CBOR_MAC).length >= 2, 'alice receives readings of both kits');
+    await until(() => bobGot.some((m) => m.topic === `${bob.tenantId}/alert/${BOB_MAC}/temp`), 'bob receives his kit\'s readings');
+
+    // Text: `<epoch>,<value>,<unit>`, as the kit sent it; the same reading is stored with those figures.
+    const text = Buffer.from(of(TEXT_MAC).at(-1)!.split(' ')[1]!, 'hex').toString('utf8');
+    const r = decodeReadingText(text);
+    await until(async () => {
+      const page = await h.t.services.store.queryObservations(device.id, { limit: 1000 });
+      return page.observations.some((o) => o.extra?.kitEpoch === r.epoch && o.extra?.rawValue === r.value);
+    }, 'the published reading is the stored one');
+
+    // CBOR: the kit's own map {0:"temp",1:"<text>"}, bytes starting A2 00.
+    const cbor = Buffer.from(of(CBOR_MAC).at(-1)!.split(' ')[1]!, 'hex');
+    assert.equal(cbor.subarray(0, 2).toString('hex'), 'a200');
+    const unwrapped = unwrapCbor(cbor);
+    assert.equal(unwrapped.kind, 'temp');
+    assert.doesNotThrow(() => decodeReadingText(unwrapped.text));
+
+    // Nothing crossed tenants, either way.
+    assert.equal(sub.lines.filter((l) => !l.startsWith(`${alice.tenantId}/`)).length, 0);
+    assert.equal(bobGot.filter((m) => !m.topic.startsWith(`${bob.tenantId}/`)).length, 0);
+    assert.ok(bobGot.every((m) => m.topic === `${bob.tenantId}/alert/${BOB_MAC}/temp`));
+  });
+
+  it('gives a new subscriber the last reading of each kit at once (retained)', async () => {
+    const c = await connect(h, alice.token);
+    clients.push(c);
+    const got = inbox(c);
+    await c.subscribeAsync(`${alice.tenantId}/alert/+/temp`);
+    await until(() => new Set(got.filter((m) => m.retain).map((m) => m.topic)).size === 2, 'both kits\' retained readings');
+    assert.deepEqual(new Set(got.filter((m) => m.retain).map((m) => m.topic)), new Set([`${alice.tenantId}/alert/${TEXT_MAC}/temp`, `${alice.tenantId}/alert/${CBOR_MAC}/temp`]));
+  });
+
+  it('filters by sensor type and kit: <tenant>/alert/+/temp and <tenant>/alert/<mac>/+', async () => {
+    const c = await connect(h, alice.token);
+    clients.push(c);
+    const got = inbox(c);
+    await c.subscribeAsync(`${alice.tenantId}/alert/${CBOR_MAC}/+`);
+    await until(() => got.length >= 2, 'two readings of one kit');
+    assert.ok(got.every((m) => m.topic === `${alice.tenantId}/alert/${CBOR_MAC}/temp`));
+  });
+});
