@@ -4,6 +4,7 @@
 import type { KitPayloadEvent } from '../events/bus.ts';
 import { MqttBroker, type BrokerOptions, type Listening } from './broker.ts';
 import type { MqttDemo, MqttServices, ServeComponent } from './contracts.ts';
+import { mqttRoutes } from './routes.ts';
 import { mqttTlsMaterial } from './tls.ts';
 
 export interface MqttComponent extends ServeComponent {
@@ -37,6 +38,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
     const c: MqttComponent = {
       name: 'mqtt',
       broker,
+      apiPlugin: mqttRoutes(() => ({ plain: broker.address(), tls: broker.tlsAddress() })),
       async start() {
         await broker.start();
         off = s.events.subscribe((e) => {

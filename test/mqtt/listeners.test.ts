@@ -50,6 +50,24 @@ describe('MQTT listeners', () => {
     assert.deepEqual(sub.granted, [0]);
   });
 
+  it('tells an authenticated caller how to connect: GET /api/mqtt', async () => {
+    const a = await h.t.login('dora');
+    assert.equal((await h.t.request('GET', '/api/mqtt')).status, 401);
+    const r = await h.t.request('GET', '/api/mqtt', { token: a.token });
+    assert.equal(r.status, 200);
+    const info = (await r.json()) as { url: string; tlsUrl: string; tenantId: string; topics: { alerts: string; ingest: string; errors: string }; example: string };
+    assert.equal(info.url, `mqtt://127.0.0.1:${h.port}`);
+    assert.equal(info.tlsUrl, `mqtts://127.0.0.1:${h.mq.broker.tlsAddress()!.port}`);
+    assert.equal(info.tenantId, a.tenantId);
+    assert.equal(info.topics.alerts, `${a.tenantId}/alert/+/+`);
+    assert.equal(info.topics.ingest, `${a.tenantId}/solutions/{solution}/devices/{deviceId}/observations`);
+    // The example works as given, with TOKEN set.
+    const sub = mosquittoSub(h.port, ['-u', 'notused', '-P', a.token, '-t', info.topics.alerts, '-E']);
+    assert.equal(await sub.exit, 0);
+    assert.deepEqual(sub.granted, [0]);
+    assert.match(info.example, new RegExp(`^mosquitto_sub -h 127\\.0\\.0\\.1 -p ${h.port} -u notused -P "\\$TOKEN" -t '${a.tenantId}/alert/\\+/\\+' -v$`));
+  });
+
   it('refuses a TLS client that does not trust the certificate, and keeps serving', async () => {
     const a = await h.t.login('bob');
     const port = h.mq.broker.tlsAddress()!.port;
