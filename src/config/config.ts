@@ -39,6 +39,8 @@ export interface Config {
     portFallback: boolean;
     /** Port of MQTT over TLS; used only with a certificate and key. */
     tlsPort: number;
+    /** As portFallback, for the TLS port. */
+    tlsPortFallback: boolean;
     /** PEM files of the TLS listener; both or neither. */
     tlsCert: string | null;
     tlsKey: string | null;
@@ -180,6 +182,7 @@ export function loadConfig(env: Source = process.env, argv: string[] = []): Conf
 
   function mqttConfig(): Config['mqtt'] {
     const portSet = flags['mqtt-port'] !== undefined || env.REEF_MQTT_PORT !== undefined;
+    const tlsPortSet = flags['mqtt-tls-port'] !== undefined || env.REEF_MQTT_TLS_PORT !== undefined;
     const tlsCert = str('REEF_MQTT_TLS_CERT') || null;
     const tlsKey = str('REEF_MQTT_TLS_KEY') || null;
     if ((tlsCert === null) !== (tlsKey === null)) problems.push('REEF_MQTT_TLS_CERT (--mqtt-tls-cert) and REEF_MQTT_TLS_KEY (--mqtt-tls-key) must be set together');
@@ -194,6 +197,7 @@ export function loadConfig(env: Source = process.env, argv: string[] = []): Conf
       port: int('REEF_MQTT_PORT', 0, 65535),
       portFallback: !portSet,
       tlsPort: int('REEF_MQTT_TLS_PORT', 0, 65535),
+      tlsPortFallback: !tlsPortSet,
       tlsCert: tlsCert && path.resolve(tlsCert),
       tlsKey: tlsKey && path.resolve(tlsKey),
       retain: bool('REEF_MQTT_RETAIN'),

@@ -38,6 +38,7 @@ export interface BrokerOptions {
   /** When `port` is taken, try the next ones (up to 9 more), then any free port. */
   portFallback: boolean;
   tlsPort: number;
+  tlsPortFallback: boolean;
   /** Certificate and key of the TLS listener; null: no TLS listener. */
   tls: { cert: Buffer; key: Buffer } | null;
   /** Kit payloads are published retained. */
@@ -125,10 +126,9 @@ export class MqttBroker {
       }
     });
     this.aedes.on('clientDisconnect', (c) => this.forget(c));
-    this.aedes.on('clientError', (c, err) => {
-      this.forget(c);
-      this.log.debug({ clientId: c.id, err: err.message }, 'mqtt client error');
-    });
+    // On a client error the session stays until 'clientDisconnect': the will (keep-alive timeout,
+    // broken connection) is authorized with it, after the error.
+    this.aedes.on('clientError', (c, err) => this.log.debug({ clientId: c.id, err: err.message }, 'mqtt client error'));
     this.aedes.on('connectionError', (c, err) => this.log.debug({ clientId: c?.id, err: err.message }, 'mqtt connection error'));
   }
 
@@ -147,7 +147,7 @@ export class MqttBroker {
       const secure = tls.createServer({ cert: this.o.tls.cert, key: this.o.tls.key, minVersion: 'TLSv1.2' }, handle);
       // A failed TLS handshake (a plain client on the TLS port, a scanner) is not the broker's problem.
       secure.on('tlsClientError', (e) => this.log.debug({ err: e.message }, 'mqtt TLS handshake failed'));
-      this.servers.push({ server: secure, listening: await listen(secure, this.o.host, this.o.tlsPort, this.o.portFallback) });
+      this.servers.push({ server: secure, listening: await listen(secure, this.o.host, this.o.tlsPort, this.o.tlsPortFallback) });
     }
     for (const s of this.servers) s.server.on('error', (e) => this.log.warn({ err: e }, 'mqtt listener error'));
     this.sweep = setInterval(() => void this.recheckAll(), this.o.recheckMs);

@@ -26,6 +26,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
         port: m.port,
         portFallback: m.portFallback,
         tlsPort: m.tlsPort,
+        tlsPortFallback: m.tlsPortFallback,
         tls: mqttTlsMaterial(s.config, log),
         retain: m.retain,
         recheckMs: m.recheckSeconds * 1000,
