@@ -156,3 +156,35 @@ describe('MQTT ingest', () => {
     assert.deepEqual(got.map((m) => m.payload.toString()), [body(9)]);
   });
 });
+
+describe('MQTT ingest when the store fails', () => {
+  it('closes the connection without PUBACK, so a QoS 1 client sends the message again', async () => {
+    const h = await startMqtt();
+    try {
+      const a = await h.t.login('alice');
+      const r = await h.t.request('POST', '/api/solutions/plant/devices', { token: a.token, body: { deviceType: 'Thermo' } });
+      const { id } = (await r.json()) as { id: string };
+      const c = await connect(h, a.token);
+      const gone = new Promise<void>((resolve) => c.once('close', () => resolve()));
+      let acked = false;
+      // The store goes away under the broker (a database failure): nothing can be stored.
+      await h.t.services.store.close();
+      c.publish(`${a.tenantId}/solutions/plant/devices/${id}/observations`, '{"observations":[{"timestamp":"2026-06-01T00:00:00Z","temperature":1}]}', { qos: 1 }, (err) => {
+        if (!err) acked = true;
+      });
+      await gone;
+      assert.equal(acked, false, 'no PUBACK for a message that was not stored');
+      // mqtt.js keeps the unacknowledged message to send again when it reconnects.
+      const pending = await new Promise<number>((resolve) => {
+        let n = 0;
+        const s = c.outgoingStore.createStream();
+        s.on('data', () => n++);
+        s.on('end', () => resolve(n));
+      });
+      assert.equal(pending, 1);
+      await c.endAsync(true);
+    } finally {
+      await h.close().catch(() => undefined);
+    }
+  });
+});
