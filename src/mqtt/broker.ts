@@ -120,8 +120,10 @@ export class MqttBroker {
       this.stats.connects++;
       const s = this.sessions.get(c);
       if (s?.expiresAt !== undefined) {
-        // A token connection ends when its token does (HTTP would refuse the next request).
-        s.expiry = setTimeout(() => this.end(c, new ReefError('TOKEN_EXPIRED', 'the access token has expired')), Math.max(0, s.expiresAt - Date.now()));
+        // A token connection ends when its token does (HTTP would refuse the next request): the
+        // re-check at that moment closes it. Timers cap at 2^31-1 ms (~24.8 days); a longer-lived
+        // token is re-checked then, and again by the periodic sweep.
+        s.expiry = setTimeout(() => void this.current(c).catch(() => undefined), Math.min(2 ** 31 - 1, Math.max(0, s.expiresAt - Date.now())));
         s.expiry.unref();
       }
     });
