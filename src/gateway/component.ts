@@ -40,7 +40,7 @@ export function gatewayComponent(extra: Partial<GatewayOptions> & { demoKit?: bo
     const log = s.log.child({ component: 'gateway' });
     const { demoKit = true, demoPeriodMs = 15_000, ...over } = extra;
     // Raw kit payloads go on the event bus for the MQTT broker of every node (docs/mqtt.md); the
-    // gateway only sees a sink, and nothing is sent when no node of this deployment runs MQTT here.
+    // gateway only sees a sink. A node running without MQTT (REEF_MQTT=false) sends none.
     const events = s.events;
     const payloads: KitPayloadSink | null = s.config.mqtt.enabled
       ? (p) => events.publish({ kind: 'kit-payload', groupId: p.device.groupId, tenantId: p.device.tenantId, mac: p.mac, sensorType: p.sensorType, payload: p.payload.toString('base64') })

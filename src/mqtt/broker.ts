@@ -109,7 +109,7 @@ export class MqttBroker {
   ) {
     this.log = deps.log;
     this.aedes = new Aedes({
-      // Aedes grants the id of a client that sent an empty one only with clean = true (§3.1.3.1).
+      // A connection that has not sent its CONNECT within 10 s is closed (Aedes' default is 30 s).
       connectTimeout: 10_000,
       authenticate: (client, username, password, done) => this.onConnect(client, username, password, done),
       authorizeSubscribe: (client, sub, done) => this.onSubscribe(client, sub, done),

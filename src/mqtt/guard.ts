@@ -71,7 +71,7 @@ export class FrameTracker {
  * The socket as Aedes sees it: reads pass through the tracker, writes go straight to the socket,
  * and either side's end or failure ends both.
  */
-export function guardSocket(socket: Socket, limits: GuardLimits, onRefused: (e: Error) => void): Duplex {
+export function guardSocket(socket: Socket, limits: GuardLimits, onRefused: (e: Error) => void): Duplex & { remoteAddress: string | undefined } {
   const tracker = new FrameTracker(limits);
   const d = new Duplex({
     read() {
@@ -103,5 +103,6 @@ export function guardSocket(socket: Socket, limits: GuardLimits, onRefused: (e: 
   socket.on('error', (e) => d.destroy(e));
   socket.on('close', () => d.destroy());
   socket.setNoDelay(true);
-  return d;
+  // Who is on the other end, for authentication (the login throttle) and logs.
+  return Object.assign(d, { remoteAddress: socket.remoteAddress });
 }
