@@ -79,6 +79,19 @@ describe('MQTT bubble-up of kit payloads', () => {
     assert.deepEqual(new Set(got.filter((m) => m.retain).map((m) => m.topic)), new Set([`${alice.tenantId}/alert/${TEXT_MAC}/temp`, `${alice.tenantId}/alert/${CBOR_MAC}/temp`]));
   });
 
+  it("gives a tenant group's members each other's kit payloads, under the owner's tenant id", async () => {
+    const carol = await h.t.login('carol', 'lab');
+    const dave = await h.t.login('dave', 'lab');
+    const GROUP_MAC = '00000000000014c1';
+    await h.gw!.kit(carol.tenantId, GROUP_MAC);
+    const c = await connect(h, dave.token);
+    clients.push(c);
+    const got = inbox(c);
+    assert.deepEqual(await grants(c, [`${carol.tenantId}/alert/+/+`, `${alice.tenantId}/alert/+/+`]), [0, 128]);
+    await until(() => got.length >= 2, "dave receives carol's kit");
+    assert.ok(got.every((m) => m.topic === `${carol.tenantId}/alert/${GROUP_MAC}/temp`));
+  });
+
   it('filters by sensor type and kit: <tenant>/alert/+/temp and <tenant>/alert/<mac>/+', async () => {
     const c = await connect(h, alice.token);
     clients.push(c);
