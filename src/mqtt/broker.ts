@@ -327,7 +327,7 @@ export class MqttBroker {
       const err = isReefError(e) ? e : new ReefError('INTERNAL', 'something went wrong; the request id identifies it in our logs', { cause: e });
       if (!target) this.stats.publishesRefused++;
       else this.stats.ingestRefused++;
-      this.report(client, s, packet.topic, err);
+      await this.report(client, s, packet.topic, err);
       // Nothing was stored. A failure of ours closes the connection without acknowledgement (the
       // client sends again); a message that can never succeed is acknowledged and dropped.
       if (TRANSIENT.has(err.code)) throw err;
@@ -355,13 +355,19 @@ export class MqttBroker {
     return storeObservations(this.deps.store, this.deps.events, device, batch);
   }
 
-  /** Why a message was refused, on the publisher's errors topic: the HTTP error body plus the topic. */
-  private report(client: Client, s: Session, topic: string, e: ReefError): void {
+  /**
+   * Why a message was refused, on the publisher's errors topic: the HTTP error body plus the topic.
+   * Resolves once it is written to the topic's subscribers (Aedes calls back after delivery), so a
+   * publisher subscribed to its errors topic receives the reason before the PUBACK.
+   */
+  private report(client: Client, s: Session, topic: string, e: ReefError): Promise<void> {
     const requestId = randomUUID();
     const level = e.status >= 500 ? 'error' : 'info';
     this.log[level]({ clientId: client.id, tenantId: s.account.tenantId, code: e.code, requestId, ...(e.status >= 500 ? { err: e.cause ?? e } : {}) }, `mqtt message refused: ${e.message}`);
     const payload = Buffer.from(JSON.stringify({ ...errorBody(e, requestId), topic: topic.slice(0, 512) }));
-    this.aedes.publish({ cmd: 'publish', topic: errorsTopic(s.account.tenantId, client.id), payload, qos: 1, retain: false, dup: false } as PublishPacket, () => undefined);
+    return new Promise((resolve) => {
+      this.aedes.publish({ cmd: 'publish', topic: errorsTopic(s.account.tenantId, client.id), payload, qos: 1, retain: false, dup: false } as PublishPacket, () => resolve());
+    });
   }
 }
 

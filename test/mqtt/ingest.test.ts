@@ -113,8 +113,10 @@ describe('MQTT ingest', () => {
       [`${alice.tenantId}/alert/0000000000000001/temp`, '1700000000,99.00,F', 'FORBIDDEN', 'topic'],
       [`${alice.tenantId}/anything`, body(1), 'FORBIDDEN', 'topic'],
     ];
-    for (const [t, payload] of cases) await c.publishAsync(t, payload, { qos: 1 }); // each PUBACKed
-    await until(() => errors.length === cases.length, 'one reason per refused message');
+    for (const [i, [t, payload]] of cases.entries()) {
+      await c.publishAsync(t, payload, { qos: 1 }); // acknowledged...
+      assert.equal(errors.length, i + 1, `...after its reason arrived (case ${i})`);
+    }
     for (let i = 0; i < cases.length; i++) {
       const [t, , code, field] = cases[i]!;
       const e = JSON.parse(errors[i]!.payload.toString('utf8')) as { code: string; statusCode: number; message: string; topic: string; field?: string; requestId: string };
