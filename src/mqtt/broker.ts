@@ -301,7 +301,8 @@ export class MqttBroker {
       // A will left behind with no client to check: not delivered.
       packet.topic = DROPPED;
       packet.retain = false;
-      return done(null);
+      done(null);
+      return;
     }
     void this.publish(client, packet).then(
       () => done(null),

@@ -99,8 +99,7 @@ export function mosquittoSub(port: number, args: string[]): MosquittoSub {
   let buf = '';
   p.stdout!.setEncoding('utf8').on('data', (s: string) => {
     buf += s;
-    let i: number;
-    while ((i = buf.indexOf('\n')) >= 0) {
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       const sub = /^Subscribed \(mid: \d+\): (.*)$/.exec(line);
