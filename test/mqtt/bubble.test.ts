@@ -101,3 +101,25 @@ describe('MQTT bubble-up of kit payloads', () => {
     assert.ok(got.every((m) => m.topic === `${alice.tenantId}/alert/${CBOR_MAC}/temp`));
   });
 });
+
+describe('MQTT bubble-up of readings the gateway asks for', () => {
+  it('publishes the answer to a GET of a kit\'s temperature (HTTP bridge), with the readings bridge off', async () => {
+    const h = await startMqtt({ gateway: true, gatewayOptions: { readings: false } });
+    try {
+      const a = await h.t.login('erin');
+      const { device } = await h.gw!.kit(a.tenantId, '00000000000014d1');
+      const c = await connect(h, a.token);
+      const got = inbox(c);
+      await c.subscribeAsync(`${a.tenantId}/alert/+/+`);
+      const r = await h.t.request('GET', `/api/solutions/sandbox/devices/${device.id}/coap/snsr/arduino/temp?sens`, { token: a.token });
+      assert.equal(r.status, 200);
+      const answer = (await r.json()) as { payload: string };
+      await until(() => got.length === 1, 'the answer bubbles up');
+      assert.equal(got[0]!.topic, `${a.tenantId}/alert/00000000000014d1/temp`);
+      assert.equal(got[0]!.payload.toString(), answer.payload);
+      await c.endAsync();
+    } finally {
+      await h.close();
+    }
+  });
+});

@@ -6,6 +6,7 @@ import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import type { Config } from '../../src/config/config.ts';
 import { testConfig } from '../../src/config/config.ts';
 import { mqttComponent, type MqttComponent } from '../../src/mqtt/component.ts';
+import type { GatewayOptions } from '../../src/gateway/gateway.ts';
 import type { BrokerOptions } from '../../src/mqtt/broker.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { startGateway, until, type GatewayHarness } from '../gateway/helpers.ts';
@@ -24,14 +25,14 @@ export interface MqttHarness {
 }
 
 export async function startMqtt(
-  opts: { config?: Partial<Config>; mqtt?: Partial<Config['mqtt']>; broker?: Partial<BrokerOptions>; gateway?: boolean } = {},
+  opts: { config?: Partial<Config>; mqtt?: Partial<Config['mqtt']>; broker?: Partial<BrokerOptions>; gateway?: boolean; gatewayOptions?: Partial<GatewayOptions> } = {},
 ): Promise<MqttHarness> {
   const factory = mqttComponent(opts.broker ?? {});
   const mqttConfig = { ...testConfig({ dataDir: '/nonexistent' }).mqtt, port: 0, tlsPort: 0, ...(opts.mqtt ?? {}) };
   let t: TestServer;
   let gw: GatewayHarness | undefined;
   if (opts.gateway) {
-    gw = await startGateway({ config: { ...(opts.config ?? {}), mqtt: mqttConfig }, extraComponents: [factory] });
+    gw = await startGateway({ config: { ...(opts.config ?? {}), mqtt: mqttConfig }, extraComponents: [factory], ...(opts.gatewayOptions ? { options: opts.gatewayOptions } : {}) });
     t = gw.t;
   } else {
     t = await startTestServer({ ...(opts.config ?? {}), mqtt: mqttConfig }, [factory]);
