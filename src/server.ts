@@ -1,5 +1,6 @@
 // The running service: store, auth, events, HTTP (and, as they land, the CoAP gateway and the
 // simulation scheduler), started together and stopped together.
+import { QuotaService } from './service/quotas.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
@@ -23,6 +24,8 @@ export interface Services {
   tokens: TokenService;
   /** Background jobs run where this says (one node at a time on PostgreSQL). */
   leadership: Leadership;
+  /** Per-account quotas (devices, stored observations, simulation backfill). */
+  quotas: QuotaService;
   log: Logger;
 }
 
@@ -54,16 +57,17 @@ export interface DemoCredentials {
   clientSecret: string;
 }
 
-export async function openServices(config: Config, log?: Logger): Promise<Services> {
+export async function openServices(config: Config, log?: Logger, now: () => number = Date.now): Promise<Services> {
   const logger = log ?? pino({ level: config.logLevel, redact: ['*.clientSecret', '*.accessToken', 'req.headers.authorization'] });
   const store = await openStore(config);
-  const tokens = new TokenService(store, config.tokens);
+  const tokens = new TokenService(store, config.tokens, now);
   await tokens.init();
-  const auth = new Authenticator(store, tokens, config.loginThrottle);
+  const auth = new Authenticator(store, tokens, config.loginThrottle, 1000, now);
   // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
   const { events, leadership } = await openCoordination(store, { onError: (err, what) => logger.warn({ err }, what) });
-  leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
-  return { config, store, events, auth, tokens, leadership, log: logger };
+  const quotas = new QuotaService(store, config.quotas, now);
+  leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, quotas, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
+  return { config, store, events, auth, tokens, leadership, quotas, log: logger };
 }
 
 /**
@@ -76,7 +80,7 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
   if ((await s.store.countAccounts()) === 0) {
     const c = await createAccount(s.store, { name: 'demo' });
     const demo = { tenantId: c.tenantId, clientId: c.clientId, clientSecret: c.clientSecret };
-    fs.mkdirSync(s.config.dataDir, { recursive: true });
+    fs.mkdirSync(s.config.dataDir, { recursive: true, mode: 0o700 });
     fs.writeFileSync(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
     return demo;
   }
@@ -89,8 +93,8 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
 
 export type ComponentFactory = (s: Services, demo: DemoCredentials | null) => Promise<Component | null>;
 
-export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger } = {}): Promise<RunningServer> {
-  const services = await openServices(config, opts.log);
+export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger; now?: () => number } = {}): Promise<RunningServer> {
+  const services = await openServices(config, opts.log, opts.now);
   const demo = await ensureDemo(services);
   const components: Component[] = [];
   for (const make of opts.components ?? []) {
@@ -102,7 +106,9 @@ export async function startServer(config: Config, opts: { components?: Component
     store: services.store,
     auth: services.auth,
     events: services.events,
+    quotas: services.quotas,
     logger: services.log,
+    ...(opts.now ? { now: opts.now } : {}),
     apiPlugins: components.flatMap((c) => (c.apiPlugin ? [c.apiPlugin] : [])),
     plugins: components.flatMap((c) => (c.plugin ? [c.plugin] : [])),
   });

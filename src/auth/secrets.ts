@@ -1,6 +1,7 @@
 // Client secrets at rest: scrypt (RFC 7914) with a per-secret salt, compared in constant time.
 // The stored form carries its parameters so they can be raised later without a migration.
 import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { ReefError } from '../core/errors.ts';
 
 const N = 16384;
 const R = 8;
@@ -39,4 +40,62 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
     N: Number(n), r: Number(r), p: Number(p), maxmem: 64 * 1024 * 1024,
   });
   return got.length === expected.length && timingSafeEqual(got, expected);
+}
+
+/**
+ * Bounds scrypt work (issue 11.3). scrypt runs on libuv's thread pool (4 threads), which file I/O
+ * and DNS share; a flood of logins used to fill it, and everything behind it waited. At most
+ * `concurrency` hashes run at once; waiting work is queued per source address and served
+ * round-robin, so one address flooding cannot starve another's login; past `maxQueued` waiting in
+ * all (or `maxQueuedPerSource` from one address) the call fails at once with SERVER_BUSY (503,
+ * Retry-After) instead of waiting.
+ */
+export class HashQueue {
+  private running = 0;
+  private queued = 0;
+  private readonly waiting = new Map<string, (() => void)[]>();
+  /** Hashes running and waiting now. */
+  get active(): number {
+    return this.running + this.queued;
+  }
+  /** Highest number of hashes seen running at once (for tests and /health-style reporting). */
+  peakRunning = 0;
+  shed = 0;
+
+  constructor(private readonly limits: { concurrency: number; maxQueued: number; maxQueuedPerSource: number }) {}
+
+  async run<T>(source: string, work: () => Promise<T>): Promise<T> {
+    if (this.running >= this.limits.concurrency) {
+      const mine = this.waiting.get(source);
+      if (this.queued >= this.limits.maxQueued || (mine?.length ?? 0) >= this.limits.maxQueuedPerSource) {
+        this.shed++;
+        throw new ReefError('SERVER_BUSY', 'too many logins are being checked right now; retry shortly', { retryAfter: 1 });
+      }
+      await new Promise<void>((resolve) => {
+        const list = mine ?? [];
+        list.push(resolve);
+        if (!mine) this.waiting.set(source, list);
+        this.queued++;
+      });
+    } else this.running++;
+    this.peakRunning = Math.max(this.peakRunning, this.running);
+    try {
+      return await work();
+    } finally {
+      this.next();
+    }
+  }
+
+  /** Hands the slot to the next source in turn (Map order, the served source moved to the back). */
+  private next(): void {
+    for (const [source, list] of this.waiting) {
+      const resolve = list.shift()!;
+      this.waiting.delete(source);
+      if (list.length) this.waiting.set(source, list);
+      this.queued--;
+      resolve(); // the slot passes on: running stays the same
+      return;
+    }
+    this.running--;
+  }
 }

@@ -1,39 +1,98 @@
-// Failed-login throttle per client id: after maxFailures failures inside the window, further
-// attempts get 429 with Retry-After until the window has passed. In memory, per node: it slows
-// guessing; it is not an account lock-out (which would let anyone lock a victim out).
+// Failed-login throttle (issue 11.4). Two limits, both over a sliding window and both counting an
+// attempt the moment it starts (an attempt still being checked counts as a failure until it
+// succeeds), so 200 guesses sent in parallel are not all checked:
+// - per (source address, client id): after `maxFailures`, that source gets 429 for that client id;
+// - per source address: after `sourceMaxFailures` over all client ids, that source gets 429.
+// The key is never the client id alone: a stranger who knows a client id cannot lock its owner out,
+// because the owner's login from another (clean) address passes. In memory, per node: it slows
+// guessing and sheds abuse early; secrets are 256-bit random, so it is not what keeps them safe.
 import { ReefError } from '../core/errors.ts';
 
+interface Counter {
+  /** Failed attempts inside the window. */
+  failures: number;
+  /** Attempts started and not finished. */
+  pending: number;
+  since: number;
+}
+
+export interface ThrottleLimits {
+  maxFailures: number;
+  sourceMaxFailures: number;
+  windowMs: number;
+}
+
+/** What a caller holds while its attempt is checked; exactly one of ok()/failed() ends it. */
+export interface Attempt {
+  ok(): void;
+  failed(): void;
+}
+
+const MAX_KEYS = 100_000;
+
 export class LoginThrottle {
-  private failures = new Map<string, { count: number; since: number }>();
+  private counters = new Map<string, Counter>();
 
-  constructor(private readonly maxFailures: number, private readonly windowMs: number) {}
+  constructor(private readonly limits: ThrottleLimits, private readonly now: () => number = Date.now) {}
 
-  check(key: string, now = Date.now()): void {
-    const f = this.failures.get(key);
-    if (!f) return;
-    if (now - f.since >= this.windowMs) {
-      this.failures.delete(key);
-      return;
-    }
-    if (f.count >= this.maxFailures) {
-      const retryAfter = Math.max(1, Math.ceil((f.since + this.windowMs - now) / 1000));
-      throw new ReefError('RATE_LIMITED', `too many failed logins for this client id; retry in ${retryAfter} s`, { retryAfter });
-    }
+  /** Starts an attempt or throws RATE_LIMITED (429 with Retry-After). */
+  begin(source: string, clientId: string): Attempt {
+    const now = this.now();
+    const pairKey = `${source}\u0000${clientId}`;
+    const srcKey = `${source}\u0000`;
+    const pair = this.counter(pairKey, now);
+    const src = this.counter(srcKey, now);
+    if (pair.failures + pair.pending >= this.limits.maxFailures) this.refuse(pair, now, 'for this client id from your address');
+    if (src.failures + src.pending >= this.limits.sourceMaxFailures) this.refuse(src, now, 'from your address');
+    pair.pending++;
+    src.pending++;
+    let done = false;
+    return {
+      ok: () => {
+        if (done) return;
+        done = true;
+        // The right secret clears this client id's count from this source; the source's count of
+        // failures for other client ids stays.
+        pair.pending--;
+        src.pending--;
+        pair.failures = 0;
+        this.drop(pairKey, pair);
+      },
+      failed: () => {
+        if (done) return;
+        done = true;
+        pair.pending--;
+        src.pending--;
+        pair.failures++;
+        src.failures++;
+      },
+    };
   }
 
-  fail(key: string, now = Date.now()): void {
-    const f = this.failures.get(key);
-    if (!f || now - f.since >= this.windowMs) {
-      if (this.failures.size > 100_000) this.prune(now);
-      this.failures.set(key, { count: 1, since: now });
-    } else f.count++;
+  private counter(key: string, now: number): Counter {
+    let c = this.counters.get(key);
+    if (c && now - c.since >= this.limits.windowMs) {
+      c.failures = 0;
+      c.since = now;
+    }
+    if (!c) {
+      if (this.counters.size >= MAX_KEYS) this.prune(now);
+      c = { failures: 0, pending: 0, since: now };
+      this.counters.set(key, c);
+    }
+    return c;
   }
 
-  succeed(key: string): void {
-    this.failures.delete(key);
+  private refuse(c: Counter, now: number, scope: string): never {
+    const retryAfter = Math.max(1, Math.ceil((c.since + this.limits.windowMs - now) / 1000));
+    throw new ReefError('RATE_LIMITED', `too many failed logins ${scope}; retry in ${retryAfter} s`, { retryAfter });
+  }
+
+  private drop(key: string, c: Counter): void {
+    if (c.failures === 0 && c.pending === 0) this.counters.delete(key);
   }
 
   private prune(now: number): void {
-    for (const [k, f] of this.failures) if (now - f.since >= this.windowMs) this.failures.delete(k);
+    for (const [k, c] of this.counters) if (c.pending === 0 && now - c.since >= this.limits.windowMs) this.counters.delete(k);
   }
 }

@@ -6,7 +6,9 @@ import { openStore } from '../store/open.ts';
 import { UsageError, parseArgs, printJson, printTable, required } from './args.ts';
 
 const HELP = `Usage:
-  reef account create --name NAME [--group GROUP] [--json]   create an account; prints its client secret once
+  reef account create --name NAME [--group NEW_GROUP | --join-group GROUP] [--json]
+                                                             create an account (alone, starting a group, or
+                                                             joining one); prints its client secret once
   reef account list [--json]                                 list accounts
   reef account rotate-secret --id TENANT_OR_CLIENT_ID [--json]  issue a new client secret
   reef account disable --id TENANT_OR_CLIENT_ID              refuse its logins and tokens
@@ -17,7 +19,7 @@ Common options: --data-dir DIR (REEF_DATA_DIR), --database-url URL (REEF_DATABAS
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, ['name', 'group', 'json', 'id', 'data-dir', 'database-url']);
+  const args = parseArgs(rest, ['name', 'group', 'join-group', 'json', 'id', 'data-dir', 'database-url']);
   if (!sub || sub === '--help' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
@@ -29,7 +31,11 @@ export async function run(argv: string[]): Promise<number> {
   try {
     switch (sub) {
       case 'create': {
-        const c = await createAccount(store, { name: required(args, 'name'), ...(args.flags.group ? { group: args.flags.group } : {}) });
+        const c = await createAccount(store, {
+          name: required(args, 'name'),
+          ...(args.flags.group ? { group: args.flags.group } : {}),
+          ...(args.flags['join-group'] ? { joinGroup: args.flags['join-group'] } : {}),
+        });
         const out = { tenantId: c.tenantId, clientId: c.clientId, clientSecret: c.clientSecret };
         if (json) printJson(out);
         else process.stdout.write(`tenant id:     ${c.tenantId}\nclient id:     ${c.clientId}\nclient secret: ${c.clientSecret}\ngroup:         ${c.groupId}\n(the secret is shown only now)\n`);
@@ -46,7 +52,7 @@ export async function run(argv: string[]): Promise<number> {
       case 'rotate-secret': {
         const r = await rotateSecret(store, required(args, 'id'));
         if (json) printJson(r);
-        else process.stdout.write(`client id:     ${r.clientId}\nclient secret: ${r.clientSecret}\n(the old secret no longer works; tokens already issued stay valid until they expire)\n`);
+        else process.stdout.write(`client id:     ${r.clientId}\nclient secret: ${r.clientSecret}\n(the old secret no longer works, nor do tokens issued with it)\n`);
         return 0;
       }
       default: {

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 export interface Config {
-  http: { host: string; port: number; trustProxy: boolean; bodyLimitBytes: number };
+  http: { host: string; port: number; trustProxy: boolean; bodyLimitBytes: number; requestTimeoutMs: number; publicUrl: string | null };
   dataDir: string;
   /** PostgreSQL connection string; unset means the embedded SQLite store in dataDir. */
   databaseUrl: string | null;
@@ -13,8 +13,12 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Create the demo account (and its demo kit and simulation) on first start with an empty store. */
   demo: boolean;
-  /** Failed logins allowed per client id in `loginWindowSeconds` before 429. */
-  loginThrottle: { maxFailures: number; windowSeconds: number };
+  /** Login throttle and bounded password hashing (src/auth/throttle.ts, src/auth/secrets.ts). */
+  loginThrottle: { maxFailures: number; sourceMaxFailures: number; windowSeconds: number; hashConcurrency: number; hashQueue: number; hashQueuePerSource: number };
+  /** Live event streams (src/http/sse.ts). */
+  streams: { maxPerAccount: number; maxPerNode: number; maxBufferedBytes: number };
+  /** Default per-account quotas; an operator can set others per account. */
+  quotas: { devices: number; observations: number; backfill: number };
   maxObservationsPerRequest: number;
   gateway: {
     enabled: boolean;
@@ -78,6 +82,17 @@ export const SETTINGS = [
   { env: 'REEF_MAX_OBSERVATIONS', flag: 'max-observations', def: '10000', doc: 'Most observations in one upload' },
   { env: 'REEF_LOGIN_MAX_FAILURES', flag: 'login-max-failures', def: '10', doc: 'Failed logins per client id per window before 429' },
   { env: 'REEF_LOGIN_WINDOW', flag: 'login-window', def: '60', doc: 'Login throttle window in seconds' },
+  { env: 'REEF_LOGIN_SOURCE_MAX_FAILURES', flag: 'login-source-max-failures', def: '50', doc: 'Failed logins per source address (all client ids) per window before 429' },
+  { env: 'REEF_LOGIN_HASH_CONCURRENCY', flag: 'login-hash-concurrency', def: '2', doc: 'Secret checks (scrypt) running at once' },
+  { env: 'REEF_LOGIN_HASH_QUEUE', flag: 'login-hash-queue', def: '256', doc: 'Secret checks waiting in all before 503 SERVER_BUSY (8 per source address)' },
+  { env: 'REEF_SSE_MAX_PER_ACCOUNT', flag: 'sse-max-per-account', def: '32', doc: 'Live event streams one account may hold open on a node' },
+  { env: 'REEF_SSE_MAX_PER_NODE', flag: 'sse-max-per-node', def: '4096', doc: 'Live event streams one node holds open in all' },
+  { env: 'REEF_SSE_MAX_BUFFER', flag: 'sse-max-buffer', def: '1048576', doc: 'Bytes a stream may have unsent before the reader is disconnected' },
+  { env: 'REEF_QUOTA_DEVICES', flag: 'quota-devices', def: '10000', doc: 'Default devices per account' },
+  { env: 'REEF_QUOTA_OBSERVATIONS', flag: 'quota-observations', def: '100000000', doc: 'Default stored observations per account' },
+  { env: 'REEF_QUOTA_BACKFILL', flag: 'quota-backfill', def: '5000000', doc: 'Default observations one simulation may backfill' },
+  { env: 'REEF_HTTP_REQUEST_TIMEOUT', flag: 'http-request-timeout', def: '60', doc: 'Seconds a client has to send a whole request (then 408)' },
+  { env: 'REEF_PUBLIC_URL', flag: 'public-url', def: '', doc: 'URL clients reach this service at (for next_page links); unset uses the request' },
   { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
   { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address' },
   { env: 'REEF_GATEWAY_PORT', flag: 'gateway-port', def: '5683', doc: 'CoAP gateway UDP port' },
@@ -150,18 +165,44 @@ export function loadConfig(env: Source = process.env, argv: string[] = []): Conf
   if (secret !== null && secret.length < 32) problems.push('REEF_TOKEN_SECRET (--token-secret) must be at least 32 characters');
   const adminKey = str('REEF_ADMIN_KEY') || null;
   if (adminKey !== null && adminKey.length < 16) problems.push('REEF_ADMIN_KEY (--admin-key) must be at least 16 characters');
+  const publicUrl = str('REEF_PUBLIC_URL').replace(/\/+$/, '') || null;
+  if (publicUrl !== null && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(publicUrl)) problems.push('REEF_PUBLIC_URL (--public-url) must be an http:// or https:// URL without query');
   const logLevel = str('REEF_LOG_LEVEL').toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`REEF_LOG_LEVEL (--log-level) must be one of ${LOG_LEVELS.join(', ')}`);
 
   const config: Config = {
-    http: { host, port, trustProxy: bool('REEF_TRUST_PROXY'), bodyLimitBytes: int('REEF_BODY_LIMIT', 1024, 1 << 30) },
+    http: {
+      host,
+      port,
+      trustProxy: bool('REEF_TRUST_PROXY'),
+      bodyLimitBytes: int('REEF_BODY_LIMIT', 1024, 1 << 30),
+      requestTimeoutMs: int('REEF_HTTP_REQUEST_TIMEOUT', 1, 3600) * 1000,
+      publicUrl,
+    },
     dataDir,
     databaseUrl,
     tokens: { ttlSeconds: ttl, secret, issuer: 'reef' },
     adminKey,
     logLevel: logLevel as Config['logLevel'],
     demo: bool('REEF_DEMO'),
-    loginThrottle: { maxFailures: int('REEF_LOGIN_MAX_FAILURES', 1, 1_000_000), windowSeconds: int('REEF_LOGIN_WINDOW', 1, 86400) },
+    loginThrottle: {
+      maxFailures: int('REEF_LOGIN_MAX_FAILURES', 1, 1_000_000),
+      sourceMaxFailures: int('REEF_LOGIN_SOURCE_MAX_FAILURES', 1, 1_000_000),
+      windowSeconds: int('REEF_LOGIN_WINDOW', 1, 86400),
+      hashConcurrency: int('REEF_LOGIN_HASH_CONCURRENCY', 1, 64),
+      hashQueue: int('REEF_LOGIN_HASH_QUEUE', 0, 100_000),
+      hashQueuePerSource: 8,
+    },
+    streams: {
+      maxPerAccount: int('REEF_SSE_MAX_PER_ACCOUNT', 1, 1_000_000),
+      maxPerNode: int('REEF_SSE_MAX_PER_NODE', 1, 1_000_000),
+      maxBufferedBytes: int('REEF_SSE_MAX_BUFFER', 16 * 1024, 1 << 30),
+    },
+    quotas: {
+      devices: int('REEF_QUOTA_DEVICES', 1, 1_000_000_000),
+      observations: int('REEF_QUOTA_OBSERVATIONS', 1, Number.MAX_SAFE_INTEGER),
+      backfill: int('REEF_QUOTA_BACKFILL', 1, Number.MAX_SAFE_INTEGER),
+    },
     maxObservationsPerRequest: int('REEF_MAX_OBSERVATIONS', 1, 1_000_000),
     gateway: {
       enabled: bool('REEF_GATEWAY'),

@@ -11,6 +11,7 @@ export interface ErrorSpec {
 
 export const ERRORS = {
   // 400
+  BAD_REQUEST: { status: 400, title: 'The HTTP request itself is malformed' },
   VALIDATION_FAILED: { status: 400, coap: '4.00', title: 'A field of the request is missing or invalid' },
   MALFORMED_JSON: { status: 400, coap: '4.00', title: 'The body is not valid JSON' },
   INVALID_SOLUTION_NAME: { status: 400, title: 'The solution name is not allowed' },
@@ -26,6 +27,7 @@ export const ERRORS = {
   // 403
   ADMIN_KEY_REQUIRED: { status: 403, title: 'An operator call needs the admin key' },
   FORBIDDEN: { status: 403, coap: '4.03', title: 'The caller may not do this' },
+  QUOTA_EXCEEDED: { status: 403, title: 'An account quota would be exceeded; the message names the limit' },
   // 404
   ROUTE_NOT_FOUND: { status: 404, coap: '4.04', title: 'No such endpoint' },
   SOLUTION_NOT_FOUND: { status: 404, title: 'No such solution for this account' },
@@ -34,19 +36,27 @@ export const ERRORS = {
   NOT_FOUND: { status: 404, coap: '4.04', title: 'No such resource' },
   // 405
   METHOD_NOT_ALLOWED: { status: 405, coap: '4.05', title: 'The endpoint does not accept this method' },
+  // 408
+  REQUEST_TIMEOUT: { status: 408, title: 'The request was not received in full in time' },
   // 409
   MAC_ALREADY_PROVISIONED: { status: 409, title: 'A device with this MAC address is already provisioned' },
   CONFLICT: { status: 409, title: 'The request conflicts with the current state' },
   // 413
   PAYLOAD_TOO_LARGE: { status: 413, coap: '4.13', title: 'The body is larger than allowed' },
   TOO_MANY_OBSERVATIONS: { status: 413, title: 'More observations in one request than allowed' },
+  // 414
+  URI_TOO_LONG: { status: 414, title: 'A path segment of the URL is longer than allowed' },
   // 415
   UNSUPPORTED_MEDIA_TYPE: { status: 415, coap: '4.15', title: 'The body must be application/json' },
   // 429
   RATE_LIMITED: { status: 429, coap: '4.29', title: 'Too many requests; retry after the given delay' },
+  TOO_MANY_STREAMS: { status: 429, title: 'Too many live event streams open for this account or node' },
+  // 431
+  HEADERS_TOO_LARGE: { status: 431, title: 'The request line or headers are larger than allowed' },
   // 5xx
   INTERNAL: { status: 500, coap: '5.00', title: 'Something went wrong on our side' },
   BAD_GATEWAY: { status: 502, coap: '5.02', title: 'The device answered with an error' },
+  SERVER_BUSY: { status: 503, coap: '5.03', title: 'The service is shedding load; retry after the given delay' },
   STORE_UNAVAILABLE: { status: 503, coap: '5.03', title: 'The database is unreachable; retry shortly' },
   KIT_OFFLINE: { status: 503, coap: '5.03', title: 'The dev kit has not announced itself to the gateway' },
   GATEWAY_TIMEOUT: { status: 504, coap: '5.04', title: 'The device did not answer before the deadline' },

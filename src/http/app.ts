@@ -10,8 +10,10 @@ import type { Config } from '../config/config.ts';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
+import type { QuotaService } from '../service/quotas.ts';
 import { requireAccount } from './auth-hook.ts';
-import { installErrorHandling, sendError } from './errors.ts';
+import { StreamRegistry } from './sse.ts';
+import { clientError, frameworkError, installErrorHandling, sendError } from './errors.ts';
 import * as schemas from './schemas.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { deviceRoutes } from './routes/devices.ts';
@@ -25,19 +27,46 @@ export interface AppDeps {
   store: Store;
   auth: Authenticator;
   events: EventBus;
+  quotas: QuotaService;
   /** A pino logger or Fastify logger options; defaults to config.logLevel on stdout. */
   logger?: FastifyServerOptions['loggerInstance'];
   /** Routes that need an authenticated caller (request.account), e.g. simulations, the CoAP bridge. */
   apiPlugins?: FastifyPluginAsync[];
   /** Routes outside authentication, e.g. the browser app's static files. */
   plugins?: FastifyPluginAsync[];
+  /** The clock streams check token expiry against (tests move it). */
+  now?: () => number;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * Deepest JSON nesting a body may have. No Reef document nests past a handful of levels; bodies
+ * nested thousands deep were answered 500 (a recursive step past them ran out of stack, issue
+ * 11.7), so they are refused before parsing.
+ */
+const MAX_JSON_DEPTH = 64;
+
+/** One pass over the text, brackets outside strings only; stops as soon as the limit is passed. */
+function nestedDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \\ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 /* { */ || c === 91 /* [ */) {
+      if (++depth > max) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
+}
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, store, auth, events } = deps;
+  const { config, store, auth, events, quotas } = deps;
   // Request ids: a random per-process prefix and a counter — unique across nodes, no entropy per request.
   const idPrefix = randomBytes(4).toString('hex');
   let idCounter = 0;
@@ -55,6 +84,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
     trustProxy: config.http.trustProxy,
     bodyLimit: config.http.bodyLimitBytes,
+    // A client has this long to send its whole request, body included; slow senders are reaped
+    // (408) instead of holding a connection open forever (issue 11.7). Node checks open connections
+    // every `connectionsCheckingInterval`, so the reaping happens within a quarter more.
+    requestTimeout: config.http.requestTimeoutMs,
+    http: { requestTimeout: config.http.requestTimeoutMs, connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(config.http.requestTimeoutMs / 4))) },
+    // Errors before routing (a path segment too long, a broken URL) and errors Node's HTTP parser
+    // raises (header overflow, timeout, garbage) get the uniform body too (src/http/errors.ts).
+    frameworkErrors: (err, request, reply) => sendError(reply, frameworkError(err)),
+    clientErrorHandler: clientError,
     // A caller's own request id is kept when it is sane, so a trace spans services.
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -75,12 +113,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    if (nestedDeeperThan(body as string, MAX_JSON_DEPTH)) {
+      return done(new ReefError('VALIDATION_FAILED', `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`, { field: 'body' }), undefined);
+    }
     return defaultJson(request, body as string, done);
   });
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Live event streams: bounded per account and node, slow readers cut, authority re-checked.
+  const streams = new StreamRegistry(config.streams, auth, deps.now);
+  app.decorate('streams', streams);
+  app.addHook('preClose', async () => streams.closeAll());
   installErrorHandling(app);
 
   // Browser clients read next_page and Retry-After only if they are exposed (wire §1).
@@ -120,12 +165,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(tokenRoutes, { auth });
   await app.register(async (api) => {
     requireAccount(api, auth);
-    await api.register(deviceRoutes, { store, events });
-    await api.register(observationRoutes, { store, events, config });
+    await api.register(deviceRoutes, { store, events, quotas });
+    await api.register(observationRoutes, { store, events, config, quotas });
     await api.register(solutionRoutes, { store });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
-  await app.register(adminRoutes, { store, events, adminKey: config.adminKey });
+  await app.register(adminRoutes, { store, events, quotas, adminKey: config.adminKey });
   for (const p of deps.plugins ?? []) await app.register(p);
 
   for (const [url, have] of [...routes]) {

@@ -59,11 +59,42 @@ export function sendError(reply: FastifyReply, e: ReefError): FastifyReply {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const e = toReefError(err);
-    if (e.status >= 500) request.log.error({ err, code: e.code }, 'request failed');
+    // Only faults of ours are errors, with their stack. A kit that is offline, slow or answers an
+    // error, a store outage or load shedding is an expected condition: one line, no stack.
+    if (e.code === 'INTERNAL') request.log.error({ err, code: e.code }, 'request failed');
+    else if (e.status >= 500) request.log.info({ code: e.code, msg: e.message }, 'request failed upstream');
     else request.log.debug({ code: e.code, msg: e.message }, 'request refused');
     return sendError(reply, e);
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, new ReefError('ROUTE_NOT_FOUND', `no endpoint ${request.method} ${request.url.split('?')[0]}`)));
+}
+
+/** Fastify's errors before routing (frameworkErrors): a too-long path segment, a broken URL. */
+export function frameworkError(err: FastifyError): ReefError {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return new ReefError('URI_TOO_LONG', 'a path segment of the URL is longer than any valid solution name or device id');
+  if (err.code === 'FST_ERR_BAD_URL') return new ReefError('BAD_REQUEST', 'the URL is not valid percent-encoding');
+  return new ReefError('BAD_REQUEST', 'the request could not be routed');
+}
+
+let clientErrorCount = 0;
+/**
+ * Errors Node's HTTP parser raises before there is a request (Fastify's clientErrorHandler): answered
+ * on the raw socket with the uniform body, then the connection is closed, as Node itself does.
+ */
+export function clientError(this: FastifyInstance, err: NodeJS.ErrnoException & { code?: string }, socket: import('node:stream').Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const e =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new ReefError('REQUEST_TIMEOUT', 'the request did not arrive in full in time')
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? new ReefError('HEADERS_TOO_LARGE', 'the request line and headers are larger than 16 KiB')
+        : new ReefError('BAD_REQUEST', 'the HTTP request is malformed');
+  const body = JSON.stringify(errorBody(e, `client-error-${(clientErrorCount++ & 0xffffffff).toString(16)}`));
+  this.log.debug({ code: e.code, err: err.code }, 'client error');
+  if ((socket as { writable?: boolean }).writable) {
+    socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
 }
 
 /** Used by docs tests: every catalogue code with its status. */

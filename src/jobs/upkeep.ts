@@ -16,6 +16,8 @@ export interface UpkeepOptions {
   tokens?: { ttlSeconds: number; configuredSecret: boolean };
   /** A new signing key this often (default 30 days). */
   keyRotationMs?: number;
+  /** Counts stored observations per account for the observation quota (src/service/quotas.ts). */
+  quotas?: { recount(): Promise<void> };
 }
 
 /** Every node re-reads the signing keys at least this often (TokenService), so a new key is in use everywhere after it. */
@@ -56,6 +58,7 @@ export function upkeepJob(o: UpkeepOptions): Job {
       if (o.tokens && !o.tokens.configuredSecret) {
         keys = await rotateSigningKeys(o.store, { now: Date.now(), rotateMs: o.keyRotationMs ?? 30 * 86_400_000, ttlSeconds: o.tokens.ttlSeconds });
       }
+      await o.quotas?.recount();
       await o.store.setState(UPKEEP_STATE_KEY, JSON.stringify({ node: o.nodeId, at: new Date().toISOString(), ...report, keysAdded: keys?.added ? 1 : 0, keysRemoved: keys?.removed.length ?? 0 }));
       o.log?.info({ job: 'upkeep', ...report }, 'store upkeep done');
     } catch (err) {

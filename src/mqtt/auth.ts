@@ -4,15 +4,15 @@
 // The connection is then held to what HTTP would answer now: a token connection ends when the token
 // expires or would no longer be accepted, a secret connection when the secret is rotated; both end
 // when the account is disabled or removed.
-import type { Authenticator } from '../auth/accounts.ts';
+import type { Authenticator, Caller } from '../auth/accounts.ts';
 import { ReefError } from '../core/errors.ts';
 import type { Account } from '../core/types.ts';
 
 export interface Principal {
   account: Account;
   via: 'token' | 'secret';
-  /** The access token of a token connection. */
-  token?: string;
+  /** A token connection's account and token claims, re-checked as event streams are. */
+  caller?: Caller;
   /** When that token expires (epoch ms). */
   expiresAt?: number;
   /** The secret hash the account had at CONNECT (a secret connection ends when it changes). */
@@ -23,20 +23,19 @@ export interface Principal {
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 /**
- * The one call into the Authenticator's login. Its signature is gaining the caller's address (for the
- * login throttle); only this adapter changes with it.
+ * The one call into the Authenticator's login: the throttle and the hashing queue are per source
+ * address, as for POST /api/tokens.
  */
-export function login(auth: Authenticator, clientId: string, clientSecret: string, _remoteAddress: string | undefined) {
-  return auth.login(clientId, clientSecret);
+export function login(auth: Authenticator, clientId: string, clientSecret: string, remoteAddress: string | undefined) {
+  return auth.login(clientId, clientSecret, remoteAddress ?? 'local');
 }
 
 export async function authenticateConnect(auth: Authenticator, username: string | undefined, password: Buffer | undefined, remoteAddress: string | undefined): Promise<Principal> {
   const pw = password?.toString('utf8') ?? '';
   if (!pw) throw new ReefError('TOKEN_MISSING', 'send an access token (or your client secret, with your client id as user name) as the MQTT password');
   if (TOKEN_SHAPE.test(pw)) {
-    const claims = await auth.tokens.verify(pw);
-    const account = await auth.authenticate(pw);
-    return { account, via: 'token', token: pw, expiresAt: claims.exp * 1000, secretHash: account.secretHash };
+    const caller = await auth.caller(pw);
+    return { account: caller.account, via: 'token', caller, expiresAt: caller.claims.exp * 1000, secretHash: caller.account.secretHash };
   }
   if (!username) throw new ReefError('INVALID_CREDENTIALS', 'with a client secret as password, the user name must be the client id');
   const issued = await login(auth, username, pw, remoteAddress);
@@ -47,8 +46,10 @@ export async function authenticateConnect(auth: Authenticator, username: string 
 /** The account as it is now, or the ReefError HTTP would answer; updates `p.account`. */
 export async function recheck(auth: Authenticator, p: Principal): Promise<Account> {
   let account: Account | null;
-  if (p.via === 'token') {
-    account = await auth.authenticate(p.token!);
+  if (p.caller) {
+    // Expiry, disabled or removed account, secret rotated since the token was issued.
+    await auth.recheck(p.caller);
+    account = (await auth.account(p.account.tenantId))!;
   } else {
     account = await auth.account(p.account.tenantId);
     if (!account) throw new ReefError('TOKEN_INVALID', 'the account no longer exists');

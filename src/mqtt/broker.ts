@@ -26,6 +26,7 @@ import type { EventBus, KitPayloadEvent } from '../events/bus.ts';
 import { errorBody } from '../http/errors.ts';
 import { findDevice } from '../service/devices.ts';
 import { parseBatch, storeObservations } from '../service/observations.ts';
+import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
 import { authenticateConnect, recheck, type Principal } from './auth.ts';
 import { guardSocket } from './guard.ts';
@@ -55,6 +56,8 @@ export interface BrokerDeps {
   store: Store;
   events: EventBus | null;
   auth: Authenticator;
+  /** Per-account quotas, checked on ingest as on an HTTP upload. */
+  quotas: QuotaService;
   log: Logger;
 }
 
@@ -80,7 +83,7 @@ const PUBLISH_OVERHEAD = 65_535 + 4;
 const DROPPED = '$reef/dropped';
 
 /** Failures of the server, not of the message: the connection closes without PUBACK and the client sends again. */
-const TRANSIENT: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['STORE_UNAVAILABLE', 'INTERNAL']);
+const TRANSIENT: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['STORE_UNAVAILABLE', 'SERVER_BUSY', 'INTERNAL']);
 
 export class MqttBroker {
   readonly aedes: Aedes;
@@ -208,8 +211,9 @@ export class MqttBroker {
         this.stats.connectsRefused++;
         if (!isReefError(e)) this.log.error({ err: e }, 'mqtt authentication failed');
         else this.log.info({ clientId: client.id, code: e.code }, 'mqtt connection refused');
-        // CONNACK 0x04 bad user name or password; 0x05 not authorized (disabled); 0x03 server unavailable.
-        const code = !isReefError(e) || TRANSIENT.has(e.code) || e.code === 'RATE_LIMITED' ? 3 : e.code === 'ACCOUNT_DISABLED' ? 5 : 4;
+        // CONNACK 0x04 bad user name or password; 0x05 not authorized (disabled); 0x03 server
+        // unavailable (the store, login shedding, the login throttle: try again later).
+        const code = !isReefError(e) || e.status >= 500 || e.code === 'RATE_LIMITED' ? 3 : e.code === 'ACCOUNT_DISABLED' ? 5 : 4;
         done(refusal(code, isReefError(e) ? e.message : 'server unavailable'), false);
       },
     );
@@ -353,7 +357,11 @@ export class MqttBroker {
     }
     const device = await findDevice(this.deps.store, s.account, solution, deviceId);
     const batch = parseBatch(body, this.o.maxObservations);
-    return storeObservations(this.deps.store, this.deps.events, device, batch);
+    // The device's owner pays for what is stored on it, whoever in its group publishes.
+    await this.deps.quotas.checkObservations(device.tenantId, batch.length);
+    const stored = await storeObservations(this.deps.store, this.deps.events, device, batch);
+    this.deps.quotas.recordWritten(device.tenantId, stored);
+    return stored;
   }
 
   /**

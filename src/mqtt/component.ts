@@ -20,7 +20,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
     if (!m.enabled) return null;
     const log = s.log.child({ component: 'mqtt' });
     const broker = new MqttBroker(
-      { store: s.store, events: s.events, auth: s.auth, log },
+      { store: s.store, events: s.events, auth: s.auth, quotas: s.quotas, log },
       {
         host: m.host,
         port: m.port,

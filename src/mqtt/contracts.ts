@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { Config } from '../config/config.ts';
 import type { EventBus } from '../events/bus.ts';
+import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
 
 export interface MqttServices {
@@ -14,6 +15,7 @@ export interface MqttServices {
   store: Store;
   events: EventBus;
   auth: Authenticator;
+  quotas: QuotaService;
   log: Logger;
 }
 

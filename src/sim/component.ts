@@ -46,6 +46,7 @@ export function createSimulationComponent(opts: SimulationComponentOptions = {})
       store: s.store,
       events: s.events,
       log: s.log.child({ component: 'sim' }),
+      quotas: s.quotas,
       ...(opts.limits ? { limits: opts.limits } : {}),
       leadership,
       ...(opts.now ? { now: opts.now } : {}),

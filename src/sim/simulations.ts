@@ -46,6 +46,8 @@ export interface SimulationManagerOptions {
   reconcileMs?: number;
   /** After a longer outage, only this much of the gap is written on resume (default 1 day). */
   maxCatchUpMs?: number;
+  /** Per-account quotas, checked before a simulation is created (src/service/quotas.ts). */
+  quotas?: { checkDevices(tenantId: string, adding: number): Promise<void>; checkBackfill(tenantId: string, n: number): Promise<void> };
 }
 
 const DEF = 'sim:';
@@ -268,6 +270,11 @@ export class SimulationManager {
     const active = defs.filter((d) => (progress.get(d.id)?.state ?? 'active') === 'active').length;
     if (active >= this.limits.maxActivePerGroup) {
       throw new ReefError('CONFLICT', `at most ${this.limits.maxActivePerGroup} simulations may run at once per account: stop one first`);
+    }
+    // Quotas before any work: the devices it creates and the readings its backfill writes (issue 11.5).
+    if (this.opts.quotas) {
+      await this.opts.quotas.checkDevices(account.tenantId, params.devices);
+      if (params.backfillMs > 0) await this.opts.quotas.checkBackfill(account.tenantId, Math.ceil(params.backfillMs / params.intervalMs) * params.devices);
     }
     const now = this.now();
     const def: SimDefinition = {

@@ -282,6 +282,23 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await rejectsWith(store.queryObservations(id, { limit: 1 }), 'DEVICE_NOT_FOUND');
     });
 
+    it('counts devices per tenant and stored observations per tenant (the quotas)', async () => {
+      const a = account('quota-a');
+      const b = account('quota-b');
+      assert.equal(await store.countDevices(a.tenantId), 0);
+      const ids = [randomUUID(), randomUUID()];
+      for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'q', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.createDevice({ id: randomUUID(), tenantId: b.tenantId, groupId: b.groupId, solution: 'q', deviceType: 'VirtualDevice', domainInfo: {} });
+      assert.equal(await store.countDevices(a.tenantId), 2);
+      assert.equal(await store.countDevices(b.tenantId), 1);
+      await store.insertObservations(ids[0]!, series(7));
+      await store.insertObservations(ids[1]!, series(5));
+      await store.insertObservations(ids[1]!, series(5)); // the same timestamps again: replaced, not added
+      const counts = await store.countObservationsByTenant();
+      assert.equal(counts.get(a.tenantId), 12);
+      assert.equal(counts.get(b.tenantId) ?? 0, 0);
+    });
+
     it('buckets give min/avg/max per interval, oldest first, skipping empty ones', async () => {
       const a = account('lee');
       const id = randomUUID();

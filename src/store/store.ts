@@ -118,6 +118,13 @@ export interface Store {
   getDeviceByMac(mac: string): Promise<DeviceRecord | null>;
   /** Deletes the device and all its observations; false when there was none. */
   deleteDevice(groupId: string, solution: string, id: string): Promise<boolean>;
+  /** Devices the account (tenant) created, over all solutions (the device quota). */
+  countDevices(tenantId: string): Promise<number>;
+  /**
+   * Stored observations per tenant (of the devices each created), for the observation quota. A full
+   * count: the leader's upkeep job runs it, never a request (src/service/quotas.ts).
+   */
+  countObservationsByTenant(): Promise<Map<string, number>>;
 
   // observations
   /**

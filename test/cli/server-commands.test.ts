@@ -58,6 +58,25 @@ describe('reef account / provision', () => {
     assert.match(missing.stderr, /no account/);
   });
 
+  it("--group never joins another account's tenant or an existing group by accident; --join-group joins explicitly (issue 11.7)", () => {
+    const dir = dataDir();
+    const victim = JSON.parse(reef(['account', 'create', '--name', 'victim', '--json', '--data-dir', dir]).stdout);
+    const hijack = reef(['account', 'create', '--name', 'intruder', '--group', victim.tenantId, '--data-dir', dir]);
+    assert.equal(hijack.code, 1);
+    assert.match(hijack.stderr, /tenant id/);
+    const lower = reef(['account', 'create', '--name', 'intruder', '--join-group', victim.tenantId.toLowerCase(), '--data-dir', dir]);
+    assert.equal(lower.code, 1, 'not even by joining, in any case');
+    const first = JSON.parse(reef(['account', 'create', '--name', 'a', '--group', 'lab', '--json', '--data-dir', dir]).stdout);
+    const again = reef(['account', 'create', '--name', 'b', '--group', 'lab', '--data-dir', dir]);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /already exists.*--join-group lab/);
+    const joined = reef(['account', 'create', '--name', 'b', '--join-group', 'lab', '--json', '--data-dir', dir]);
+    assert.equal(joined.code, 0, joined.stderr);
+    const list = JSON.parse(reef(['account', 'list', '--json', '--data-dir', dir]).stdout) as { tenantId: string; group: string }[];
+    assert.deepEqual(list.filter((r) => r.group === 'lab').map((r) => r.tenantId).sort(), [first.tenantId, JSON.parse(joined.stdout).tenantId].sort());
+    assert.equal(list.filter((r) => r.group === victim.tenantId).length, 1, "the victim's group is still only the victim");
+  });
+
   it('provision creates a NICDevKit in sandbox; the same MAC twice is refused clearly', () => {
     const dir = dataDir();
     const a = JSON.parse(reef(['account', 'create', '--name', 'kit', '--json', '--data-dir', dir]).stdout);

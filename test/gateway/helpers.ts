@@ -29,12 +29,12 @@ export interface GatewayHarness {
 }
 
 export async function startGateway(
-  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config>; extraComponents?: ComponentFactory[] } = {},
+  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config>; log?: import('pino').Logger; extraComponents?: ComponentFactory[] } = {},
 ): Promise<GatewayHarness> {
   const factory = gatewayComponent({ demoKit: false, ...(opts.options ?? {}) });
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
   // Other components (the MQTT broker) start first, so they listen before the first kit reading.
-  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [...(opts.extraComponents ?? []), factory]);
+  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [...(opts.extraComponents ?? []), factory], opts.log ? { log: opts.log } : {});
   const gw = factory.last!;
   const addr = gw.address();
   const kits: Kit[] = [];

@@ -22,10 +22,28 @@ export function tempDir(prefix = 'reef-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-export async function startTestServer(overrides: Partial<Config> = {}, components: ComponentFactory[] = []): Promise<TestServer> {
+/** Config overrides; nested sections may be given in part (the rest keeps its defaults). */
+export type TestOverrides = Omit<Partial<Config>, 'http' | 'gateway' | 'loginThrottle' | 'streams' | 'quotas'> & {
+  http?: Partial<Config['http']>;
+  gateway?: Partial<Config['gateway']>;
+  loginThrottle?: Partial<Config['loginThrottle']>;
+  streams?: Partial<Config['streams']>;
+  quotas?: Partial<Config['quotas']>;
+};
+
+export async function startTestServer(overrides: TestOverrides = {}, components: ComponentFactory[] = [], opts: { now?: () => number; log?: import('pino').Logger } = {}): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? tempDir();
-  const config = testConfig({ ...overrides, dataDir, gateway: { ...testConfig({ dataDir }).gateway, enabled: false, ...(overrides.gateway ?? {}) } });
-  const server = await startServer(config, { components });
+  const base = testConfig({ dataDir });
+  const config = testConfig({
+    ...overrides,
+    dataDir,
+    http: { ...base.http, ...overrides.http },
+    gateway: { ...base.gateway, enabled: false, ...overrides.gateway },
+    loginThrottle: { ...base.loginThrottle, ...overrides.loginThrottle },
+    streams: { ...base.streams, ...overrides.streams },
+    quotas: { ...base.quotas, ...overrides.quotas },
+  });
+  const server = await startServer(config, { components, ...opts });
   const t: TestServer = {
     ...server,
     dataDir,
@@ -33,7 +51,13 @@ export async function startTestServer(overrides: Partial<Config> = {}, component
       await server.close();
       if (!overrides.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
-    account: (name = 'test', group) => createAccount(server.services.store, { name, ...(group ? { group } : {}) }),
+    // The first account of a group starts it; later ones join it (explicitly, as an operator would).
+    async account(name = 'test', group) {
+      const store = server.services.store;
+      if (!group) return createAccount(store, { name });
+      const exists = (await store.listAccounts()).some((a) => a.groupId === group);
+      return createAccount(store, { name, ...(exists ? { joinGroup: group } : { group }) });
+    },
     async token(c) {
       const r = await fetch(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(c) });
       if (r.status !== 201) throw new Error(`token request failed: ${r.status} ${await r.text()}`);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
-import { setDisabled } from '../../src/auth/accounts.ts';
+import { rotateSecret, setDisabled } from '../../src/auth/accounts.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
@@ -67,7 +67,7 @@ describe('POST /api/tokens and /tokens', () => {
     await expectError(await server.request('POST', '/api/tokens', { body: 'clientId=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
   });
 
-  it('throttles failed logins per client id with 429 and Retry-After, even for the right secret', async () => {
+  it('throttles failed logins per client id from one address with 429 and Retry-After, even for the right secret (test/security/login-flood.test.ts: other addresses pass)', async () => {
     const c = await server.account('throttled');
     const other = await server.account('bystander');
     for (let i = 0; i < 3; i++) await server.request('POST', '/api/tokens', { body: { clientId: c.clientId, clientSecret: 'bad' } });
@@ -122,6 +122,18 @@ describe('Authorization header', () => {
     } finally {
       await short.close();
     }
+  });
+
+  it('rotating the secret ends the tokens issued before it (issue 11.6)', async () => {
+    const c = await server.login('rotate-secret');
+    const url = '/api/solutions/sandbox/devices';
+    assert.equal((await server.request('GET', url, { token: c.token })).status, 200);
+    const rotated = await rotateSecret(server.services.store, c.tenantId);
+    server.services.auth.forget(c.tenantId);
+    const b = await expectError(await server.request('GET', url, { token: c.token }), 401, 'TOKEN_INVALID');
+    assert.match(String(b.message), /rotated/);
+    const fresh = await server.token(rotated);
+    assert.equal((await server.request('GET', url, { token: fresh })).status, 200, 'a token for the new secret works');
   });
 
   it("disabling an account invalidates its live tokens", async () => {

@@ -130,6 +130,15 @@ describe('MQTT authentication and authorization', () => {
     assert.equal(c.connected, false);
   });
 
+  it('closes a token connection when the secret is rotated after the token was issued', async () => {
+    const a = await h.t.login('grace-token');
+    const c = track(await connect(h, a.token));
+    const gone = closed(c);
+    await rotateSecret(h.t.services.store, a.tenantId);
+    await gone;
+    assert.equal(c.connected, false);
+  });
+
   it('refuses a client id held by another tenant instead of cutting its holder off; the same tenant takes over', async () => {
     const a = await h.t.login('henry');
     const b = await h.t.login('ivy');

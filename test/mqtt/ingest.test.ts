@@ -190,3 +190,29 @@ describe('MQTT ingest when the store fails', () => {
     }
   });
 });
+
+describe('MQTT ingest and quotas', () => {
+  it('refuses a message that would pass the account\'s observation quota, as HTTP does, storing none of it', async () => {
+    const base = (await import('../../src/config/config.ts')).testConfig({ dataDir: '/x' });
+    const h = await startMqtt({ config: { quotas: { ...base.quotas, observations: 3 } } });
+    try {
+      const a = await h.t.login('alice');
+      const r = await h.t.request('POST', '/api/solutions/plant/devices', { token: a.token, body: { deviceType: 'Thermo' } });
+      const { id } = (await r.json()) as { id: string };
+      const c = await connect(h, a.token, { clientId: 'quota-1' });
+      const errors = inbox(c);
+      await c.subscribeAsync(`${a.tenantId}/errors/quota-1`, { qos: 1 });
+      const t = `${a.tenantId}/solutions/plant/devices/${id}/observations`;
+      await c.publishAsync(t, '{"observations":[{"timestamp":"2026-08-01T00:00:00Z","temperature":1},{"timestamp":"2026-08-01T00:00:01Z","temperature":2}]}', { qos: 1 });
+      assert.equal(errors.length, 0);
+      await c.publishAsync(t, '{"observations":[{"timestamp":"2026-08-01T00:00:02Z","temperature":3},{"timestamp":"2026-08-01T00:00:03Z","temperature":4}]}', { qos: 1 });
+      assert.equal(errors.length, 1);
+      const e = JSON.parse(errors[0]!.payload.toString()) as { code: string; statusCode: number };
+      assert.deepEqual([e.code, e.statusCode], ['QUOTA_EXCEEDED', 403]);
+      assert.equal((await h.t.services.store.queryObservations(id, { limit: 10 })).observations.length, 2);
+      await c.endAsync();
+    } finally {
+      await h.close();
+    }
+  });
+});

@@ -10,14 +10,15 @@ import { macAddress } from '../../core/validate.ts';
 import { provisionKit } from '../../service/devices.ts';
 import { issueKitKey } from '../../service/kit-keys.ts';
 import type { Store } from '../../store/store.ts';
+import type { QuotaService } from '../../service/quotas.ts';
 import { errors } from '../schemas.ts';
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
-export async function adminRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; adminKey: string | null }) {
-  const { store, events, adminKey } = opts;
+export async function adminRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; quotas: QuotaService; adminKey: string | null }) {
+  const { store, events, quotas, adminKey } = opts;
   const expected = adminKey ? digest(adminKey) : null;
 
   app.addHook('onRequest', async (request: FastifyRequest) => {
@@ -33,15 +34,15 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
     schema: {
       tags: ['admin'],
       summary: 'Create an account; the client secret is in this response only',
-      body: { type: 'object', properties: { name: { type: 'string', maxLength: 200 }, group: { type: 'string', maxLength: 64 } }, required: ['name'] },
+      body: { type: 'object', properties: { name: { type: 'string', maxLength: 200 }, group: { type: 'string', maxLength: 64 }, joinGroup: { type: 'string', maxLength: 64 } }, required: ['name'] },
       response: {
         201: { type: 'object', properties: { tenantId: { type: 'string' }, clientId: { type: 'string' }, clientSecret: { type: 'string' }, groupId: { type: 'string' } } },
         ...errors(400, 403),
       },
     },
   }, async (request, reply) => {
-    const { name, group } = request.body as { name: string; group?: string };
-    const c = await createAccount(store, { name, ...(group === undefined ? {} : { group }) });
+    const { name, group, joinGroup } = request.body as { name: string; group?: string; joinGroup?: string };
+    const c = await createAccount(store, { name, ...(group === undefined ? {} : { group }), ...(joinGroup === undefined ? {} : { joinGroup }) });
     return reply.code(201).header('cache-control', 'no-store').send(c);
   });
 
@@ -61,6 +62,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
   }, async (request, reply) => {
     const { clientId, mac } = request.body as { clientId: string; mac: string };
     const account = await findAccount(store, clientId);
+    await quotas.checkDevices(account.tenantId, 1);
     const { device, kitKey } = await provisionKit(store, events, account, mac);
     return reply.code(201).header('cache-control', 'no-store').send({ ...toWireDevice(device), kitKey });
   });
@@ -76,5 +78,43 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
     const mac = macAddress((request.params as { mac: string }).mac, 'mac');
     if (!(await store.getDeviceByMac(mac))) throw new ReefError('DEVICE_NOT_FOUND', `no dev kit with MAC ${mac} is provisioned`, { field: 'mac' });
     return reply.code(201).header('cache-control', 'no-store').send({ mac, kitKey: await issueKitKey(store, mac) });
+  });
+
+  const quotaSchema = {
+    type: 'object',
+    properties: { devices: { type: 'integer' }, observations: { type: 'integer' }, backfill: { type: 'integer' } },
+  } as const;
+  const accountParams = { type: 'object', properties: { id: { type: 'string', maxLength: 100 } }, required: ['id'] } as const;
+
+  app.get('/api/admin/accounts/:id/quotas', {
+    schema: {
+      tags: ['admin'],
+      summary: "An account's quotas (its own or the defaults) and its use of them",
+      params: accountParams,
+      response: {
+        200: { type: 'object', properties: { tenantId: { type: 'string' }, limits: quotaSchema, usage: { type: 'object', properties: { devices: { type: 'integer' }, observations: { type: 'integer' }, countedAt: { type: ['string', 'null'] } } } } },
+        ...errors(403, 404),
+      },
+    },
+  }, async (request) => {
+    const account = await findAccount(store, (request.params as { id: string }).id);
+    return { tenantId: account.tenantId, limits: await quotas.limits(account.tenantId), usage: await quotas.usage(account.tenantId) };
+  });
+
+  app.put('/api/admin/accounts/:id/quotas', {
+    schema: {
+      tags: ['admin'],
+      summary: "Set some of an account's quotas; null puts one back to the default (REEF_QUOTA_*)",
+      params: accountParams,
+      body: {
+        type: 'object',
+        additionalProperties: false,
+        properties: { devices: { type: ['integer', 'null'], minimum: 0 }, observations: { type: ['integer', 'null'], minimum: 0 }, backfill: { type: ['integer', 'null'], minimum: 0 } },
+      },
+      response: { 200: { type: 'object', properties: { tenantId: { type: 'string' }, limits: quotaSchema } }, ...errors(400, 403, 404) },
+    },
+  }, async (request) => {
+    const account = await findAccount(store, (request.params as { id: string }).id);
+    return { tenantId: account.tenantId, limits: await quotas.set(account.tenantId, request.body as Record<string, number | null>) };
   });
 }

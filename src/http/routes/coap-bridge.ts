@@ -12,11 +12,14 @@ import { Code, CoapMessage, CoapResetError, CoapTimeoutError, ContentFormat, cod
 import { ReefError, isReefError } from '../../core/errors.ts';
 import { DEVICE_TYPE_DEVKIT } from '../../core/types.ts';
 import type { Gateway, Subscriber } from '../../gateway/gateway.ts';
+import type { SseStream } from '../sse.ts';
 import { tryReading } from '../../gateway/readings.ts';
 import { findDevice } from '../../service/devices.ts';
 import type { Store } from '../../store/store.ts';
 import type { Authenticator } from '../../auth/accounts.ts';
 
+/** Largest CoAP payload the bridge sends to a kit, whatever its content type. */
+const MAX_PAYLOAD = 1024;
 const METHODS: Record<string, number> = { GET: Code.GET, POST: Code.POST, PUT: Code.PUT, DELETE: Code.DELETE };
 const TEXTUAL = new Set<number>([ContentFormat.TEXT_PLAIN, ContentFormat.LINK_FORMAT, ContentFormat.JSON, ContentFormat.XML]);
 const CODE_NAMES: Record<string, string> = {
@@ -88,7 +91,11 @@ function coapQuery(url: string): string[] {
 function requestPayload(request: FastifyRequest): { payload: Buffer; options: CoapOption[] } {
   const b = request.body as unknown;
   if (b === undefined || b === null || b === '') return { payload: Buffer.alloc(0), options: [] };
-  if (typeof b === 'string') return { payload: Buffer.from(b, 'utf8'), options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.TEXT_PLAIN)] };
+  if (typeof b === 'string') {
+    const payload = Buffer.from(b, 'utf8');
+    if (payload.length > MAX_PAYLOAD) throw new ReefError('PAYLOAD_TOO_LARGE', `a CoAP payload through the bridge is at most ${MAX_PAYLOAD} bytes`, { field: 'payload' });
+    return { payload, options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.TEXT_PLAIN)] };
+  }
   if (typeof b !== 'object' || Array.isArray(b)) throw new ReefError('VALIDATION_FAILED', 'the body must be {"payload"|"payloadBase64", "contentFormat"}', { field: 'body' });
   const o = b as { payload?: unknown; payloadBase64?: unknown; contentFormat?: unknown };
   let payload = Buffer.alloc(0);
@@ -107,7 +114,7 @@ function requestPayload(request: FastifyRequest): { payload: Buffer; options: Co
     options.push(uintOption(Option.CONTENT_FORMAT, o.contentFormat));
   } else if (payload.length > 0) options.push(uintOption(Option.CONTENT_FORMAT, o.payload !== undefined ? ContentFormat.TEXT_PLAIN : ContentFormat.OCTET_STREAM));
   // The kit's link carries at most 255 bytes per message (wire §2).
-  if (payload.length > 1024) throw new ReefError('PAYLOAD_TOO_LARGE', 'a CoAP payload through the bridge is at most 1024 bytes', { field: 'payload' });
+  if (payload.length > MAX_PAYLOAD) throw new ReefError('PAYLOAD_TOO_LARGE', `a CoAP payload through the bridge is at most ${MAX_PAYLOAD} bytes`, { field: 'payload' });
   return { payload, options };
 }
 
@@ -125,12 +132,16 @@ function upstreamFailure(e: unknown, deadlineMs: number): ReefError {
 }
 
 export function coapBridgeRoutes(deps: { gateway: () => Gateway; store: Store; auth: Authenticator; deadlineMs: number }): FastifyPluginAsync {
-  const { store, auth, deadlineMs } = deps;
+  const { store, deadlineMs } = deps;
   return async (app: FastifyInstance) => {
     // Any body type reaches the handler: text/plain is sent as a text payload, JSON as described.
     app.route({
       method: ['GET', 'PUT', 'POST', 'DELETE'],
       url: '/api/solutions/:solution/devices/:id/coap/*',
+      config: { tokenInQuery: true },
+      // A body longer than any payload the bridge forwards (JSON-wrapped base64 of MAX_PAYLOAD
+      // bytes included) is refused 413 while it arrives, before it is read to the end.
+      bodyLimit: 4 * MAX_PAYLOAD,
       schema: {
         tags: ['coap'],
         summary: 'Send a CoAP request to a dev kit through the gateway; Accept: text/event-stream observes it (docs/coap.md)',
@@ -151,7 +162,7 @@ export function coapBridgeRoutes(deps: { gateway: () => Gateway; store: Store; a
         const query = coapQuery(request.url);
         const method = METHODS[request.method]!;
         const wantsStream = method === Code.GET && /text\/event-stream/i.test(String(request.headers.accept ?? ''));
-        if (wantsStream) return stream(request, reply, gateway, auth, device.id, kit.mac, kit, path, query, deadlineMs);
+        if (wantsStream) return stream(request, reply, gateway, device.id, kit.mac, kit, path, query, deadlineMs);
         const { payload, options } = method === Code.GET || method === Code.DELETE ? { payload: Buffer.alloc(0), options: [] } : requestPayload(request);
         let m: CoapMessage;
         try {
@@ -174,7 +185,6 @@ async function stream(
   request: FastifyRequest,
   reply: FastifyReply,
   gateway: Gateway,
-  auth: Authenticator,
   deviceId: string,
   mac: string,
   kit: Parameters<Gateway['subscribe']>[0],
@@ -182,33 +192,18 @@ async function stream(
   query: string[],
   deadlineMs: number,
 ): Promise<void> {
-  let res: FastifyReply['raw'] | undefined;
-  let done = false;
-  const tenantId = request.account.tenantId;
-  const write = (event: string, data: unknown): void => {
-    if (!res || done) return;
-    res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-  };
-  const finish = (reason: string): void => {
-    if (done) return;
-    write('end', { reason });
-    done = true;
-    clearInterval(heartbeat);
-    gateway.release(sub);
-    res?.end();
-  };
+  let live: SseStream | undefined;
+  let ended: string | undefined;
   const sub: Subscriber = {
     notify: (m, seq) => {
-      // The account may have been disabled since the stream began.
-      void auth.account(tenantId).then((a) => {
-        if (!a || a.disabled) return finish('account disabled');
-        const live = codeClass(m.code) === 2 && getUintOption(m, Option.OBSERVE) !== undefined;
-        write('notification', bridgeJson(deviceId, mac, m, live ? seq : undefined));
-      });
+      const isLive = codeClass(m.code) === 2 && getUintOption(m, Option.OBSERVE) !== undefined;
+      live?.send('notification', bridgeJson(deviceId, mac, m, isLive ? seq : undefined));
     },
-    ended: (why) => finish(why),
+    ended: (why) => {
+      if (live) live.end(why);
+      else ended = why;
+    },
   };
-  let heartbeat: NodeJS.Timeout | undefined;
   let first: { msg: CoapMessage; seq: number | undefined };
   try {
     first = await gateway.subscribe(kit, path, query, undefined, sub);
@@ -221,29 +216,22 @@ async function stream(
     reply.header('x-coap-code', codeToString(first.msg.code));
     throw kitError(first.msg);
   }
-  reply.hijack();
-  res = reply.raw;
   const origin = request.headers.origin;
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-store',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-    'x-coap-code': codeToString(first.msg.code),
-    ...(origin ? { 'access-control-allow-origin': origin, vary: 'Origin' } : {}),
-  });
-  write('notification', bridgeJson(deviceId, mac, first.msg, first.seq));
-  if (first.seq === undefined) return finish('the resource is not observable');
-  heartbeat = setInterval(() => res?.write(': keep-alive\n\n'), 15_000);
-  const gone = (): void => {
-    if (done) return;
-    done = true;
-    clearInterval(heartbeat);
+  let s: SseStream;
+  try {
+    // The registry bounds streams per account and node and ends this one when the caller's token
+    // expires, the account is disabled or its secret rotated (src/http/sse.ts).
+    s = request.server.streams.start(request, reply, request.caller, {
+      'x-coap-code': codeToString(first.msg.code),
+      ...(origin ? { 'access-control-allow-origin': origin, vary: 'Origin' } : {}),
+    });
+  } catch (e) {
     gateway.release(sub);
-    // The client went: free the connection now rather than when its socket times out.
-    res?.destroy();
-  };
-  request.raw.on('close', gone);
-  res.on('close', gone);
-  res.on('error', gone);
+    throw e;
+  }
+  live = s;
+  s.onClose(() => gateway.release(sub));
+  s.send('notification', bridgeJson(deviceId, mac, first.msg, first.seq));
+  if (ended !== undefined) return s.end(ended);
+  if (first.seq === undefined) return s.end('the resource is not observable');
 }

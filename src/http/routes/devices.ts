@@ -5,10 +5,11 @@ import type { EventBus } from '../../events/bus.ts';
 import { DeviceListCache } from '../../service/device-list.ts';
 import { createDevice, deleteDevice, findDevice } from '../../service/devices.ts';
 import type { Store } from '../../store/store.ts';
+import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
 
-export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus }) {
-  const { store, events } = opts;
+export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; quotas: QuotaService }) {
+  const { store, events, quotas } = opts;
   const lists = new DeviceListCache(store);
 
   app.get('/api/solutions/:solution/devices', {
@@ -39,10 +40,11 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
       },
       required: ['deviceType'],
     },
-    response: { 201: { $ref: 'Device#' }, ...errors(400, 401, 413, 415) },
+    response: { 201: { $ref: 'Device#' }, ...errors(400, 401, 403, 413, 415) },
   };
   const create = async (request: any, reply: any) => {
     const { solution } = request.params as { solution: string };
+    await quotas.checkDevices(request.account.tenantId, 1);
     const d = await createDevice(store, events, request.account, solution, request.body);
     return reply.code(201).header('location', `/api/solutions/${encodeURIComponent(solution)}/devices/${d.id}`).send(toWireDevice(d));
   };

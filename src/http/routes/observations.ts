@@ -9,7 +9,9 @@ import { findDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservations, parseBatch, storeObservations, type RangeQuery } from '../../service/observations.ts';
 import { latestJson, pageJson } from '../../core/observation-json.ts';
 import type { Store } from '../../store/store.ts';
+import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
+import { sseFrame } from '../sse.ts';
 
 const rangeQuery = {
   type: 'object',
@@ -23,17 +25,29 @@ const rangeQuery = {
   },
 } as const;
 
-/** The next page's full URL: same path and query, with the cursor replaced (wire §1). */
-function nextPageUrl(request: FastifyRequest, after: string): string {
+/**
+ * The next page's full URL: same path and query, with the cursor replaced (wire §1). Its origin is
+ * REEF_PUBLIC_URL when set; else the forwarded host when proxy headers are trusted; else the
+ * address this server answered on. Never a client's own Host header: a link built from it would
+ * send the next request (and its token) wherever the previous request claimed to be (issue 11.7).
+ */
+function nextPageUrl(request: FastifyRequest, after: string, config: Config): string {
   const raw = request.url;
   const q = new URLSearchParams(raw.includes('?') ? raw.slice(raw.indexOf('?') + 1) : '');
   q.set('after', after);
   q.delete('access_token');
-  return `${request.protocol}://${request.host}${raw.split('?')[0]}?${q.toString()}`;
+  let origin = config.http.publicUrl;
+  if (!origin && config.http.trustProxy) origin = `${request.protocol}://${request.host}`;
+  if (!origin) {
+    const s = request.socket;
+    const host = s.localAddress?.includes(':') ? `[${s.localAddress}]` : s.localAddress;
+    origin = `${request.protocol}://${host}:${s.localPort}`;
+  }
+  return `${origin}${raw.split('?')[0]}?${q.toString()}`;
 }
 
-export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config }) {
-  const { store, events, config } = opts;
+export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config; quotas: QuotaService }) {
+  const { store, events, config, quotas } = opts;
 
   app.post('/api/solutions/:solution/devices/:id/observations', {
     schema: {
@@ -45,13 +59,16 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
         properties: { observations: { type: 'array', items: { type: 'object' } } },
         required: ['observations'],
       },
-      response: { 201: { type: 'object', properties: { stored: { type: 'integer' } } }, ...errors(400, 401, 404, 413, 415) },
+      response: { 201: { type: 'object', properties: { stored: { type: 'integer' } } }, ...errors(400, 401, 403, 404, 413, 415) },
     },
   }, async (request, reply) => {
     const { solution, id } = request.params as { solution: string; id: string };
     const device = await findDevice(store, request.account, solution, id);
     const batch = parseBatch(request.body, config.maxObservationsPerRequest);
+    // The device's owner pays for what is stored on it, whoever in its group uploads.
+    await quotas.checkObservations(device.tenantId, batch.length);
     const stored = await storeObservations(store, events, device, batch);
+    quotas.recordWritten(device.tenantId, stored);
     return reply.code(201).send({ stored });
   });
 
@@ -112,17 +129,19 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     const device = await findDevice(store, request.account, solution, id);
     if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
     const page = await deviceObservations(store, device, q);
-    if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter));
+    if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
     return reply.type('application/json; charset=utf-8').send(pageJson(page.records));
   });
 
   // Live updates as Server-Sent Events: `observations` events carry {deviceId, observations}.
   app.get('/api/solutions/:solution/events', {
+    config: { tokenInQuery: true },
     schema: {
       tags: ['observations'],
       summary: 'Server-Sent Events: new observations (and device changes) of the solution as they are stored',
       params: solutionParams,
       querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64 }, access_token: { type: 'string' } } },
+      response: { ...errors(401, 404, 429) },
     },
   }, async (request, reply) => {
     const { solution } = request.params as { solution: string };
@@ -132,33 +151,28 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     else await resolveSolution(store, request.account, solution);
     const groupId = request.account.groupId;
     const wanted = deviceId?.toLowerCase();
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      ...corsHeaders(request),
-    });
-    res.write(': connected\n\n');
-    const send = (e: ReefEvent) => {
+    const stream = app.streams.start(request, reply, request.caller, corsHeaders(request));
+    const unsubscribe = events.subscribe((e: ReefEvent) => {
       if (e.kind === 'kit-payload') return; // raw kit bytes are for MQTT (docs/mqtt.md); the stored reading follows as observations
       if (e.groupId !== groupId || e.solution !== solution) return;
       if (wanted && 'deviceId' in e && e.deviceId !== wanted) return;
-      if (e.kind === 'observations') res.write(`event: observations\ndata: ${JSON.stringify({ deviceId: e.deviceId, observations: e.observations })}\n\n`);
-      else if (e.kind === 'device') res.write(`event: device\ndata: ${JSON.stringify({ deviceId: e.deviceId, action: e.action })}\n\n`);
-      else res.write(`event: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`);
-    };
-    const unsubscribe = events.subscribe(send);
-    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-    const end = () => {
-      clearInterval(heartbeat);
-      unsubscribe();
-    };
-    request.raw.on('close', end);
-    res.on('error', end);
+      stream.write(eventFrame(e));
+    });
+    stream.onClose(unsubscribe);
   });
+}
+
+// One serialization per event, whatever the number of streams it goes to (src/http/sse.ts).
+const frames = new WeakMap<ReefEvent, Buffer>();
+function eventFrame(e: ReefEvent): Buffer {
+  let f = frames.get(e);
+  if (!f) {
+    if (e.kind === 'observations') f = sseFrame('observations', { deviceId: e.deviceId, observations: e.observations });
+    else if (e.kind === 'device') f = sseFrame('device', { deviceId: e.deviceId, action: e.action });
+    else f = sseFrame(e.kind, e);
+    frames.set(e, f);
+  }
+  return f;
 }
 
 // A hijacked reply skips Fastify's hooks, so the CORS headers of @fastify/cors are set by hand.

@@ -83,7 +83,7 @@ export function simulationRoutes(manager: SimulationManager): FastifyPluginAsync
         summary: 'Start a simulation: virtual devices in an area reporting temperatures',
         params: solutionParams,
         body: createBody,
-        response: { 201: { $ref: 'Simulation#' }, ...errors(400, 401, 409, 415) },
+        response: { 201: { $ref: 'Simulation#' }, ...errors(400, 401, 403, 409, 415) },
       },
       bodyLimit: 16 * 1024,
     }, async (request, reply) => {

@@ -18,12 +18,13 @@ export async function tokenRoutes(app: FastifyInstance, opts: { auth: Authentica
         type: 'object',
         properties: { accessToken: { type: 'string' }, tokenType: { type: 'string' }, expiresIn: { type: 'integer' } },
       },
-      ...errors(400, 401, 413, 415, 429),
+      ...errors(400, 401, 413, 415, 429, 503),
     },
   };
   const handler = async (request: any, reply: any) => {
     const { clientId, clientSecret } = request.body as { clientId: string; clientSecret: string };
-    const token = await opts.auth.login(clientId, clientSecret);
+    // request.ip is the socket peer, or the forwarded client only when REEF_TRUST_PROXY is set.
+    const token = await opts.auth.login(clientId, clientSecret, request.ip);
     return reply.code(201).header('cache-control', 'no-store').send(token);
   };
   app.post('/api/tokens', { schema, bodyLimit: 16 * 1024 }, handler);

@@ -322,6 +322,14 @@ export class PostgresStore implements Store {
       : await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND device_type = $3 ORDER BY pk`, [groupId, solution, deviceType], 'list-devices-type');
     return r.rows.map(deviceFromRow);
   }
+  async countDevices(tenantId: string): Promise<number> {
+    const r = await this.q('SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1', [tenantId], 'count-devices');
+    return r.rows[0].n as number;
+  }
+  async countObservationsByTenant(): Promise<Map<string, number>> {
+    const r = await this.q('SELECT d.tenant_id AS t, count(*)::bigint AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id', [], 'count-observations');
+    return new Map(r.rows.map((row) => [String(row.t), Number(row.n)] as [string, number]));
+  }
   async getDevice(groupId: string, solution: string, id: string): Promise<DeviceRecord | null> {
     const r = await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND id = $3`, [groupId, solution, id], 'get-device');
     return r.rows[0] ? deviceFromRow(r.rows[0]) : null;

@@ -77,7 +77,15 @@ export class SqliteStore implements Store {
   private s!: ReturnType<SqliteStore['prepare']>;
 
   constructor(opts: SqliteOptions) {
-    if (opts.file !== ':memory:') fs.mkdirSync(path.dirname(opts.file), { recursive: true });
+    if (opts.file !== ':memory:') {
+      // The database holds the token signing keys and the kit master key: only its owner may read
+      // it (issue 11.7). The directory is created 0700 and the file 0600 before SQLite opens it;
+      // SQLite gives its -wal and -shm files the database file's permissions.
+      fs.mkdirSync(path.dirname(opts.file), { recursive: true, mode: 0o700 });
+      fs.closeSync(fs.openSync(opts.file, 'a', 0o600));
+      const mode = fs.statSync(opts.file).mode & 0o777;
+      if (mode & 0o077) fs.chmodSync(opts.file, 0o600);
+    }
     this.db = new Database(opts.file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma(`synchronous = ${opts.synchronous ?? 'FULL'}`);
@@ -283,6 +291,15 @@ export class SqliteStore implements Store {
     return this.run(() => {
       const rows = (deviceType === undefined ? this.s.listDevices.all(groupId, solution) : this.s.listDevicesByType.all(groupId, solution, deviceType)) as Row[];
       return rows.map(deviceFromRow);
+    });
+  }
+  countDevices(tenantId: string) {
+    return this.run(() => (this.db.prepare('SELECT count(*) AS n FROM devices WHERE tenant_id = ?').get(tenantId) as { n: number }).n);
+  }
+  countObservationsByTenant() {
+    return this.run(() => {
+      const rows = this.db.prepare('SELECT d.tenant_id AS t, count(*) AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id').all() as { t: string; n: number }[];
+      return new Map(rows.map((r) => [r.t, r.n]));
     });
   }
   getDevice(groupId: string, solution: string, id: string) {
