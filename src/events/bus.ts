@@ -25,27 +25,42 @@ export interface KitPayloadEvent {
 
 export type Listener = (e: ReefEvent) => void;
 
+export type EventKind = ReefEvent['kind'];
+
 export interface EventBus {
   /**
    * True when nobody can be listening (no local subscriber, no other node): producers may then skip
    * building events. A bus that cannot know (across nodes) leaves it undefined.
    */
   readonly idle?: boolean;
+  /** As `idle`, for events of one kind (subscribers that asked for other kinds only do not count). */
+  idleFor?(kind: EventKind): boolean;
   publish(e: ReefEvent): void;
-  /** Returns the unsubscribe function. */
-  subscribe(fn: Listener): () => void;
+  /**
+   * Returns the unsubscribe function. With `kinds`, only events of those kinds are delivered, and
+   * the subscriber keeps no other kind from being idle (the MQTT broker takes only kit payloads, so
+   * it does not make every stored batch build an observations event).
+   */
+  subscribe(fn: Listener, kinds?: readonly EventKind[]): () => void;
   close(): Promise<void>;
 }
 
 export class LocalEventBus implements EventBus {
-  private listeners = new Set<Listener>();
+  /** Each listener with the kinds it takes (null: all). */
+  private listeners = new Map<Listener, ReadonlySet<EventKind> | null>();
 
   get idle(): boolean {
     return this.listeners.size === 0;
   }
 
+  idleFor(kind: EventKind): boolean {
+    for (const kinds of this.listeners.values()) if (!kinds || kinds.has(kind)) return false;
+    return true;
+  }
+
   publish(e: ReefEvent): void {
-    for (const fn of this.listeners) {
+    for (const [fn, kinds] of this.listeners) {
+      if (kinds && !kinds.has(e.kind)) continue;
       try {
         fn(e);
       } catch {
@@ -54,9 +69,11 @@ export class LocalEventBus implements EventBus {
     }
   }
 
-  subscribe(fn: Listener): () => void {
-    this.listeners.add(fn);
-    return () => this.listeners.delete(fn);
+  subscribe(fn: Listener, kinds?: readonly EventKind[]): () => void {
+    // A wrapper per subscription, so the same function may subscribe twice.
+    const own: Listener = (e) => fn(e);
+    this.listeners.set(own, kinds ? new Set(kinds) : null);
+    return () => this.listeners.delete(own);
   }
 
   async close(): Promise<void> {

@@ -42,9 +42,12 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
       apiPlugin: mqttRoutes(() => ({ plain: broker.address(), tls: broker.tlsAddress() })),
       async start() {
         await broker.start();
-        off = s.events.subscribe((e) => {
-          if (e.kind === 'kit-payload') broker.publishKitPayload(e as KitPayloadEvent);
-        });
+        off = s.events.subscribe(
+          (e) => {
+            if (e.kind === 'kit-payload') broker.publishKitPayload(e as KitPayloadEvent);
+          },
+          ['kit-payload'],
+        );
         const a = broker.address();
         if (a.wanted) log.warn(`MQTT port ${a.wanted} is taken (another broker?); listening on ${a.port} instead`);
         log.info({ tcp: `${a.host}:${a.port}`, tls: broker.tlsAddress()?.port }, 'MQTT broker listening');

@@ -56,7 +56,7 @@ export async function storeObservationsMany(store: Store, events: EventBus | nul
 
 /** A stored batch as a live event; nothing is built when nobody can be listening. */
 function publishStored(events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): void {
-  if (!events || events.idle || !batch.length) return;
+  if (!events || (events.idleFor ? events.idleFor('observations') : events.idle) || !batch.length) return;
   events.publish({ kind: 'observations', groupId: device.groupId, solution: device.solution, deviceId: device.id, observations: batch.map(toWireObservation) });
 }
 
