@@ -244,9 +244,18 @@ export class MqttBroker {
     }
   }
 
+  private sweeping = false;
+
   private async recheckAll(): Promise<void> {
-    for (const c of Object.values(this.clients())) {
-      if (c) await this.current(c).catch(() => undefined);
+    // One sweep at a time: with a slow store, the next tick finds this one still running.
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      for (const c of Object.values(this.clients())) {
+        if (c) await this.current(c).catch(() => undefined);
+      }
+    } finally {
+      this.sweeping = false;
     }
   }
 
