@@ -3,44 +3,19 @@
 import { QuotaService } from './service/quotas.ts';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from './config/config.ts';
 import { Authenticator, createAccount } from './auth/accounts.ts';
 import { TokenService } from './auth/tokens.ts';
-import type { EventBus } from './events/bus.ts';
-import { openCoordination } from './jobs/coordination.ts';
-import type { Leadership } from './jobs/leader.ts';
 import { upkeepJob } from './jobs/upkeep.ts';
 import { buildApp } from './http/app.ts';
-import { openStore } from './store/open.ts';
-import type { Store } from './store/store.ts';
+import { openBackend } from './app/backend.ts';
+import type { Component, ComponentFactory, DemoCredentials, Services } from './app/contracts.ts';
 
-export interface Services {
-  config: Config;
-  store: Store;
-  events: EventBus;
-  auth: Authenticator;
-  tokens: TokenService;
-  /** Background jobs run where this says (one node at a time on PostgreSQL). */
-  leadership: Leadership;
-  /** Per-account quotas (devices, stored observations, simulation backfill). */
-  quotas: QuotaService;
-  log: Logger;
-}
-
-/** A part of the running service (gateway, simulations...) with its own start and stop. */
-export interface Component {
-  name: string;
-  /** HTTP routes needing an authenticated caller. */
-  apiPlugin?: FastifyPluginAsync;
-  /** HTTP routes outside authentication. */
-  plugin?: FastifyPluginAsync;
-  start?(): Promise<void>;
-  stop?(): Promise<void>;
-  /** Lines for the start-up banner of `reef serve` (after start), e.g. how to reach the demo kit. */
-  banner?(url: string): string[];
-}
+// The contract types moved below the features (src/app/contracts.ts); re-exported for callers of
+// the composition root (cli/serve.ts, tests, benches).
+export type { Component, ComponentFactory, DemoCredentials, Services } from './app/contracts.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -51,21 +26,20 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export interface DemoCredentials {
-  tenantId: string;
-  clientId: string;
-  clientSecret: string;
+/** What a caller may inject: a logger, and the clock of tokens and the account cache (tests). */
+export interface ServiceOptions {
+  log?: Logger;
+  now?: () => number;
 }
 
-export async function openServices(config: Config, log?: Logger, now: () => number = Date.now): Promise<Services> {
+export async function openServices(config: Config, log?: Logger, opts: Omit<ServiceOptions, 'log'> = {}): Promise<Services> {
   const logger = log ?? pino({ level: config.logLevel, redact: ['*.clientSecret', '*.accessToken', 'req.headers.authorization'] });
-  const store = await openStore(config);
-  const tokens = new TokenService(store, config.tokens, now);
-  await tokens.init();
-  const auth = new Authenticator(store, tokens, config.loginThrottle, 1000, now);
   // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
-  const { events, leadership } = await openCoordination(store, { onError: (err, what) => logger.warn({ err }, what) });
-  const quotas = new QuotaService(store, config.quotas, now);
+  const { store, events, leadership } = await openBackend(config, { onError: (err, what) => logger.warn({ err }, what) });
+  const tokens = new TokenService(store, config.tokens, opts.now);
+  await tokens.init();
+  const auth = new Authenticator(store, tokens, config.loginThrottle, undefined, opts.now);
+  const quotas = new QuotaService(store, config.quotas, opts.now);
   leadership.run(upkeepJob({ store, nodeId: leadership.nodeId, log: logger, quotas, tokens: { ttlSeconds: config.tokens.ttlSeconds, configuredSecret: config.tokens.secret !== null } }));
   return { config, store, events, auth, tokens, leadership, quotas, log: logger };
 }
@@ -91,10 +65,8 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
   }
 }
 
-export type ComponentFactory = (s: Services, demo: DemoCredentials | null) => Promise<Component | null>;
-
-export async function startServer(config: Config, opts: { components?: ComponentFactory[]; log?: Logger; now?: () => number } = {}): Promise<RunningServer> {
-  const services = await openServices(config, opts.log, opts.now);
+export async function startServer(config: Config, opts: ServiceOptions & { components?: ComponentFactory[] } = {}): Promise<RunningServer> {
+  const services = await openServices(config, opts.log, opts.now ? { now: opts.now } : {});
   const demo = await ensureDemo(services);
   const components: Component[] = [];
   for (const make of opts.components ?? []) {

@@ -115,6 +115,7 @@ export class Authenticator {
     readonly tokens: TokenService,
     limits: Partial<LoginLimits> = {},
     private readonly cacheMs = 1000,
+    /** The clock of the account cache, the throttle and token re-checks (tests inject one). */
     private readonly now: () => number = Date.now,
   ) {
     const l = { ...DEFAULT_LOGIN_LIMITS, ...limits };

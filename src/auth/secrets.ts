@@ -46,38 +46,30 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
  * Bounds scrypt work (issue 11.3). scrypt runs on libuv's thread pool (4 threads), which file I/O
  * and DNS share; a flood of logins used to fill it, and everything behind it waited. At most
  * `concurrency` hashes run at once; waiting work is queued per source address and served
- * round-robin, so one address flooding cannot starve another's login; past `maxQueued` waiting in
- * all (or `maxQueuedPerSource` from one address) the call fails at once with SERVER_BUSY (503,
- * Retry-After) instead of waiting.
+ * round-robin, so one address flooding cannot starve another's login. At most `maxQueued` wait in
+ * all and `maxQueuedPerSource` from one address; when the queue is full, the newest waiting check
+ * of the address with the most waiting is shed to make room for an address with fewer, so many
+ * flooding addresses cannot lock out one that is not. A shed check fails at once with SERVER_BUSY
+ * (503, Retry-After) instead of waiting.
  */
 export class HashQueue {
   private running = 0;
   private queued = 0;
-  private readonly waiting = new Map<string, (() => void)[]>();
-  /** Hashes running and waiting now. */
-  get active(): number {
-    return this.running + this.queued;
-  }
+  private readonly waiting = new Map<string, { go: () => void; shed: () => void }[]>();
   /** Highest number of hashes seen running at once (for tests and /health-style reporting). */
   peakRunning = 0;
   shed = 0;
 
   constructor(private readonly limits: { concurrency: number; maxQueued: number; maxQueuedPerSource: number }) {}
 
+  /** Hashes running and waiting now. */
+  get active(): number {
+    return this.running + this.queued;
+  }
+
   async run<T>(source: string, work: () => Promise<T>): Promise<T> {
-    if (this.running >= this.limits.concurrency) {
-      const mine = this.waiting.get(source);
-      if (this.queued >= this.limits.maxQueued || (mine?.length ?? 0) >= this.limits.maxQueuedPerSource) {
-        this.shed++;
-        throw new ReefError('SERVER_BUSY', 'too many logins are being checked right now; retry shortly', { retryAfter: 1 });
-      }
-      await new Promise<void>((resolve) => {
-        const list = mine ?? [];
-        list.push(resolve);
-        if (!mine) this.waiting.set(source, list);
-        this.queued++;
-      });
-    } else this.running++;
+    if (this.running >= this.limits.concurrency) await this.wait(source);
+    else this.running++;
     this.peakRunning = Math.max(this.peakRunning, this.running);
     try {
       return await work();
@@ -86,14 +78,48 @@ export class HashQueue {
     }
   }
 
+  private busy(): ReefError {
+    this.shed++;
+    return new ReefError('SERVER_BUSY', 'too many logins are being checked right now; retry shortly', { retryAfter: 1 });
+  }
+
+  private wait(source: string): Promise<void> {
+    const mine = this.waiting.get(source)?.length ?? 0;
+    if (mine >= this.limits.maxQueuedPerSource) return Promise.reject(this.busy());
+    if (this.queued >= this.limits.maxQueued) {
+      // Make room by shedding from the address with the most waiting, if it would have at least as
+      // many as this one: per-address fairness is all that can be told apart without credentials.
+      let heaviest: string | null = null;
+      let most = mine;
+      for (const [src, list] of this.waiting) {
+        if (src !== source && list.length > most) {
+          most = list.length;
+          heaviest = src;
+        }
+      }
+      if (heaviest === null) return Promise.reject(this.busy());
+      const list = this.waiting.get(heaviest)!;
+      const victim = list.pop()!;
+      if (!list.length) this.waiting.delete(heaviest);
+      this.queued--;
+      victim.shed();
+    }
+    return new Promise<void>((resolve, reject) => {
+      let list = this.waiting.get(source);
+      if (!list) this.waiting.set(source, (list = []));
+      list.push({ go: resolve, shed: () => reject(this.busy()) });
+      this.queued++;
+    });
+  }
+
   /** Hands the slot to the next source in turn (Map order, the served source moved to the back). */
   private next(): void {
     for (const [source, list] of this.waiting) {
-      const resolve = list.shift()!;
+      const entry = list.shift()!;
       this.waiting.delete(source);
       if (list.length) this.waiting.set(source, list);
       this.queued--;
-      resolve(); // the slot passes on: running stays the same
+      entry.go(); // the slot passes on: running stays the same
       return;
     }
     this.running--;

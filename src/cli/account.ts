@@ -2,7 +2,7 @@
 // directly (the same data directory or database as `reef serve`; safe while it runs).
 import { loadConfig } from '../config/config.ts';
 import { createAccount, rotateSecret, setDisabled } from '../auth/accounts.ts';
-import { openStore } from '../store/open.ts';
+import { openStore } from '../app/backend.ts';
 import { UsageError, parseArgs, printJson, printTable, required } from './args.ts';
 
 const HELP = `Usage:
@@ -19,13 +19,13 @@ Common options: --data-dir DIR (REEF_DATA_DIR), --database-url URL (REEF_DATABAS
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, ['name', 'group', 'join-group', 'json', 'id', 'data-dir', 'database-url']);
+  const args = parseArgs(rest, { values: ['name', 'group', 'join-group', 'id', 'data-dir', 'database-url'], booleans: ['json'] });
   if (!sub || sub === '--help' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
   }
   if (!['create', 'list', 'rotate-secret', 'disable', 'enable'].includes(sub)) throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
-  const config = loadConfig(process.env, rest);
+  const config = loadConfig(process.env, args.flags);
   const json = args.flags.json === 'true';
   const store = await openStore(config);
   try {

@@ -134,9 +134,9 @@ export function normalizeEndpoint(v: string): string {
 export function connect(env: Env, args: Parsed): { client: ReefClient; conn: Connection } {
   const stored = readConfig(env);
   const endpointRaw = args.flags.endpoint ?? env.REEF_ENDPOINT ?? stored.endpoint;
-  if (!endpointRaw || endpointRaw === 'true') throw new CliError('not logged in: run reef login --endpoint URL --client-id ID (or set REEF_ENDPOINT)');
+  if (!endpointRaw) throw new CliError('not logged in: run reef login --endpoint URL --client-id ID (or set REEF_ENDPOINT)');
   const endpoint = normalizeEndpoint(endpointRaw);
-  const solution = args.flags.solution && args.flags.solution !== 'true' ? args.flags.solution : env.REEF_SOLUTION || stored.solution || 'sandbox';
+  const solution = args.flags.solution ? args.flags.solution : env.REEF_SOLUTION || stored.solution || 'sandbox';
   if (env.REEF_TOKEN) {
     return { client: new ReefClient({ endpoint, solution, token: env.REEF_TOKEN }), conn: { endpoint, solution, clientId: null, auth: 'token' } };
   }
@@ -152,21 +152,6 @@ export function connect(env: Env, args: Parsed): { client: ReefClient; conn: Con
   };
 }
 
-/**
- * `--json` takes no value, but the shared flag parser gives a following word to it
- * (`--json file.csv`): such a word is put back among the positional arguments.
- */
-export function booleanFlags(args: Parsed, names: string[]): Parsed {
-  for (const n of names) {
-    const v = args.flags[n];
-    if (v !== undefined && v !== 'true' && v !== 'false') {
-      args.positional.push(v);
-      args.flags[n] = 'true';
-    }
-  }
-  return args;
-}
-
 export function flagInt(args: Parsed, name: string, min: number, max: number): number | undefined {
   const v = args.flags[name];
   if (v === undefined) return undefined;
@@ -177,7 +162,7 @@ export function flagInt(args: Parsed, name: string, min: number, max: number): n
 /** One line for any failure of a client command (stderr), and its exit code. */
 export function describeFailure(e: unknown): string | null {
   if (e instanceof ApiError) {
-    const extra = [e.code, `HTTP ${e.status}`, ...(e.requestId ? [`request id ${e.requestId}`] : [])].join(', ');
+    const extra = [e.code, ...(e.field ? [`field ${e.field}`] : []), `HTTP ${e.status}`, ...(e.requestId ? [`request id ${e.requestId}`] : [])].join(', ');
     return `${e.message} (${extra})`;
   }
   if (e instanceof NetworkError) return `cannot reach the service: ${e.message}`;
@@ -186,13 +171,13 @@ export function describeFailure(e: unknown): string | null {
 }
 
 /** Runs a client command: usage errors go up (exit 2); everything else becomes one line and exit 1. */
-export async function runClient(cmd: string, f: () => Promise<number>): Promise<number> {
+export async function runClient(cmd: string, f: () => Promise<number>, err: (s: string) => void = (s) => void process.stderr.write(s)): Promise<number> {
   try {
     return await f();
   } catch (e) {
     if (e instanceof UsageError) throw e;
     const line = describeFailure(e) ?? (e as Error)?.message ?? String(e);
-    process.stderr.write(`reef ${cmd}: ${line.replace(/\s*\n\s*/g, ' ')}\n`);
+    err(`reef ${cmd}: ${line.replace(/\s*\n\s*/g, ' ')}\n`);
     return 1;
   }
 }

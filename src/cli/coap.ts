@@ -2,7 +2,7 @@
 // (docs/coap.md), with the login of `reef login` — no CoAP session or UDP port needed.
 import type { CoapResponse, ReefClient } from '../sdk/index.ts';
 import { UsageError, parseArgs, required } from './args.ts';
-import { CliError, booleanFlags, connect, flagInt, runClient, writeOut } from './client-config.ts';
+import { CliError, connect, flagInt, runClient, writeOut } from './client-config.ts';
 
 const HELP = `Usage:
   reef coap get --device ID|MAC RESOURCE [--json]
@@ -47,7 +47,7 @@ function describe(r: CoapResponse): string {
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = booleanFlags(parseArgs(rest, ['device', 'payload', 'content-format', 'count', 'json', 'solution', 'endpoint']), ['json']);
+  const args = parseArgs(rest, { values: ['device', 'payload', 'content-format', 'count', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
@@ -66,7 +66,7 @@ export async function run(argv: string[]): Promise<number> {
     const { client } = connect(process.env, args);
     const id = await resolveDevice(client, device);
     if (sub === 'get' || sub === 'put') {
-      const body = args.flags.payload !== undefined ? { payload: args.flags.payload === 'true' ? '' : args.flags.payload, ...(contentFormat !== undefined ? { contentFormat } : {}) } : undefined;
+      const body = args.flags.payload !== undefined ? { payload: args.flags.payload, ...(contentFormat !== undefined ? { contentFormat } : {}) } : undefined;
       const r = sub === 'get' ? await client.coapGet(id, resource) : await client.coapPut(id, resource, body);
       await writeOut(json ? JSON.stringify(r, null, 2) + '\n' : describe(r) + '\n');
       return 0;

@@ -3,6 +3,7 @@
 import { isReefError } from '../core/errors.ts';
 import { DeviceConfig, loadDeviceConfig } from '../device/config.ts';
 import { Fleet } from '../device/fleet.ts';
+import { UsageError, parseArgs } from './args.ts';
 
 const HELP = `Usage: reef device [options]
 
@@ -37,26 +38,27 @@ Options (each also as an environment variable REEF_DEVICE_*):
   -h, --help            this text
 `;
 
+/** Options that take a value, and the kit setting each one sets. */
 const FLAGS: Record<string, keyof DeviceConfig> = {
-  '--count': 'count',
-  '--host': 'host',
-  '--port': 'port',
-  '--mac': 'mac',
-  '--firmware': 'firmware',
-  '--gateway': 'gateway',
-  '--period': 'periodMs',
-  '--max-age': 'maxAgeSec',
-  '--uart-timeout': 'uartTimeoutMs',
-  '--con-every': 'conEvery',
-  '--unit': 'unit',
-  '--announce': 'announceIntervalMs',
-  '--time-sync': 'timeSyncIntervalMs',
-  '--log-level': 'logLevel',
-  '--monitor-window': 'monitorWindowMs',
-  '--serial': 'serial',
-  '--seed': 'seed',
-  '--key': 'key',
-  '--key-file': 'keyFile',
+  count: 'count',
+  host: 'host',
+  port: 'port',
+  mac: 'mac',
+  firmware: 'firmware',
+  gateway: 'gateway',
+  period: 'periodMs',
+  'max-age': 'maxAgeSec',
+  'uart-timeout': 'uartTimeoutMs',
+  'con-every': 'conEvery',
+  unit: 'unit',
+  announce: 'announceIntervalMs',
+  'time-sync': 'timeSyncIntervalMs',
+  'log-level': 'logLevel',
+  'monitor-window': 'monitorWindowMs',
+  serial: 'serial',
+  seed: 'seed',
+  key: 'key',
+  'key-file': 'keyFile',
 };
 
 export interface RunIo {
@@ -69,24 +71,18 @@ export interface RunIo {
 
 export function parseDeviceArgs(argv: string[]): { values: Partial<Record<keyof DeviceConfig, unknown>>; help: boolean; monitor: boolean; errors: string[] } {
   const values: Partial<Record<keyof DeviceConfig, unknown>> = {};
-  const errors: string[] = [];
-  let help = false;
-  let monitor = true;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const eq = a.indexOf('=');
-    const name = a.startsWith('--') && eq > 0 ? a.slice(0, eq) : a;
-    if (name === '-h' || name === '--help') help = true;
-    else if (name === '--cbor') values.cbor = true;
-    else if (name === '--no-sensor') values.sensorPresent = false;
-    else if (name === '--no-monitor') monitor = false;
-    else if (FLAGS[name]) {
-      const v = eq > 0 && a.startsWith('--') ? a.slice(eq + 1) : argv[++i];
-      if (v === undefined) errors.push(`${name} needs a value`);
-      else values[FLAGS[name]] = v;
-    } else errors.push(`unknown option ${a}`);
+  let args;
+  try {
+    args = parseArgs(argv, { values: Object.keys(FLAGS), booleans: ['cbor', 'no-sensor', 'no-monitor'] });
+  } catch (e) {
+    if (e instanceof UsageError) return { values, help: false, monitor: true, errors: [e.message] };
+    throw e;
   }
-  return { values, help, monitor, errors };
+  const errors = args.positional.map((p) => `unexpected argument ${JSON.stringify(p)}`);
+  for (const [flag, key] of Object.entries(FLAGS)) if (args.flags[flag] !== undefined) values[key] = args.flags[flag];
+  if (args.flags.cbor) values.cbor = true;
+  if (args.flags['no-sensor']) values.sensorPresent = false;
+  return { values, help: Boolean(args.flags.help), monitor: !args.flags['no-monitor'], errors };
 }
 
 export async function run(argv: string[], io: RunIo = {}): Promise<number> {

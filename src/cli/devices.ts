@@ -1,7 +1,7 @@
 // `reef devices list|get|create|delete`: the devices of a solution, through the SDK against a
 // running service (the endpoint and credentials `reef login` stored).
 import { UsageError, parseArgs, printJson, printTable } from './args.ts';
-import { booleanFlags, connect, runClient } from './client-config.ts';
+import { connect, runClient } from './client-config.ts';
 import type { Device } from '../sdk/index.ts';
 
 const HELP = `Usage:
@@ -32,13 +32,13 @@ function row(d: Device) {
 function coordinate(v: string | undefined, name: string, limit: number): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (v === 'true' || !Number.isFinite(n) || Math.abs(n) > limit) throw new UsageError(`--${name} must be a number from -${limit} to ${limit}`);
+  if (!Number.isFinite(n) || Math.abs(n) > limit) throw new UsageError(`--${name} must be a number from -${limit} to ${limit}`);
   return n;
 }
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = booleanFlags(parseArgs(rest, ['type', 'lat', 'lon', 'json', 'solution', 'endpoint']), ['json']);
+  const args = parseArgs(rest, { values: ['type', 'lat', 'lon', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
@@ -48,7 +48,6 @@ export async function run(argv: string[]): Promise<number> {
   const needsId = sub === 'get' || sub === 'delete';
   if (needsId && args.positional.length !== 1) throw new UsageError(`${sub} needs one device id`);
   if (!needsId && args.positional.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positional[0])}`);
-  if (args.flags.type === 'true') throw new UsageError('--type needs a value');
   const lat = coordinate(args.flags.lat, 'lat', 90);
   const lon = coordinate(args.flags.lon, 'lon', 180);
   if ((lat === undefined) !== (lon === undefined)) throw new UsageError('give --lat and --lon together');

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { ReefClient } from '../sdk/index.ts';
 import { UsageError, parseArgs, printJson } from './args.ts';
-import { CliError, booleanFlags, configDir, forget, normalizeEndpoint, readConfig, readSecret, runClient, secretFile, writeConfig, writeSecret, type Env } from './client-config.ts';
+import { CliError, configDir, forget, normalizeEndpoint, readConfig, readSecret, runClient, secretFile, writeConfig, writeSecret, type Env } from './client-config.ts';
 
 const HELP = `Usage:
   reef login --endpoint URL --client-id ID [--solution NAME] [--no-store-secret] [--json]
@@ -96,7 +96,7 @@ function show(env: Env, json: boolean): number {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const args = booleanFlags(parseArgs(argv, ['endpoint', 'client-id', 'solution', 'no-store-secret', 'json', 'show']), ['json', 'no-store-secret', 'show']);
+  const args = parseArgs(argv, { values: ['endpoint', 'client-id', 'solution'], booleans: ['no-store-secret', 'json', 'show'] });
   if (args.flags.help) {
     process.stdout.write(HELP);
     return 0;
@@ -109,8 +109,8 @@ export async function run(argv: string[]): Promise<number> {
     const stored = readConfig(env);
     const endpointRaw = args.flags.endpoint ?? env.REEF_ENDPOINT ?? stored.endpoint;
     const clientId = args.flags['client-id'] ?? env.REEF_CLIENT_ID ?? stored.clientId;
-    if (!endpointRaw || endpointRaw === 'true') throw new UsageError('--endpoint is required');
-    if (!clientId || clientId === 'true') throw new UsageError('--client-id is required');
+    if (!endpointRaw) throw new UsageError('--endpoint is required');
+    if (!clientId) throw new UsageError('--client-id is required');
     const endpoint = normalizeEndpoint(endpointRaw);
     const solution = args.flags.solution && args.flags.solution !== 'true' ? args.flags.solution : stored.solution ?? 'sandbox';
     const clientSecret = await obtainSecret(env);
@@ -135,7 +135,7 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 export async function runLogout(argv: string[]): Promise<number> {
-  const args = booleanFlags(parseArgs(argv, ['json']), ['json']);
+  const args = parseArgs(argv, { booleans: ['json'] });
   if (args.flags.help) {
     process.stdout.write(LOGOUT_HELP);
     return 0;

@@ -5,7 +5,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import fs from 'node:fs';
 import type { ReefClient } from '../sdk/index.ts';
 import { UsageError, parseArgs, required } from './args.ts';
-import { CliError, booleanFlags, connect, flagInt, runClient, writeOut } from './client-config.ts';
+import { CliError, connect, flagInt, runClient, writeOut } from './client-config.ts';
 
 const HELP = `Usage:
   reef mqtt sub [--topic FILTER]... [--count N] [--qos 0|1] [--json]
@@ -61,7 +61,7 @@ function show(topic: string, payload: Buffer, retained: boolean, json: boolean):
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  // --topic may repeat: collected by hand, the shared parser keeps the last.
+  // --topic may repeat: collected here, the shared parser keeps one value per option.
   const topics: string[] = [];
   const others: string[] = [];
   for (let i = 0; i < rest.length; i++) {
@@ -69,13 +69,13 @@ export async function run(argv: string[]): Promise<number> {
     else if (rest[i]!.startsWith('--topic=')) topics.push(rest[i]!.slice('--topic='.length));
     else others.push(rest[i]!);
   }
-  const args = booleanFlags(parseArgs(others, ['count', 'qos', 'json', 'device', 'message', 'file', 'solution', 'endpoint', 'broker']), ['json']);
+  const args = parseArgs(others, { values: ['count', 'qos', 'device', 'message', 'file', 'solution', 'endpoint', 'broker'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
   }
   if (sub !== 'sub' && sub !== 'pub') throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
-  const broker = args.flags.broker && args.flags.broker !== 'true' ? args.flags.broker : undefined;
+  const broker = args.flags.broker || undefined;
 
   if (sub === 'sub') {
     if (args.flags.device !== undefined || args.flags.message !== undefined || args.flags.file !== undefined) throw new UsageError('--device, --message and --file go with pub');

@@ -15,8 +15,9 @@ import { isoTimestamp, temperature } from '../core/validate.ts';
 import { ReefError } from '../core/errors.ts';
 import type { Observation, UploadObservation } from '../sdk/index.ts';
 import { UsageError, parseArgs, printJson, printTable, required } from './args.ts';
-import { CliError, booleanFlags, connect, describeFailure, flagInt, runClient, writeOut } from './client-config.ts';
-import { Progress, formatCount, formatDuration } from './progress.ts';
+import { CliError, connect, describeFailure, flagInt, runClient, writeOut } from './client-config.ts';
+import { formatDuration } from '../core/duration.ts';
+import { Progress, formatCount } from './progress.ts';
 
 const HELP = `Usage:
   reef observations get --device ID [--from ISO] [--to ISO] [--limit N] [--format table|csv|json|ndjson]
@@ -384,7 +385,7 @@ async function upload(args: ReturnType<typeof parseArgs>): Promise<number> {
     else {
       process.stdout.write(
         `uploaded ${formatCount(stored)} observations from ${file} to device ${summary.deviceId} in ${batches} batches: ` +
-          `${formatDuration(uploadSeconds)} (${formatCount(summary.observationsPerSecond)} obs/s), checked in ${formatDuration(checkSeconds)}\n`,
+          `${formatDuration(uploadSeconds * 1000)} (${formatCount(summary.observationsPerSecond)} obs/s), checked in ${formatDuration(checkSeconds * 1000)}\n`,
       );
     }
     return 0;
@@ -393,7 +394,7 @@ async function upload(args: ReturnType<typeof parseArgs>): Promise<number> {
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = booleanFlags(parseArgs(rest, ['device', 'from', 'to', 'limit', 'format', 'json', 'batch-size', 'concurrency', 'solution', 'endpoint']), ['json']);
+  const args = parseArgs(rest, { values: ['device', 'from', 'to', 'limit', 'format', 'batch-size', 'concurrency', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;

@@ -10,7 +10,7 @@ import { toWireDevice } from '../core/types.ts';
 import { macAddress } from '../core/validate.ts';
 import { provisionKit } from '../service/devices.ts';
 import { issueKitKey } from '../service/kit-keys.ts';
-import { openStore } from '../store/open.ts';
+import { openStore } from '../app/backend.ts';
 import { parseArgs, printJson, required } from './args.ts';
 
 const HELP = `Usage: reef provision --client-id ID --mac MAC [--json] [--data-dir DIR | --database-url URL]
@@ -22,7 +22,7 @@ key once: give it to the kit (reef device --key KEY). Reef keeps no copy it coul
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, ['client-id', 'mac', 'json', 'rekey', 'data-dir', 'database-url']);
+  const args = parseArgs(argv, { values: ['client-id', 'mac', 'data-dir', 'database-url'], booleans: ['json', 'rekey'] });
   if (args.flags.help) {
     process.stdout.write(HELP);
     return 0;
@@ -30,7 +30,7 @@ export async function run(argv: string[]): Promise<number> {
   const rekey = args.flags.rekey === 'true';
   const clientId = rekey ? '' : required(args, 'client-id');
   const mac = macAddress(required(args, 'mac'), 'mac');
-  const config = loadConfig(process.env, argv);
+  const config = loadConfig(process.env, args.flags);
   const store = await openStore(config);
   try {
     if (rekey) {

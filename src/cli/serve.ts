@@ -4,13 +4,20 @@ import { SETTINGS, loadConfig } from '../config/config.ts';
 import { startServer, type ComponentFactory } from '../server.ts';
 import { parseArgs } from './args.ts';
 
-/** Parts of the service beyond the HTTP API; each is optional and loaded on demand. */
+// The gateway component made for this process; the demo kit announces to it.
+let gateway: import('../gateway/component.ts').GatewayFactory | undefined;
+
+/**
+ * Parts of the service beyond the HTTP API; each is optional and loaded on demand. Started in this
+ * order and stopped in reverse, so the demo kit stops before the gateway it announces to.
+ */
 export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }[] = [
   { name: 'web', load: async () => (await import('../web/component.ts')).webComponent },
   { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
   // The broker before the gateway: it is listening when the first kit payload bubbles up.
   { name: 'mqtt', load: async () => (await import('../mqtt/component.ts')).mqttComponent() },
-  { name: 'gateway', load: async () => (await import('../gateway/component.ts')).gatewayComponent() },
+  { name: 'gateway', load: async () => (gateway = (await import('../gateway/component.ts')).gatewayComponent()) },
+  { name: 'demo kit', load: async () => (await import('../demo/component.ts')).demoKitComponent(() => gateway?.last) },
 ];
 
 const HELP = `Usage: reef serve [options]
@@ -21,12 +28,12 @@ ${SETTINGS.map((s) => `  --${s.flag.padEnd(22)} ${s.env.padEnd(26)} ${s.doc} (de
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, SETTINGS.map((s) => s.flag));
+  const args = parseArgs(argv, { values: SETTINGS.map((s) => s.flag) });
   if (args.flags.help) {
     process.stdout.write(HELP);
     return 0;
   }
-  const config = loadConfig(process.env, argv);
+  const config = loadConfig(process.env, args.flags);
   const components = await Promise.all(COMPONENTS.map((c) => c.load()));
   const server = await startServer(config, { components });
   const log = server.services.log;

@@ -1,9 +1,13 @@
-// `reef simulate`: starts (and lists, shows, stops) Studio simulations of a running service over
-// HTTP (docs/simulation.md). With --backfill it draws a progress bar until the history is written,
-// then prints a summary; the simulation keeps running in the service.
-import { ReefClient, isApiError } from '../sdk/index.ts';
-import { UsageError, parseArgs } from './args.ts';
-import type { Simulation } from '../sim/simulations.ts';
+// `reef simulate`: starts (and lists, shows, stops) Studio simulations of a running service through
+// the SDK (docs/simulation.md), with the connection every client command uses (`reef login`, or
+// REEF_ENDPOINT / REEF_CLIENT_ID / REEF_CLIENT_SECRET / REEF_TOKEN). With --backfill it draws a
+// progress bar until the history is written, then prints a summary; the simulation keeps running
+// in the service.
+import { formatDuration } from '../core/duration.ts';
+import type { NewSimulation, ReefClient, Simulation, SimulationArea } from '../sdk/index.ts';
+import { UsageError, parseArgs, printTable } from './args.ts';
+import { connect, runClient, type Env } from './client-config.ts';
+import { Progress, formatCount } from './progress.ts';
 
 const HELP = `Usage:
   reef simulate --devices N --interval 10s [options]   start a simulation
@@ -24,102 +28,45 @@ Start options:
   --wait               also wait until a --duration is over
   --json               print the simulation as JSON (progress still goes to stderr)
 
-Connection (or REEF_ENDPOINT, REEF_CLIENT_ID, REEF_CLIENT_SECRET):
+Connection: what reef login stored, or REEF_ENDPOINT with REEF_CLIENT_ID and
+REEF_CLIENT_SECRET (or REEF_TOKEN), as for every client command.
   --endpoint URL       the service, e.g. http://127.0.0.1:8080
-  --client-id ID       account credentials (reef serve prints the demo account's)
-  --client-secret S
 `;
 
-const FLAGS = ['devices', 'interval', 'backfill', 'duration', 'area', 'seed', 'profile', 'name', 'wait', 'json', 'endpoint', 'client-id', 'client-secret'];
+const SPEC = { values: ['devices', 'interval', 'backfill', 'duration', 'area', 'seed', 'profile', 'name', 'endpoint'], booleans: ['wait', 'json'] } as const;
 const SOLUTION = 'StudioSimulation';
 const POLL_MS = 500;
 
 export interface SimulateIo {
   out?: (s: string) => void;
   err?: (s: string) => void;
-  env?: Record<string, string | undefined>;
+  env?: Env;
   /** Draw the progress bar in place (a terminal) rather than as occasional lines. */
   tty?: boolean;
   /** Poll period, ms (tests shorten it). */
   pollMs?: number;
 }
 
-export function parseAreaFlag(v: string): Record<string, unknown> {
+export function parseAreaFlag(v: string): SimulationArea {
   const parts = v.split(',').map((p) => p.trim());
   const nums = parts.map(Number);
   if (parts.some((p) => p === '') || nums.some((n) => !Number.isFinite(n)) || (nums.length !== 3 && nums.length !== 4)) {
     throw new UsageError('--area must be LAT,LON,RADIUS_KM or SOUTH,WEST,NORTH,EAST (numbers)');
   }
-  if (nums.length === 3) return { center: { latitude: nums[0], longitude: nums[1] }, radiusKm: nums[2] };
-  return { south: nums[0], west: nums[1], north: nums[2], east: nums[3] };
-}
-
-const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-
-function duration(ms: number): string {
-  if (ms < 1000) return `${ms}ms`;
-  const s = ms / 1000;
-  if (s < 60) return `${Number.isInteger(s) ? s : s.toFixed(1)}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${s % 60 ? ` ${Math.round(s % 60)}s` : ''}`;
-  if (s < 86400) return `${Math.floor(s / 3600)}h${s % 3600 ? ` ${Math.round((s % 3600) / 60)}m` : ''}`;
-  return `${Math.floor(s / 86400)}d${s % 86400 ? ` ${Math.round((s % 86400) / 3600)}h` : ''}`;
-}
-
-export function progressBar(done: number, total: number, width = 30): string {
-  const f = total > 0 ? Math.min(1, done / total) : 1;
-  const full = Math.round(f * width);
-  return `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${(f * 100).toFixed(1).padStart(5)}%`;
-}
-
-class Api {
-  constructor(
-    private readonly client: ReefClient,
-    private readonly endpoint: string,
-  ) {}
-
-  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const token = await this.client.getToken();
-    let r: Response;
-    try {
-      r = await fetch(`${this.endpoint}/api/solutions/${SOLUTION}/simulations${path}`, {
-        method,
-        headers: { authorization: token, accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-    } catch (e) {
-      throw new CliError(`cannot reach ${this.endpoint}: ${(e as Error).message}`);
-    }
-    const text = await r.text();
-    const data = text ? JSON.parse(text) : undefined;
-    if (!r.ok) {
-      const field = data?.field ? ` (field ${data.field})` : '';
-      throw new CliError(`${data?.message ?? `HTTP ${r.status}`}${field} [${data?.code ?? r.status}]`);
-    }
-    return data as T;
-  }
-}
-
-class CliError extends Error {}
-
-function connection(flags: Record<string, string>, env: Record<string, string | undefined>): { endpoint: string; clientId: string; clientSecret: string } {
-  const endpoint = (flags.endpoint ?? env.REEF_ENDPOINT ?? '').replace(/\/+$/, '');
-  const clientId = flags['client-id'] ?? env.REEF_CLIENT_ID ?? '';
-  const clientSecret = flags['client-secret'] ?? env.REEF_CLIENT_SECRET ?? '';
-  if (!/^https?:\/\//.test(endpoint)) throw new UsageError('--endpoint (or REEF_ENDPOINT) must be the service URL, e.g. http://127.0.0.1:8080');
-  if (!clientId || clientId === 'true') throw new UsageError('--client-id (or REEF_CLIENT_ID) is required');
-  if (!clientSecret || clientSecret === 'true') throw new UsageError('--client-secret (or REEF_CLIENT_SECRET) is required');
-  return { endpoint, clientId, clientSecret };
+  const [a, b, c, d] = nums as [number, number, number, number?];
+  if (d === undefined) return { center: { latitude: a, longitude: b }, radiusKm: c };
+  return { south: a, west: b, north: c, east: d };
 }
 
 function summary(sim: Simulation, extra: string[] = []): string {
   const p = sim.params;
   const lines = [
     `Simulation ${sim.id}${sim.name ? ` (${sim.name})` : ''}: ${sim.status}`,
-    `  devices:      ${fmt(sim.devices)} VirtualDevice in ${SOLUTION}, every ${duration(p.intervalMs)}`,
+    `  devices:      ${formatCount(sim.devices)} VirtualDevice in ${SOLUTION}, every ${formatDuration(p.intervalMs)}`,
     `  area:         ${p.area.kind === 'circle' ? `${p.area.center.latitude}, ${p.area.center.longitude} within ${p.area.radiusKm} km` : `${p.area.south},${p.area.west} to ${p.area.north},${p.area.east}`}`,
     `  seed:         ${p.seed} (${p.profile.kind})`,
     ...extra,
-    `  readings:     ${fmt(sim.observationsProduced)} so far`,
+    `  readings:     ${formatCount(sim.observationsProduced)} so far`,
   ];
   if (sim.endsAt) lines.push(`  ends:         ${sim.endsAt}`);
   if (sim.error) lines.push(`  error:        ${sim.error}`);
@@ -127,103 +74,91 @@ function summary(sim: Simulation, extra: string[] = []): string {
   return lines.join('\n');
 }
 
+/** The start request from the flags; the service checks the values (a 400 names the field). */
+function startRequest(flags: Record<string, string>): NewSimulation {
+  const devices = flags.devices;
+  if (devices === undefined) throw new UsageError('--devices is required');
+  if (flags.interval === undefined) throw new UsageError('--interval is required (e.g. 10s)');
+  // A non-number goes to the service as given, so its answer names the field.
+  const body = { devices: /^\d+$/.test(devices) ? Number(devices) : devices, interval: flags.interval } as unknown as NewSimulation;
+  for (const k of ['backfill', 'duration', 'seed', 'name'] as const) if (flags[k] !== undefined) body[k] = flags[k];
+  if (flags.profile !== undefined) body.profile = flags.profile as NewSimulation['profile'] & string;
+  if (flags.area !== undefined) body.area = parseAreaFlag(flags.area);
+  return body;
+}
+
+async function start(client: ReefClient, flags: Record<string, string>, io: Required<Omit<SimulateIo, 'env'>>): Promise<number> {
+  const json = flags.json === 'true';
+  const sleep = () => new Promise((r) => setTimeout(r, io.pollMs));
+  let sim = await client.createSimulation(startRequest(flags));
+  if (!json) io.err(`Started simulation ${sim.id}: ${formatCount(sim.devices)} devices every ${formatDuration(sim.params.intervalMs)}\n`);
+  const extra: string[] = [];
+  const stream = { isTTY: io.tty, write: (s: string) => (io.err(s), true) };
+
+  if (sim.backfill) {
+    const total = sim.backfill.total;
+    const bar = new Progress('', total, 'readings', stream, { lines: true });
+    for (;;) {
+      bar.update(sim.backfill?.done ?? total, true);
+      if (sim.status !== 'backfilling') break;
+      await sleep();
+      sim = await client.getSimulation(sim.id);
+    }
+    bar.finish(true);
+    const secs = bar.elapsed();
+    extra.push(`  backfill:     ${formatCount(total)} readings in ${secs.toFixed(1)} s (${formatCount(total / Math.max(secs, 0.001))}/s)`);
+  }
+
+  if (flags.wait === 'true' && sim.endsAt) {
+    while (sim.status === 'running' || sim.status === 'backfilling') {
+      if (io.tty) io.err(`\r${sim.status}: ${formatCount(sim.observationsProduced)} readings, ends ${sim.endsAt}\x1b[K`);
+      await sleep();
+      sim = await client.getSimulation(sim.id);
+    }
+    if (io.tty) io.err('\n');
+  }
+  io.out((json ? JSON.stringify(sim, null, 2) : summary(sim, extra)) + '\n');
+  return sim.status === 'failed' ? 1 : 0;
+}
+
 export async function run(argv: string[], io: SimulateIo = {}): Promise<number> {
-  const out = io.out ?? ((s: string) => process.stdout.write(s));
-  const err = io.err ?? ((s: string) => process.stderr.write(s));
+  const out = io.out ?? ((s: string) => void process.stdout.write(s));
+  const err = io.err ?? ((s: string) => void process.stderr.write(s));
   const env = io.env ?? process.env;
-  const tty = io.tty ?? Boolean(process.stderr.isTTY);
-  const pollMs = io.pollMs ?? POLL_MS;
-  const args = parseArgs(argv, FLAGS);
+  const args = parseArgs(argv, SPEC);
   if (args.flags.help) {
     out(HELP);
     return 0;
   }
   const [cmd = 'start', id, ...rest] = args.positional;
   if (rest.length) throw new UsageError(`unexpected ${rest.join(' ')}`);
-  const conn = connection(args.flags, env);
-  const api = new Api(new ReefClient({ endpoint: conn.endpoint, credentials: { clientId: conn.clientId, clientSecret: conn.clientSecret } }), conn.endpoint);
+  if ((cmd === 'status' || cmd === 'stop') && !id) throw new UsageError(`reef simulate ${cmd} needs the simulation id`);
+  if (!['list', 'status', 'stop', 'start', 'create'].includes(cmd)) throw new UsageError(`unknown action ${JSON.stringify(cmd)}: use list, status ID, stop ID, or start options`);
+  if ((cmd === 'start' || cmd === 'create' || cmd === 'list') && id) throw new UsageError(`unexpected ${id}`);
   const json = args.flags.json === 'true';
 
-  try {
-    if (cmd === 'list') {
-      const { simulations } = await api.call<{ simulations: Simulation[] }>('GET', '');
-      if (json) out(JSON.stringify(simulations, null, 2) + '\n');
-      else if (!simulations.length) out('No simulations.\n');
-      else {
-        const rows = simulations.map((s) => [s.id, s.status, String(s.devices), duration(s.params.intervalMs), fmt(s.observationsProduced), s.startedAt, s.name ?? '']);
-        const head = ['ID', 'STATUS', 'DEVICES', 'INTERVAL', 'READINGS', 'STARTED', 'NAME'];
-        const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-        for (const r of [head, ...rows]) out(r.map((c, i) => c.padEnd(w[i]!)).join('  ').trimEnd() + '\n');
-      }
-      return 0;
-    }
-    if (cmd === 'status' || cmd === 'stop') {
-      if (!id) throw new UsageError(`reef simulate ${cmd} needs the simulation id`);
-      const sim = cmd === 'stop' ? await api.call<Simulation>('DELETE', `/${encodeURIComponent(id)}`) : await api.call<Simulation>('GET', `/${encodeURIComponent(id)}`);
-      if (json) out(JSON.stringify({ ...sim, deviceIds: undefined }, null, 2) + '\n');
-      else out(summary(sim, sim.backfill ? [`  backfill:     ${fmt(sim.backfill.done)} of ${fmt(sim.backfill.total)}`] : []) + '\n');
-      return sim.status === 'failed' ? 1 : 0;
-    }
-    if (cmd !== 'start' && cmd !== 'create') throw new UsageError(`unknown action ${JSON.stringify(cmd)}: use list, status ID, stop ID, or start options`);
-    if (id) throw new UsageError(`unexpected ${id}`);
-
-    const body: Record<string, unknown> = {};
-    const devices = args.flags.devices;
-    if (devices === undefined || devices === 'true') throw new UsageError('--devices is required');
-    body.devices = /^\d+$/.test(devices) ? Number(devices) : devices;
-    if (args.flags.interval === undefined || args.flags.interval === 'true') throw new UsageError('--interval is required (e.g. 10s)');
-    body.interval = args.flags.interval;
-    for (const k of ['backfill', 'duration', 'seed', 'profile', 'name'] as const) {
-      const v = args.flags[k];
-      if (v === 'true') throw new UsageError(`--${k} needs a value`);
-      if (v !== undefined) body[k] = v;
-    }
-    if (args.flags.area !== undefined) body.area = parseAreaFlag(args.flags.area);
-
-    const t0 = Date.now();
-    let sim = await api.call<Simulation>('POST', '', body);
-    if (!json) err(`Started simulation ${sim.id}: ${fmt(sim.devices)} devices every ${duration(sim.params.intervalMs)}\n`);
-    const extra: string[] = [];
-
-    if (sim.backfill) {
-      const total = sim.backfill.total;
-      let lastLine = -1;
-      for (;;) {
-        const done = sim.backfill?.done ?? total;
-        const secs = (Date.now() - t0) / 1000;
-        const rate = secs > 0 ? done / secs : 0;
-        const eta = rate > 0 ? ` ETA ${duration(Math.round(((total - done) / rate) * 1000))}` : '';
-        const line = `${progressBar(done, total)} ${fmt(done)}/${fmt(total)} readings ${fmt(rate)}/s${done < total ? eta : ''}`;
-        if (tty) err(`\r${line}\x1b[K`);
-        else if (Math.floor((done / Math.max(1, total)) * 10) !== lastLine) {
-          lastLine = Math.floor((done / Math.max(1, total)) * 10);
-          err(line + '\n');
+  return runClient(
+    'simulate',
+    async () => {
+      const { client } = connect(env, args);
+      if (cmd === 'list') {
+        const simulations = await client.listSimulations();
+        if (json) out(JSON.stringify(simulations, null, 2) + '\n');
+        else if (!simulations.length) out('No simulations.\n');
+        else {
+          const rows = simulations.map((s) => ({ id: s.id, status: s.status, devices: s.devices, interval: formatDuration(s.params.intervalMs), readings: formatCount(s.observationsProduced), started: s.startedAt, name: s.name ?? '' }));
+          printTable(rows, ['id', 'status', 'devices', 'interval', 'readings', 'started', 'name'], out);
         }
-        if (sim.status !== 'backfilling') break;
-        await new Promise((r) => setTimeout(r, pollMs));
-        sim = await api.call<Simulation>('GET', `/${sim.id}`);
+        return 0;
       }
-      if (tty) err('\n');
-      const secs = (Date.now() - t0) / 1000;
-      extra.push(`  backfill:     ${fmt(total)} readings in ${secs.toFixed(1)} s (${fmt(total / Math.max(secs, 0.001))}/s)`);
-    }
-
-    if (args.flags.wait === 'true' && sim.endsAt) {
-      while (sim.status === 'running' || sim.status === 'backfilling') {
-        if (tty) err(`\r${sim.status}: ${fmt(sim.observationsProduced)} readings, ends ${sim.endsAt}\x1b[K`);
-        await new Promise((r) => setTimeout(r, pollMs));
-        sim = await api.call<Simulation>('GET', `/${sim.id}`);
+      if (cmd === 'status' || cmd === 'stop') {
+        const sim = cmd === 'stop' ? await client.stopSimulation(id!) : await client.getSimulation(id!);
+        if (json) out(JSON.stringify({ ...sim, deviceIds: undefined }, null, 2) + '\n');
+        else out(summary(sim, sim.backfill ? [`  backfill:     ${formatCount(sim.backfill.done)} of ${formatCount(sim.backfill.total)}`] : []) + '\n');
+        return sim.status === 'failed' ? 1 : 0;
       }
-      if (tty) err('\n');
-    }
-    if (json) out(JSON.stringify(sim, null, 2) + '\n');
-    else out(summary(sim, extra) + '\n');
-    return sim.status === 'failed' ? 1 : 0;
-  } catch (e) {
-    if (e instanceof CliError || isApiError(e)) {
-      err(`reef simulate: ${(e as Error).message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+      return start(client, args.flags, { out, err, tty: io.tty ?? Boolean(process.stderr.isTTY), pollMs: io.pollMs ?? POLL_MS });
+    },
+    err,
+  );
 }

@@ -114,22 +114,11 @@ export const SETTINGS = [
 ] as const;
 
 /** Parses `--name value` and `--name=value` flags into a map keyed by flag name. */
-export function parseFlags(argv: string[]): { flags: Record<string, string>; rest: string[] } {
-  const flags: Record<string, string> = {};
-  const rest: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (!a.startsWith('--')) { rest.push(a); continue; }
-    const eq = a.indexOf('=');
-    if (eq > 0) flags[a.slice(2, eq)] = a.slice(eq + 1);
-    else if (i + 1 < argv.length && !argv[i + 1]!.startsWith('--')) flags[a.slice(2)] = argv[++i]!;
-    else flags[a.slice(2)] = 'true';
-  }
-  return { flags, rest };
-}
-
-export function loadConfig(env: Source = process.env, argv: string[] = []): Config {
-  const { flags } = parseFlags(argv);
+/**
+ * Reads and checks every setting at once: a flag (by its SETTINGS name, as the command's argument
+ * parser gave it: src/cli/args.ts) wins over the environment, which wins over the default.
+ */
+export function loadConfig(env: Source = process.env, flags: Readonly<Record<string, string>> = {}): Config {
   const problems: string[] = [];
   const raw = (s: (typeof SETTINGS)[number]): string => flags[s.flag] ?? env[s.env] ?? s.def;
   const get = (name: (typeof SETTINGS)[number]['env']) => SETTINGS.find((s) => s.env === name)!;
@@ -266,6 +255,6 @@ function parseKits(v: string, problems: string[]): { mac: string; host: string; 
 
 /** A config for tests and embedding: defaults, then the given overrides. */
 export function testConfig(overrides: Partial<Config> & { dataDir: string }): Config {
-  const base = loadConfig({ REEF_LOG_LEVEL: 'silent', REEF_DEMO: 'false', REEF_HTTP_PORT: '0', REEF_GATEWAY_PORT: '0', REEF_MQTT_PORT: '0', REEF_MQTT_TLS_PORT: '0' }, []);
+  const base = loadConfig({ REEF_LOG_LEVEL: 'silent', REEF_DEMO: 'false', REEF_HTTP_PORT: '0', REEF_GATEWAY_PORT: '0', REEF_MQTT_PORT: '0', REEF_MQTT_TLS_PORT: '0' }, {});
   return { ...base, ...overrides };
 }

@@ -60,6 +60,8 @@ export const ERRORS = {
   STORE_UNAVAILABLE: { status: 503, coap: '5.03', title: 'The database is unreachable; retry shortly' },
   KIT_OFFLINE: { status: 503, coap: '5.03', title: 'The dev kit has not announced itself to the gateway' },
   GATEWAY_TIMEOUT: { status: 504, coap: '5.04', title: 'The device did not answer before the deadline' },
+  OBSERVATION_ENDED: { status: 503, coap: '5.03', title: 'The observation of the kit resource ended; register again' },
+  PROXYING_NOT_SUPPORTED: { status: 502, coap: '5.05', title: 'The gateway proxies only to dev kits under its mesh domain' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

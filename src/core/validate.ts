@@ -1,5 +1,6 @@
 // Value rules shared by the HTTP layer, the CLI and the store. Each returns a clean value or throws
 // a ReefError naming the field, so every entry point rejects the same inputs the same way.
+import { parseDuration } from './duration.ts';
 import { ReefError } from './errors.ts';
 
 /**
@@ -107,4 +108,11 @@ export function temperature(v: unknown, field: string): number {
   else throw new ReefError('VALIDATION_FAILED', `${field} must be a number or a numeric string`, { field });
   if (!Number.isFinite(n)) throw new ReefError('VALIDATION_FAILED', `${field} must be finite`, { field });
   return n;
+}
+
+/** A positive duration ("500ms", "10s", "5m", "1h", "1d"; a bare number is milliseconds) in ms. */
+export function duration(v: string, field: string): number {
+  const ms = parseDuration(v);
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw new ReefError('VALIDATION_FAILED', `${field} must be a duration such as 500ms, 10s, 5m, 1h or 1d`, { field });
+  return ms;
 }

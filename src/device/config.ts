@@ -2,6 +2,7 @@
 // reported together in one ReefError. Sources in order of precedence: explicit values (CLI flags or
 // a test's overrides), then REEF_DEVICE_* variables from the env object the caller passes (this
 // module never reads process.env itself), then the defaults below.
+import { parseDuration } from '../core/duration.ts';
 import { ReefError } from '../core/errors.ts';
 
 export interface GatewayAddress {
@@ -92,15 +93,6 @@ export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
 
 type Key = keyof DeviceConfig;
 type Parser = (s: string) => unknown;
-
-/** "60s", "200ms", "5m", "1h"; a bare number is in `unit`. */
-export function parseDuration(s: string, unit: 'ms' | 's'): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(s);
-  if (!m) return NaN;
-  const n = Number(m[1]);
-  const u = m[2] ?? unit;
-  return Math.round(n * (u === 'ms' ? 1 : u === 's' ? 1000 : u === 'm' ? 60_000 : 3_600_000));
-}
 
 function parseBool(s: string): boolean | undefined {
   if (/^(1|true|yes|on)$/i.test(s)) return true;

@@ -37,6 +37,8 @@ const UNSPECIFIED = new Set(['0.0.0.0', '::', '']);
 export class KitDirectory {
   private readonly byMac = new Map<string, KitEntry>();
   private readonly byPeer = new Map<string, KitEntry>();
+  /** When each MAC was last heard (an announcement), kept after its entry expires: "offline since". */
+  private readonly heardAt = new Map<string, number>();
 
   constructor(statics: StaticKit[] = []) {
     for (const k of statics) {
@@ -74,6 +76,11 @@ export class KitDirectory {
     return this.byPeer.get(`${peer.address}|${peer.port}`);
   }
 
+  /** When the kit with this MAC was last heard from (epoch ms), even after it went quiet; null if never. */
+  lastHeard(mac: string): number | null {
+    return this.heardAt.get(mac) ?? null;
+  }
+
   all(): KitEntry[] {
     return [...this.byMac.values()];
   }
@@ -84,6 +91,7 @@ export class KitDirectory {
     if (host !== from.address || a.port !== from.port) return { outcome: 'refused-source' };
     const old = this.byMac.get(a.mac);
     if (old?.source === 'static') return { outcome: 'refused-static' };
+    this.heardAt.set(a.mac, now);
     const entry: KitEntry = {
       mac: a.mac,
       peer: { address: host, port: a.port },
@@ -125,4 +133,11 @@ export class KitDirectory {
     const key = `${k.peer.address}|${k.peer.port}`;
     if (this.byPeer.get(key) === k) this.byPeer.delete(key);
   }
+}
+
+/** The kit-side path: the client's first segment replaced by (or prefixed with) the kit's own prefix (seed §9). */
+export function kitPath(kit: KitEntry, path: string[]): string[] {
+  if (path.length === 2 && path[0] === '.well-known' && path[1] === 'core') return path;
+  if (path[0] === 'snsr' || path[0] === 'sensor') return [kit.prefix, ...path.slice(1)];
+  return [kit.prefix, ...path];
 }

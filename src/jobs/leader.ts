@@ -1,7 +1,7 @@
 // Leadership: background jobs (simulations, store upkeep) run on one node at a time. Jobs register
 // once with run(); the Leadership starts them when this node becomes the leader and stops them when
 // it stops leading, so a job never asks who leads. One node (SQLite, or a single process) always
-// leads; on PostgreSQL the leader holds an advisory lock (src/store/postgres/leader.ts) and another
+// leads; on PostgreSQL the leader holds an advisory lock (src/jobs/pg-leader.ts) and another
 // node takes over when it dies.
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';

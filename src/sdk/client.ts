@@ -17,6 +17,7 @@ import type {
   ObservationPage,
   ObservationQuery,
   NewSimulation,
+  KitStatus,
   Simulation,
   StreamEvent,
   TokenResponse,
@@ -42,6 +43,8 @@ export interface ReefClientOptions {
   timeoutMs?: number;
   /** Extra headers sent with every request. */
   headers?: Record<string, string>;
+  /** The clock (epoch ms) a token's renewal and expiry are judged by; default Date.now. */
+  now?: () => number;
 }
 
 /** Options every call accepts. */
@@ -188,7 +191,7 @@ export class ReefClient {
         throw new TypeError('ReefClient: credentials need clientId and clientSecret strings');
       }
       if (!creds && !options.token) throw new TypeError('ReefClient: give credentials {clientId, clientSecret} or a token');
-      this.tokens = new TokenManager(creds ? () => this.requestToken(creds) : null, options.token ?? null);
+      this.tokens = new TokenManager(creds ? () => this.requestToken(creds) : null, options.token ?? null, options.now ?? Date.now);
     }
     this.options = options;
   }
@@ -391,6 +394,11 @@ export class ReefClient {
   }
 
   // ---- CoAP bridge to dev kits (docs/coap.md "HTTP bridge") ----------------------------------------
+
+  /** The solution's dev kits as the gateway sees them: reachable now, and when each was last heard. */
+  async listKits(opts: CallOptions = {}): Promise<KitStatus[]> {
+    return (await this.request<{ kits: KitStatus[] }>('GET', `${this.sol(opts)}/kits`, { idempotent: true, signal: opts.signal })).data.kits;
+  }
 
   /**
    * One CoAP request to a dev kit through the gateway, e.g. `coap(id, 'GET', 'snsr/arduino/temp?sens')`.

@@ -142,9 +142,13 @@ export interface Simulation {
     intervalMs: number;
     durationMs: number | null;
     backfillMs: number;
-    area: Record<string, unknown>;
+    /** The area as the server resolved it (a circle, or a box as "bbox"). */
+    area:
+      | { kind: 'circle'; center: Location; radiusKm: number }
+      | { kind: 'bbox'; south: number; west: number; north: number; east: number };
     seed: string;
-    profile: Record<string, unknown>;
+    /** The climate profile with every parameter filled in. */
+    profile: { kind: 'outdoor' | 'indoor'; offsetC: number; dailySwingC: number; driftC: number; noiseC: number };
   };
   observationsProduced: number;
   createdAt: string;
@@ -180,4 +184,15 @@ export interface CoapRequestBody {
   payload?: string;
   payloadBase64?: string;
   contentFormat?: number;
+}
+
+/** GET /api/solutions/{s}/kits: a dev kit as the gateway sees it. */
+export interface KitStatus {
+  deviceId: string;
+  mac: string;
+  reachable: boolean;
+  /** The last announcement the gateway received (ISO 8601); null when never heard. */
+  lastHeard: string | null;
+  announcePeriodSeconds: number | null;
+  firmware: string | null;
 }

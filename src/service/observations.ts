@@ -3,7 +3,7 @@
 // read side (latest of all, one device's range with keyset paging, per-bucket aggregates).
 import { ReefError } from '../core/errors.ts';
 import { toWireObservation, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
-import { isoTimestamp, temperature } from '../core/validate.ts';
+import { duration, isoTimestamp, temperature } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 
@@ -102,23 +102,13 @@ export async function deviceObservations(store: Store, device: DeviceRecord, q: 
   };
 }
 
-const BUCKET_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** "10s", "5m", "1h", or plain milliseconds. */
-export function parseDuration(v: string, field: string): number {
-  const m = /^(\d{1,10})(ms|s|m|h|d)?$/.exec(v.trim());
-  const ms = m ? Number(m[1]) * BUCKET_UNITS[m[2] ?? 'ms']! : NaN;
-  if (!Number.isSafeInteger(ms) || ms <= 0) throw new ReefError('VALIDATION_FAILED', `${field} must be a duration such as 500ms, 10s, 5m, 1h or 1d`, { field });
-  return ms;
-}
-
 /** Per-bucket min/avg/max of temperature over [from, to): what the plot asks for on long ranges. */
 export async function deviceBuckets(store: Store, device: DeviceRecord, q: { from?: string; to?: string; bucket: string }) {
   if (q.from === undefined || q.to === undefined) throw new ReefError('VALIDATION_FAILED', 'bucket needs both from and to', { field: q.from === undefined ? 'from' : 'to' });
   const from = isoTimestamp(q.from, 'from');
   const to = isoTimestamp(q.to, 'to');
   if (from >= to) throw new ReefError('VALIDATION_FAILED', 'from must be before to', { field: 'from' });
-  const bucketMs = parseDuration(q.bucket, 'bucket');
+  const bucketMs = duration(q.bucket, 'bucket');
   if ((to - from) / bucketMs > 100_000) throw new ReefError('VALIDATION_FAILED', 'at most 100000 buckets per request: widen the bucket', { field: 'bucket' });
   const rows = await store.bucketObservations(device.id, { from, to, bucketMs });
   return rows.map((b) => ({ timestamp: new Date(b.ts).toISOString(), count: b.count, min: b.min, avg: b.avg, max: b.max }));

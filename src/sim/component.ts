@@ -1,7 +1,7 @@
 // The simulation part of `reef serve`: the simulations API, the runs of this node, and on the
 // first start a small live simulation for the demo account so a new user sees devices at once.
-import type { Component, ComponentFactory, DemoCredentials, Services } from '../server.ts';
-import { simulationRoutes } from '../http/routes/simulations.ts';
+import type { Component, ComponentFactory, DemoCredentials, Services } from '../app/contracts.ts';
+import { simulationRoutes } from './routes.ts';
 import type { Leadership } from '../jobs/leader.ts';
 import type { SimLimits } from './params.ts';
 import { SimulationManager } from './simulations.ts';

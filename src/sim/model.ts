@@ -171,7 +171,8 @@ export function temperatureAt(d: VirtualDeviceModel, t: number): number {
   for (const c of d.weather) weather += c.w * Math.sin((TAU * t) / c.periodMs + c.phase);
   const drift = d.driftC * Math.sin((TAU * t) / d.driftPeriodMs + d.driftPhase);
   const noise = (hash01(d.noiseKey, t >>> 0, Math.floor(t / 4294967296)) + hash01(d.noiseKey ^ 0x2545f491, t >>> 0, d.index) - 1) * d.noiseC;
-  return Math.round((d.baseC + seasonal + daily + weather + drift + noise) * 100) / 100;
+  // `+ 0` turns a rounded -0 into 0: JSON has no -0, so a stored reading would differ from the model.
+  return Math.round((d.baseC + seasonal + daily + weather + drift + noise) * 100) / 100 + 0;
 }
 
 /** The widest band a device's readings can fall in (for checks and the docs). */

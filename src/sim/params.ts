@@ -2,8 +2,7 @@
 // (`interval`, `area.center.latitude`, `profile.noiseC`...). Durations are "500ms", "10s", "5m",
 // "1h", "7d" or a number of milliseconds.
 import { ReefError } from '../core/errors.ts';
-import { latitude, longitude } from '../core/validate.ts';
-import { parseDuration } from '../service/observations.ts';
+import { duration as durationText, latitude, longitude } from '../core/validate.ts';
 import { PROFILES, type Area, type Profile } from './model.ts';
 
 export interface SimLimits {
@@ -65,7 +64,7 @@ function duration(v: unknown, field: string): number {
     return v;
   }
   if (typeof v !== 'string') bad(field, 'must be a duration such as 10s, 5m, 1h or 7d, or a number of milliseconds');
-  return parseDuration(v, field);
+  return durationText(v, field);
 }
 
 function num(v: unknown, field: string, min: number, max: number): number {

@@ -8,11 +8,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { BIN, reef, type ReefResult as Result } from '../helpers/reef.ts';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
 import { Progress } from '../../src/cli/progress.ts';
 import { ReefClient } from '../../src/sdk/index.ts';
 
-const BIN = path.resolve('bin/reef.js');
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
 
@@ -20,28 +20,6 @@ function dir(): string {
   const d = tempDir('reef-cli-client-');
   dirs.push(d);
   return d;
-}
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs bin/reef.js; async, since the service under test runs in this process. */
-function reef(args: string[], opts: { env?: Record<string, string | undefined>; input?: string } = {}): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const env: Record<string, string | undefined> = { ...process.env, REEF_LOG_LEVEL: 'silent', ...opts.env };
-    for (const k of ['REEF_ENDPOINT', 'REEF_CLIENT_ID', 'REEF_CLIENT_SECRET', 'REEF_TOKEN', 'REEF_SOLUTION']) if (!(opts.env && k in opts.env)) delete env[k];
-    const child = spawn(process.execPath, [BIN, ...args], { env: env as NodeJS.ProcessEnv, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(opts.input ?? '');
-  });
 }
 
 /** One line on stderr, nothing else. */

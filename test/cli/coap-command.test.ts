@@ -1,26 +1,14 @@
 // `reef coap get|put|observe` as users run it: the real binary in a child process, through a real
 // service's gateway to a software dev kit announcing itself over UDP on 127.0.0.1.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { reef as run } from '../helpers/reef.ts';
 import { tempDir } from '../helpers/server.ts';
+
+const reef = (args: string[], env: Record<string, string>) => run(args, { env });
 import { startGateway, type GatewayHarness } from '../gateway/helpers.ts';
 
-const BIN = path.resolve('bin/reef.js');
-
-function reef(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, REEF_LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe('reef coap', () => {
   let h: GatewayHarness;

@@ -1,22 +1,19 @@
 // The operator's commands as users run them: the real `reef` binary in a child process on a real
 // data directory — serve (demo account, graceful SIGTERM), account, provision, config errors.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
+import { BIN, reef as run } from '../helpers/reef.ts';
 import { tempDir } from '../helpers/server.ts';
 
-const BIN = path.resolve('bin/reef.js');
+const reef = (args: string[], env: Record<string, string> = {}) => run(args, { env });
+
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
-
-function reef(args: string[], env: Record<string, string> = {}) {
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, REEF_LOG_LEVEL: 'silent', ...env } });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 function dataDir() {
   const d = tempDir('reef-cli-');
@@ -25,9 +22,9 @@ function dataDir() {
 }
 
 describe('reef account / provision', () => {
-  it('account create --json prints tenant id, client id and secret; the secret is stored hashed', () => {
+  it('account create --json prints tenant id, client id and secret; the secret is stored hashed', async () => {
     const dir = dataDir();
-    const r = reef(['account', 'create', '--name', 'acme', '--json', '--data-dir', dir]);
+    const r = await reef(['account', 'create', '--name', 'acme', '--json', '--data-dir', dir]);
     assert.equal(r.code, 0, r.stderr);
     const c = JSON.parse(r.stdout);
     assert.deepEqual(Object.keys(c).sort(), ['clientId', 'clientSecret', 'tenantId']);
@@ -36,74 +33,74 @@ describe('reef account / provision', () => {
     const db = fs.readFileSync(path.join(dir, 'reef.db'));
     assert.ok(!db.includes(Buffer.from(c.clientSecret)), 'the secret is not stored in clear');
     assert.ok(db.includes(Buffer.from('scrypt$')));
-    const list = JSON.parse(reef(['account', 'list', '--json', '--data-dir', dir]).stdout);
+    const list = JSON.parse((await reef(['account', 'list', '--json', '--data-dir', dir])).stdout);
     assert.equal(list.length, 1);
     assert.equal(list[0].group, c.tenantId, 'an account is a group of its own by default');
     assert.ok(!JSON.stringify(list).includes(c.clientSecret));
   });
 
-  it('--group puts accounts in one tenant group; rotate-secret, disable and enable work', () => {
+  it('--group puts accounts in one tenant group; rotate-secret, disable and enable work', async () => {
     const dir = dataDir();
-    const a = JSON.parse(reef(['account', 'create', '--name', 'a', '--group', 'team', '--json', '--data-dir', dir]).stdout);
-    const rot = reef(['account', 'rotate-secret', '--id', a.clientId, '--json', '--data-dir', dir]);
+    const a = JSON.parse((await reef(['account', 'create', '--name', 'a', '--group', 'team', '--json', '--data-dir', dir])).stdout);
+    const rot = await reef(['account', 'rotate-secret', '--id', a.clientId, '--json', '--data-dir', dir]);
     assert.equal(rot.code, 0, rot.stderr);
     assert.notEqual(JSON.parse(rot.stdout).clientSecret, a.clientSecret);
-    assert.equal(reef(['account', 'disable', '--id', a.tenantId, '--data-dir', dir]).code, 0);
-    const list = JSON.parse(reef(['account', 'list', '--json', '--data-dir', dir]).stdout);
+    assert.equal((await reef(['account', 'disable', '--id', a.tenantId, '--data-dir', dir])).code, 0);
+    const list = JSON.parse((await reef(['account', 'list', '--json', '--data-dir', dir])).stdout);
     assert.equal(list[0].group, 'team');
     assert.equal(list[0].disabled, true);
-    assert.equal(reef(['account', 'enable', '--id', a.tenantId, '--data-dir', dir]).code, 0);
-    const missing = reef(['account', 'disable', '--id', 'TNNOBODY', '--data-dir', dir]);
+    assert.equal((await reef(['account', 'enable', '--id', a.tenantId, '--data-dir', dir])).code, 0);
+    const missing = await reef(['account', 'disable', '--id', 'TNNOBODY', '--data-dir', dir]);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /no account/);
   });
 
-  it("--group never joins another account's tenant or an existing group by accident; --join-group joins explicitly (issue 11.7)", () => {
+  it("--group never joins another account's tenant or an existing group by accident; --join-group joins explicitly (issue 11.7)", async () => {
     const dir = dataDir();
-    const victim = JSON.parse(reef(['account', 'create', '--name', 'victim', '--json', '--data-dir', dir]).stdout);
-    const hijack = reef(['account', 'create', '--name', 'intruder', '--group', victim.tenantId, '--data-dir', dir]);
+    const victim = JSON.parse((await reef(['account', 'create', '--name', 'victim', '--json', '--data-dir', dir])).stdout);
+    const hijack = (await reef(['account', 'create', '--name', 'intruder', '--group', victim.tenantId, '--data-dir', dir]));
     assert.equal(hijack.code, 1);
     assert.match(hijack.stderr, /tenant id/);
-    const lower = reef(['account', 'create', '--name', 'intruder', '--join-group', victim.tenantId.toLowerCase(), '--data-dir', dir]);
+    const lower = (await reef(['account', 'create', '--name', 'intruder', '--join-group', victim.tenantId.toLowerCase(), '--data-dir', dir]));
     assert.equal(lower.code, 1, 'not even by joining, in any case');
-    const first = JSON.parse(reef(['account', 'create', '--name', 'a', '--group', 'lab', '--json', '--data-dir', dir]).stdout);
-    const again = reef(['account', 'create', '--name', 'b', '--group', 'lab', '--data-dir', dir]);
+    const first = JSON.parse((await reef(['account', 'create', '--name', 'a', '--group', 'lab', '--json', '--data-dir', dir])).stdout);
+    const again = (await reef(['account', 'create', '--name', 'b', '--group', 'lab', '--data-dir', dir]));
     assert.equal(again.code, 1);
     assert.match(again.stderr, /already exists.*--join-group lab/);
-    const joined = reef(['account', 'create', '--name', 'b', '--join-group', 'lab', '--json', '--data-dir', dir]);
+    const joined = (await reef(['account', 'create', '--name', 'b', '--join-group', 'lab', '--json', '--data-dir', dir]));
     assert.equal(joined.code, 0, joined.stderr);
-    const list = JSON.parse(reef(['account', 'list', '--json', '--data-dir', dir]).stdout) as { tenantId: string; group: string }[];
+    const list = JSON.parse((await reef(['account', 'list', '--json', '--data-dir', dir])).stdout) as { tenantId: string; group: string }[];
     assert.deepEqual(list.filter((r) => r.group === 'lab').map((r) => r.tenantId).sort(), [first.tenantId, JSON.parse(joined.stdout).tenantId].sort());
     assert.equal(list.filter((r) => r.group === victim.tenantId).length, 1, "the victim's group is still only the victim");
   });
 
-  it('provision creates a NICDevKit in sandbox; the same MAC twice is refused clearly', () => {
+  it('provision creates a NICDevKit in sandbox; the same MAC twice is refused clearly', async () => {
     const dir = dataDir();
-    const a = JSON.parse(reef(['account', 'create', '--name', 'kit', '--json', '--data-dir', dir]).stdout);
-    const p = reef(['provision', '--client-id', a.clientId, '--mac', '00:13:50:05:FF:12:34:AB', '--json', '--data-dir', dir]);
+    const a = JSON.parse((await reef(['account', 'create', '--name', 'kit', '--json', '--data-dir', dir])).stdout);
+    const p = await reef(['provision', '--client-id', a.clientId, '--mac', '00:13:50:05:FF:12:34:AB', '--json', '--data-dir', dir]);
     assert.equal(p.code, 0, p.stderr);
     const d = JSON.parse(p.stdout);
     assert.equal(d.deviceType, 'NICDevKit');
     assert.deepEqual({ ...d.provisioningInfo, timestamp: 'T' }, { status: 'provisioned', timestamp: 'T', vendorMacAddress: '00135005ff1234ab', vendorNetworkDeviceType: 'MILLI' });
-    const again = reef(['provision', '--client-id', a.clientId, '--mac', '00135005ff1234ab', '--data-dir', dir]);
+    const again = await reef(['provision', '--client-id', a.clientId, '--mac', '00135005ff1234ab', '--data-dir', dir]);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /already provisioned/);
     assert.equal(again.stderr.trim().split('\n').length, 1, 'one line on stderr');
   });
 
-  it('bad usage exits 2', () => {
-    assert.equal(reef(['account', 'create', '--data-dir', dataDir()]).code, 2);
-    assert.equal(reef(['account', 'frobnicate']).code, 2);
-    assert.equal(reef(['provision', '--mac', '00']).code, 2);
-    assert.equal(reef(['nosuch']).code, 2);
-    assert.equal(reef(['account', 'create', '--name', 'x', '--bogus', '1']).code, 2);
-    assert.equal(reef(['--help']).code, 0);
+  it('bad usage exits 2', async () => {
+    assert.equal((await reef(['account', 'create', '--data-dir', dataDir()])).code, 2);
+    assert.equal((await reef(['account', 'frobnicate'])).code, 2);
+    assert.equal((await reef(['provision', '--mac', '00'])).code, 2);
+    assert.equal((await reef(['nosuch'])).code, 2);
+    assert.equal((await reef(['account', 'create', '--name', 'x', '--bogus', '1'])).code, 2);
+    assert.equal((await reef(['--help'])).code, 0);
   });
 });
 
 describe('reef serve', () => {
-  it('reports every configuration error at once and exits 2', () => {
-    const r = reef(['serve'], { REEF_HTTP_PORT: 'eighty', REEF_TOKEN_TTL: '-1', REEF_LOG_LEVEL: 'loud', REEF_DATABASE_URL: 'mysql://x' });
+  it('reports every configuration error at once and exits 2', async () => {
+    const r = await reef(['serve'], { REEF_HTTP_PORT: 'eighty', REEF_TOKEN_TTL: '-1', REEF_LOG_LEVEL: 'loud', REEF_DATABASE_URL: 'mysql://x' });
     assert.equal(r.code, 2);
     for (const v of ['REEF_HTTP_PORT', 'REEF_TOKEN_TTL', 'REEF_LOG_LEVEL', 'REEF_DATABASE_URL']) assert.match(r.stderr, new RegExp(v));
   });

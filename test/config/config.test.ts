@@ -4,7 +4,7 @@ import { it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
 
 it('defaults match the documentation', () => {
-  const c = loadConfig({}, []);
+  const c = loadConfig({}, {});
   assert.equal(c.http.port, 8080);
   assert.equal(c.http.host, '127.0.0.1');
   assert.match(c.dataDir, /\/data$/);
@@ -18,13 +18,13 @@ it('defaults match the documentation', () => {
 });
 
 it('flags win over variables', () => {
-  const c = loadConfig({ REEF_HTTP_PORT: '9000', REEF_LOG_LEVEL: 'warn' }, ['--port', '9100', '--log-level=error']);
+  const c = loadConfig({ REEF_HTTP_PORT: '9000', REEF_LOG_LEVEL: 'warn' }, { port: '9100', 'log-level': 'error' });
   assert.equal(c.http.port, 9100);
   assert.equal(c.logLevel, 'error');
 });
 
 it('reads fixed kit addresses', () => {
-  const c = loadConfig({ REEF_GATEWAY_KITS: '00:13:50:05:FF:12:34:AB=127.0.0.1:4849, 00135005ff1234ac=[::1]:5000' }, []);
+  const c = loadConfig({ REEF_GATEWAY_KITS: '00:13:50:05:FF:12:34:AB=127.0.0.1:4849, 00135005ff1234ac=[::1]:5000' }, {});
   assert.deepEqual(c.gateway.kits, [
     { mac: '00135005ff1234ab', host: '127.0.0.1', port: 4849 },
     { mac: '00135005ff1234ac', host: '::1', port: 5000 },
@@ -33,7 +33,7 @@ it('reads fixed kit addresses', () => {
 
 it('reports every problem at once', () => {
   assert.throws(
-    () => loadConfig({ REEF_HTTP_PORT: '70000', REEF_TOKEN_SECRET: 'short', REEF_ADMIN_KEY: 'k', REEF_DEMO: 'maybe', REEF_GATEWAY_KITS: 'nope', REEF_GATEWAY_CLOCK_SKEW: '0' }, []),
+    () => loadConfig({ REEF_HTTP_PORT: '70000', REEF_TOKEN_SECRET: 'short', REEF_ADMIN_KEY: 'k', REEF_DEMO: 'maybe', REEF_GATEWAY_KITS: 'nope', REEF_GATEWAY_CLOCK_SKEW: '0' }, {}),
     (e: unknown) => {
       assert.ok(e instanceof ConfigError);
       assert.equal(e.problems.length, 6, e.message);
@@ -44,22 +44,22 @@ it('reports every problem at once', () => {
 });
 
 it('MQTT: on at 127.0.0.1:1883 by default, moving off a taken default port only, TLS files both or neither', () => {
-  const c = loadConfig({}, []);
+  const c = loadConfig({}, {});
   assert.deepEqual(
     { ...c.mqtt },
     { enabled: true, host: '127.0.0.1', port: 1883, portFallback: true, tlsPort: 8883, tlsPortFallback: true, tlsCert: null, tlsKey: null, retain: true, recheckSeconds: 30 },
   );
   // A port the operator chose is never moved, whether by variable or flag.
-  assert.equal(loadConfig({ REEF_MQTT_PORT: '1883' }, []).mqtt.portFallback, false);
-  assert.equal(loadConfig({}, ['--mqtt-port', '2883']).mqtt.portFallback, false);
-  assert.equal(loadConfig({}, ['--mqtt-tls-port', '9883']).mqtt.tlsPortFallback, false);
+  assert.equal(loadConfig({ REEF_MQTT_PORT: '1883' }, {}).mqtt.portFallback, false);
+  assert.equal(loadConfig({}, { 'mqtt-port': '2883' }).mqtt.portFallback, false);
+  assert.equal(loadConfig({}, { 'mqtt-tls-port': '9883' }).mqtt.tlsPortFallback, false);
   assert.throws(
-    () => loadConfig({ REEF_MQTT_TLS_CERT: '/etc/hostname', REEF_MQTT_PORT: '-1', REEF_MQTT_RECHECK: '0', REEF_MQTT: 'perhaps' }, []),
+    () => loadConfig({ REEF_MQTT_TLS_CERT: '/etc/hostname', REEF_MQTT_PORT: '-1', REEF_MQTT_RECHECK: '0', REEF_MQTT: 'perhaps' }, {}),
     (e: unknown) => {
       assert.ok(e instanceof ConfigError);
       for (const v of ['REEF_MQTT_TLS_KEY', 'REEF_MQTT_PORT', 'REEF_MQTT_RECHECK', 'REEF_MQTT \\(--mqtt\\)']) assert.match(e.message, new RegExp(v));
       return true;
     },
   );
-  assert.throws(() => loadConfig({ REEF_MQTT_TLS_CERT: '/nonexistent/cert.pem', REEF_MQTT_TLS_KEY: '/nonexistent/key.pem' }, []), /no such file "\/nonexistent\/cert.pem"/);
+  assert.throws(() => loadConfig({ REEF_MQTT_TLS_CERT: '/nonexistent/cert.pem', REEF_MQTT_TLS_KEY: '/nonexistent/key.pem' }, {}), /no such file "\/nonexistent\/cert.pem"/);
 });

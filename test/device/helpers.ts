@@ -3,6 +3,7 @@ import dgram from 'node:dgram';
 import { CoapMessage, parseMessage, serializeMessage } from '../../src/coap/index.ts';
 import { loadDeviceConfig, DeviceConfig } from '../../src/device/config.ts';
 import { Kit } from '../../src/device/kit.ts';
+import { waitFor as shared } from '../helpers/wait.ts';
 
 export async function startKit(over: Partial<DeviceConfig> = {}): Promise<Kit> {
   const cfg = loadDeviceConfig({ port: 0, monitorWindowMs: 0, logLevel: 0, periodMs: 100, uartTimeoutMs: 500, ...over });
@@ -69,10 +70,7 @@ export class RawClient {
   }
 }
 
+/** The shared waitFor (test/helpers/wait.ts) in the argument order of the device tests. */
 export async function waitFor(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await shared(what, cond, ms, 10);
 }

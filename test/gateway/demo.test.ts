@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fs from 'node:fs';
 import { testConfig } from '../../src/config/config.ts';
-import { demoKitMac, gatewayComponent } from '../../src/gateway/component.ts';
+import { demoKitComponent, demoKitMac } from '../../src/demo/component.ts';
+import { gatewayComponent } from '../../src/gateway/component.ts';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
 import { closeSession, coapClient, freePort, until } from './helpers.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
@@ -19,9 +20,10 @@ describe('demo kit', () => {
   });
 
   async function start() {
-    const f = gatewayComponent({ demoPeriodMs: 200 });
-    t = await startTestServer({ dataDir, demo: true, gateway: { ...testConfig({ dataDir }).gateway, enabled: true, port: 0, deadlineMs: 2000 } }, [f]);
-    return f.last!;
+    const f = gatewayComponent();
+    const k = demoKitComponent(() => f.last, { periodMs: 200 });
+    t = await startTestServer({ dataDir, demo: true, gateway: { ...testConfig({ dataDir }).gateway, enabled: true, port: 0, deadlineMs: 2000 } }, [f, k]);
+    return { gateway: f.last!.gateway, address: () => f.last!.address(), get demoMac() { return k.last!.demoMac; } };
   }
 
   it('is provisioned to the demo account on first start and reachable through the gateway with coap-client', async () => {

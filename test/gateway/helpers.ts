@@ -11,9 +11,10 @@ import { Kit } from '../../src/device/kit.ts';
 import { gatewayComponent, type GatewayComponent } from '../../src/gateway/component.ts';
 import type { GatewayOptions } from '../../src/gateway/gateway.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
-import type { ComponentFactory } from '../../src/server.ts';
+import type { ComponentFactory } from '../../src/app/contracts.ts';
 import { provisionKit } from '../../src/service/devices.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 export const DOMAIN = 'mesh.reef.local';
 
@@ -29,9 +30,9 @@ export interface GatewayHarness {
 }
 
 export async function startGateway(
-  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions> & { demoKit?: boolean }; config?: Partial<Config>; log?: import('pino').Logger; extraComponents?: ComponentFactory[] } = {},
+  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions>; config?: Partial<Config>; log?: import('pino').Logger; extraComponents?: ComponentFactory[] } = {},
 ): Promise<GatewayHarness> {
-  const factory = gatewayComponent({ demoKit: false, ...(opts.options ?? {}) });
+  const factory = gatewayComponent(opts.options ?? {});
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
   // Other components (the MQTT broker) start first, so they listen before the first kit reading.
   const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [...(opts.extraComponents ?? []), factory], opts.log ? { log: opts.log } : {});
@@ -60,14 +61,9 @@ export async function startGateway(
   return h;
 }
 
-/** Polls until `cond` holds (no timing assertion: the cap only keeps a broken test from hanging). */
+/** The shared waitFor (test/helpers/wait.ts) in the argument order of the gateway tests. */
 export async function until(cond: () => boolean | Promise<boolean>, what: string, capMs = 15_000): Promise<void> {
-  const end = Date.now() + capMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > end) throw new Error(`gave up waiting: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(what, cond, capMs);
 }
 
 /** A UDP port that is free right now, for coap-client's fixed source port (-p): a session is bound to it. */

@@ -5,6 +5,7 @@ import dgram from 'node:dgram';
 import { after, before, describe, it } from 'node:test';
 import { provisionKit } from '../../src/service/devices.ts';
 import { startGateway, until, type GatewayHarness } from './helpers.ts';
+import { readSse } from '../helpers/sse.ts';
 
 interface Bridge {
   deviceId: string;
@@ -19,26 +20,10 @@ interface Bridge {
   observe?: number;
 }
 
-/** Reads SSE events from a fetch body until `want` of the given name arrived. */
+/** SSE events of a fetch body (the SDK's parser) until `want` of the given name arrived; the stream stays open. */
 async function readEvents(res: Response, want: number, name = 'notification'): Promise<{ event: string; data: unknown }[]> {
-  const reader = res.body!.getReader();
-  const dec = new TextDecoder();
-  let buf = '';
-  const out: { event: string; data: unknown }[] = [];
-  while (out.filter((e) => e.event === name).length < want) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const ev = /^event: (.+)$/m.exec(block)?.[1];
-      const data = /^data: (.+)$/m.exec(block)?.[1];
-      if (ev && data) out.push({ event: ev, data: JSON.parse(data) });
-    }
-  }
-  return out;
+  const messages = await (await readSse(res)).take(want, name);
+  return messages.map((m) => ({ event: m.event, data: JSON.parse(m.data) }));
 }
 
 describe('HTTP bridge to dev kits', () => {

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { readSse } from '../helpers/sse.ts';
 
 let server: TestServer;
 before(async () => {
@@ -231,16 +232,14 @@ describe('reading', () => {
     const r = await fetch(`${server.url}/api/solutions/StudioSimulation/events`, { headers: { authorization: token }, signal: ac.signal });
     assert.equal(r.status, 200);
     assert.match(r.headers.get('content-type')!, /text\/event-stream/);
-    const reader = r.body!.getReader();
-    let text = '';
-    await reader.read(); // ": connected"
+    const events = await readSse(r, { subscribed: true });
     await upload(stranger.token, theirs, obs(1));
     await upload(token, id, [{ timestamp: iso(T0), temperature: 12.5 }]);
-    while (!text.includes('\n\n') || !text.includes('event: observations')) text += new TextDecoder().decode((await reader.read()).value);
+    const got = await events.take(1, 'observations');
     ac.abort();
-    const data = JSON.parse(text.split('\n').find((l) => l.startsWith('data: '))!.slice(6));
+    const data = JSON.parse(got.find((m) => m.event === 'observations')!.data);
     assert.deepEqual(data, { deviceId: id, observations: [{ timestamp: iso(T0), temperature: 12.5 }] });
-    assert.ok(!text.includes(theirs));
+    assert.ok(!got.some((m) => m.data.includes(theirs)));
   });
 
   it('CORS lets a browser read next_page', async () => {

@@ -4,11 +4,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
 import { rotateSecret, setDisabled } from '../../src/auth/accounts.ts';
+import { testClock } from '../helpers/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
+const clock = testClock();
 before(async () => {
-  server = await startTestServer({ loginThrottle: { maxFailures: 3, windowSeconds: 60 } });
+  server = await startTestServer({ loginThrottle: { maxFailures: 3, windowSeconds: 60 } }, [], { now: clock.now });
 });
 after(() => server.close());
 
@@ -114,10 +116,11 @@ describe('Authorization header', () => {
   });
 
   it('an expired token is TOKEN_EXPIRED', async () => {
-    const short = await startTestServer({ tokens: { ttlSeconds: 1, secret: null, issuer: 'reef' } });
+    const shortClock = testClock();
+    const short = await startTestServer({ tokens: { ttlSeconds: 1, secret: null, issuer: 'reef' } }, [], { now: shortClock.now });
     try {
       const { token } = await short.login('exp');
-      await new Promise((r) => setTimeout(r, 2100));
+      shortClock.advance(2100);
       await expectError(await short.request('GET', '/api/solutions/sandbox/devices', { token }), 401, 'TOKEN_EXPIRED');
     } finally {
       await short.close();
@@ -140,7 +143,7 @@ describe('Authorization header', () => {
     const c = await server.login('disable-live');
     assert.equal((await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).status, 200);
     await setDisabled(server.services.store, c.tenantId, true);
-    await new Promise((r) => setTimeout(r, 1100)); // the account cache holds for one second
+    clock.advance(1100); // the account cache holds for one second
     await expectError(await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token }), 401, 'ACCOUNT_DISABLED');
   });
 

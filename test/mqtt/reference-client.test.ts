@@ -29,7 +29,7 @@ async function referenceClient(api: string, broker: string, creds: { clientId: s
       if (!device) return;
       const r = await fetch(`${api}/api/solutions/sandbox/devices/${device.id}/observations`, { method: 'POST', headers: { authorization: accessToken, 'content-type': 'application/json' }, body: JSON.stringify(body) });
       posted(r.status);
-    })();
+    })().catch(() => undefined); // a post cut off when the test stops the service
   });
   await client.subscribeAsync(`${creds.tenantId}/alert/+/+`);
   return client;

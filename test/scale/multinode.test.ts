@@ -9,6 +9,7 @@ import { UPKEEP_STATE_KEY } from '../../src/jobs/upkeep.ts';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.ts';
 import { json, startNode, waitFor, type ReefNode } from './reef-node.ts';
+import { readSse } from '../helpers/sse.ts';
 
 describe('several nodes on one PostgreSQL', () => {
   let db: TestDatabase;
@@ -61,17 +62,14 @@ describe('several nodes on one PostgreSQL', () => {
     const ac = new AbortController();
     const r = await fetch(`${b.url}/api/solutions/StudioSimulation/events`, { headers: { authorization: tokB }, signal: ac.signal });
     assert.equal(r.status, 200);
-    const reader = r.body!.getReader();
-    await reader.read(); // ": connected"
+    const stream = await readSse(r, { subscribed: true });
     // A large batch too: it exceeds a NOTIFY payload and travels through event_payloads.
     const big = Array.from({ length: 300 }, (_, i) => ({ timestamp: new Date(Date.UTC(2026, 10, 2) + i * 1000).toISOString(), temperature: 20 + i / 100 }));
     assert.equal((await call(a, 'POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, tokA, { observations: [{ timestamp: '2026-11-02T00:00:00.000Z', temperature: 7.5 }] })).status, 201);
     assert.equal((await call(a, 'POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, tokA, { observations: big })).status, 201);
-    let text = '';
-    const events = () => text.split('\n\n').filter((blk) => blk.includes('event: observations')).map((blk) => JSON.parse(blk.split('\n').find((l) => l.startsWith('data: '))!.slice(6)));
-    while (events().length < 2) text += new TextDecoder().decode((await reader.read()).value);
+    const got = await stream.take(2, 'observations');
     ac.abort();
-    const [first, second] = events();
+    const [first, second] = got.filter((m) => m.event === 'observations').map((m) => JSON.parse(m.data));
     assert.deepEqual(first, { deviceId: id, observations: [{ timestamp: '2026-11-02T00:00:00.000Z', temperature: 7.5 }] });
     assert.deepEqual(second, { deviceId: id, observations: big });
   });

@@ -70,20 +70,8 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
   };
 }
 
-export async function waitFor<T>(what: string, f: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await f();
-      if (v) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+// The shared waitFor (test/helpers/wait.ts), re-exported for the scale tests.
+export { waitFor } from '../helpers/wait.ts';
 
 export async function json<T = any>(r: Response): Promise<T> {
   const t = await r.text();

@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { testClock } from '../helpers/clock.ts';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
 import { ApiError, NetworkError, ReefClient, decodeJwtClaims, type Observation } from '../../src/sdk/index.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The global fetch, counting calls by "METHOD path" (the real requests still go out). */
 function countingFetch() {
@@ -248,15 +248,16 @@ describe('SDK: tokens', () => {
 
   it('renews a short-lived token without the caller noticing, once for 50 concurrent calls', async () => {
     // A 3-second token: the client renews it every second or two (overrides bypass the 10 s minimum).
-    const s = await startTestServer({ tokens: { ttlSeconds: 3, secret: null, issuer: 'reef' } });
+    const clock = testClock();
+    const s = await startTestServer({ tokens: { ttlSeconds: 3, secret: null, issuer: 'reef' } }, [], { now: clock.now });
     try {
       const counter = countingFetch();
-      const c = new ReefClient({ endpoint: s.url, credentials: await s.account(), fetch: counter.fetch });
+      const c = new ReefClient({ endpoint: s.url, credentials: await s.account(), fetch: counter.fetch, now: clock.now });
       await c.createDevice({ deviceType: 'Thermo' });
       assert.equal(counter.count('POST /api/tokens'), 1);
       const first = await c.getToken();
 
-      await sleep(3500); // the first token has expired by now
+      clock.advance(3500); // the first token has expired by now
       const r = await Promise.all(Array.from({ length: 50 }, () => c.listDevices()));
       assert.ok(r.every((list) => list.length === 1), 'all 50 calls succeed');
       assert.equal(counter.count('POST /api/tokens'), 2, 'one renewal for the 50 waiting calls');
@@ -264,12 +265,12 @@ describe('SDK: tokens', () => {
       assert.equal(c.tokenRenewals, 2);
 
       // Keep calling for longer than two lifetimes: no call ever fails.
-      const endAt = Date.now() + 7000;
+      const endAt = clock.now() + 7000;
       let calls = 0;
-      while (Date.now() < endAt) {
+      while (clock.now() < endAt) {
         await c.listDevices();
         calls++;
-        await sleep(100);
+        clock.advance(100);
       }
       assert.ok(calls > 10);
       assert.ok(counter.count('POST /api/tokens') >= 4, 'renewed again along the way');
@@ -281,12 +282,13 @@ describe('SDK: tokens', () => {
 
   it('a renewal that fails while the old token is still good does not fail the call', async () => {
     // A 12-second token is renewed from about 6 s on (5 s before it is treated as expired).
-    const s = await startTestServer({ tokens: { ttlSeconds: 12, secret: null, issuer: 'reef' } });
+    const clock = testClock();
+    const s = await startTestServer({ tokens: { ttlSeconds: 12, secret: null, issuer: 'reef' } }, [], { now: clock.now });
     const proxy = await startProxy(s.url);
     try {
-      const c = new ReefClient({ endpoint: proxy.url, credentials: await s.account() });
+      const c = new ReefClient({ endpoint: proxy.url, credentials: await s.account(), now: clock.now });
       const first = await c.getToken();
-      await sleep(6500);
+      clock.advance(6500);
       proxy.inject({ method: 'POST', times: 1, status: 503, retryAfter: '1', code: 'STORE_UNAVAILABLE' });
       assert.ok(Array.isArray(await c.listDevices()), 'the call went out with the old token');
       assert.equal(proxy.count('POST /api/tokens'), 2, 'the renewal was tried');

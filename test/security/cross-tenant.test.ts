@@ -49,7 +49,7 @@ describe('cross-tenant probes over HTTP', () => {
   }
 
   before(async () => {
-    s = await startTestServer({ gateway: { enabled: true, port: 0 } }, [createSimulationComponent(), gatewayComponent({ demoKit: false })]);
+    s = await startTestServer({ gateway: { enabled: true, port: 0 } }, [createSimulationComponent(), gatewayComponent()]);
     const v = await s.login('victim');
     const mk = async (sol: string) => {
       const r = await s.request('POST', `/api/solutions/${sol}/devices`, { token: v.token, body: { deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 1, longitude: 2 } } } });

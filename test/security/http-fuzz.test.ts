@@ -16,7 +16,7 @@ describe('HTTP fuzz', () => {
   let token: string;
   let device: string;
   before(async () => {
-    s = await startTestServer({ gateway: { enabled: true, port: 0 }, quotas: { devices: 1_000_000 } }, [createSimulationComponent(), gatewayComponent({ demoKit: false })]);
+    s = await startTestServer({ gateway: { enabled: true, port: 0 }, quotas: { devices: 1_000_000 } }, [createSimulationComponent(), gatewayComponent()]);
     token = (await s.login('fuzzer')).token;
     device = ((await (await s.request('POST', '/api/solutions/fuzz/devices', { token, body: { deviceType: 'VirtualDevice' } })).json()) as { id: string }).id;
   });

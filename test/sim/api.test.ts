@@ -10,21 +10,12 @@ import { hashString } from '../../src/sim/prng.ts';
 import type { Simulation } from '../../src/sim/simulations.ts';
 import type { ReefEvent } from '../../src/events/bus.ts';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const BASE = '/api/solutions/StudioSimulation/simulations';
 /** Tests may use intervals down to 50 ms; the service's floor is 1 s. */
 const component = (extra: Parameters<typeof createSimulationComponent>[0] = {}) =>
   createSimulationComponent({ limits: { minIntervalMs: 50 }, reconcileMs: 100, demo: null, ...extra });
-
-async function waitFor<T>(what: string, f: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function json<T>(r: Response, status: number): Promise<T> {
   const text = await r.text();

@@ -8,19 +8,10 @@ import { hashString } from '../../src/sim/prng.ts';
 import type { Simulation } from '../../src/sim/simulations.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const BASE = '/api/solutions/StudioSimulation/simulations';
 const component = () => createSimulationComponent({ limits: { minIntervalMs: 50 }, reconcileMs: 100, demo: null });
-
-async function waitFor<T>(what: string, f: () => Promise<T | null | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function get<T>(s: TestServer, token: string, path: string): Promise<T> {
   const r = await s.request('GET', path, { token });

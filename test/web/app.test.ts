@@ -5,22 +5,11 @@ import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { TestServer } from '../helpers/server.ts';
-import { connect, countViaApi, createDevice, launchBrowser, newPage, series, shot, startWebServer, upload } from './harness.ts';
+import { connect, countViaApi, createDevice, launchBrowser, newPage, series, shot, startWebServer, upload, waitAttr, waitText } from './harness.ts';
 
 const SIM = 'StudioSimulation';
 
-async function waitText(page: Page, selector: string, re: RegExp, timeout = 20_000): Promise<string> {
-  await page.waitForFunction(
-    ([sel, src, flags]) => new RegExp(src!, flags).test(document.querySelector(sel!)?.textContent ?? ''),
-    [selector, re.source, re.flags],
-    { timeout },
-  );
-  return (await page.textContent(selector)) ?? '';
-}
 
-async function waitAttr(page: Page, selector: string, attr: string, value: string, timeout = 20_000): Promise<void> {
-  await page.waitForFunction(([sel, a, v]) => document.querySelector(sel!)?.getAttribute(a!) === v, [selector, attr, value], { timeout });
-}
 
 describe('web app', () => {
   let server: TestServer;
@@ -59,8 +48,8 @@ describe('web app', () => {
     const last = hourly[hourly.length - 1]!.temperature;
     assert.match((await row.locator('td.temp').textContent()) ?? '', new RegExp(`^${last.toFixed(1)} °C$`));
     assert.match((await row.locator('td.age').textContent()) ?? '', /ago$/);
-    // The map draws one point per located device, offline (SVG).
-    assert.equal(await page.locator('#map svg circle.dot').count(), 3);
+    // The map draws one point per located device (apart by kilometres: no cluster), offline (SVG).
+    await page.waitForFunction(() => document.querySelectorAll('#map svg circle.dot').length === 3);
     // The secret is never kept.
     const stored = await page.evaluate(() => JSON.stringify(localStorage));
     assert.ok(!stored.includes(creds.clientSecret));
@@ -157,12 +146,12 @@ describe('web app', () => {
     const { page, close } = await newPage(browser);
     await connect(page, server.url, creds, SIM);
     await page.locator('#devices tbody tr').nth(2).waitFor();
-    await page.getByRole('button', { name: 'Latest' }).click();
+    await page.getByRole('button', { name: /^Latest( [▲▼])?$/ }).click();
     // Descending by latest temperature.
     await waitAttr(page, 'th:has(button[data-sort="temp"])', 'aria-sort', 'descending');
     const temps = (await page.locator('#devices tbody td.temp').allTextContents()).map((t) => parseFloat(t));
     assert.deepEqual(temps, [...temps].sort((a, b) => b - a));
-    await page.getByRole('button', { name: 'Latest' }).click();
+    await page.getByRole('button', { name: /^Latest( [▲▼])?$/ }).click();
     await waitAttr(page, 'th:has(button[data-sort="temp"])', 'aria-sort', 'ascending');
     const up = (await page.locator('#devices tbody td.temp').allTextContents()).map((t) => parseFloat(t));
     assert.deepEqual(up, [...temps].reverse());

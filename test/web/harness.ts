@@ -53,8 +53,13 @@ export async function shot(page: Page, name: string): Promise<string> {
 }
 
 /** A page whose console errors and failed requests fail the test that reads `errors`. */
-export async function newPage(browser: Browser, opts: { width?: number; height?: number } = {}): Promise<{ page: Page; errors: string[]; close: () => Promise<void> }> {
-  const context = await browser.newContext({ viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 }, acceptDownloads: true });
+export async function newPage(browser: Browser, opts: { width?: number; height?: number; timezoneId?: string; touch?: boolean } = {}): Promise<{ page: Page; errors: string[]; close: () => Promise<void> }> {
+  const context = await browser.newContext({
+    viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 },
+    acceptDownloads: true,
+    ...(opts.timezoneId ? { timezoneId: opts.timezoneId } : {}),
+    ...(opts.touch ? { hasTouch: true, isMobile: true } : {}),
+  });
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
@@ -74,6 +79,20 @@ export async function connect(page: Page, baseUrl: string, c: { clientId: string
   await page.getByRole('button', { name: 'Connect' }).click();
 }
 
+/** Waits until the element's text matches (polling in the page; the cap only stops a broken test). */
+export async function waitText(page: Page, selector: string, re: RegExp, timeout = 20_000): Promise<string> {
+  await page.waitForFunction(
+    ([sel, src, flags]) => new RegExp(src!, flags).test(document.querySelector(sel!)?.textContent ?? ''),
+    [selector, re.source, re.flags],
+    { timeout },
+  );
+  return (await page.textContent(selector)) ?? '';
+}
+
+export async function waitAttr(page: Page, selector: string, attr: string, value: string, timeout = 20_000): Promise<void> {
+  await page.waitForFunction(([sel, a, v]) => document.querySelector(sel!)?.getAttribute(a!) === v, [selector, attr, value], { timeout });
+}
+
 // ---- data over the API ----
 
 export async function createDevice(server: TestServer, token: string, solution: string, body: Record<string, unknown>): Promise<string> {
@@ -82,7 +101,7 @@ export async function createDevice(server: TestServer, token: string, solution: 
   return ((await r.json()) as { id: string }).id;
 }
 
-export async function upload(server: TestServer, token: string, solution: string, id: string, observations: { timestamp: string; temperature: number }[]): Promise<void> {
+export async function upload(server: TestServer, token: string, solution: string, id: string, observations: ({ timestamp: string } & Record<string, unknown>)[]): Promise<void> {
   for (let i = 0; i < observations.length; i += 10000) {
     const r = await server.request('POST', `/api/solutions/${solution}/devices/${id}/observations`, { token, body: { observations: observations.slice(i, i + 10000) } });
     if (r.status !== 201) throw new Error(`upload: ${r.status} ${await r.text()}`);

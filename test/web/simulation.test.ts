@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import type { TestServer } from '../helpers/server.ts';
 import { createSimulationComponent } from '../../src/sim/component.ts';
-import { connect, launchBrowser, newPage, shot, startWebServer } from './harness.ts';
+import { connect, launchBrowser, newPage, shot, startWebServer, waitText } from './harness.ts';
 
 describe('web app: simulation panel', () => {
   let server: TestServer;
@@ -42,7 +42,12 @@ describe('web app: simulation panel', () => {
     assert.match((await item.textContent()) ?? '', /Web test/);
     // Its virtual devices appear in the table and on the map without a reload.
     await page.waitForFunction(() => document.querySelectorAll('#devices tbody tr').length === 4, null, { timeout: 30_000 });
-    await page.waitForFunction(() => document.querySelectorAll('#map circle.dot').length === 4);
+    // On the map: every device is a point or counted in a cluster (random spots may fall together).
+    await page.waitForFunction(() => {
+      const dots = document.querySelectorAll('#map circle.dot').length;
+      const clustered = Array.from(document.querySelectorAll<SVGGElement>('#map g.cluster')).reduce((n, g) => n + Number(g.dataset.count), 0);
+      return dots + clustered === 4;
+    });
     // Backfill finishes and live readings keep coming: the count grows past the history.
     await page.waitForFunction(() => document.querySelector('#sim-panel li.sim')?.getAttribute('data-status') === 'running', null, { timeout: 30_000 });
     const produced = async () => Number(((await item.locator('.produced').textContent()) ?? '0').replace(/[^0-9]/g, ''));
@@ -57,6 +62,37 @@ describe('web app: simulation panel', () => {
     await page.waitForFunction(() => document.querySelector('#sim-panel li.sim')?.getAttribute('data-status') === 'stopped');
     assert.equal(await item.getByRole('button', { name: /^Stop/ }).count(), 0);
     await shot(page, 'simulation-stopped');
+    assert.deepEqual(errors, []);
+    await close();
+  });
+  test('phone: a failed start is said beside the Start button, and the previous "Started" is gone', async () => {
+    const c = await server.account('sim-phone');
+    const { page, errors, close } = await newPage(browser, { width: 390, height: 844 });
+    await connect(page, server.url, c, 'StudioSimulation');
+    await page.locator('#sim-panel').waitFor();
+    await page.getByLabel('Devices', { exact: true }).fill('8');
+    await page.getByLabel('Interval').fill('5s');
+    await page.getByLabel('Backfill').fill('');
+    await page.getByRole('button', { name: 'Start simulation' }).click();
+    await waitText(page, '#sim-panel .sim-status', /^Started .* with 8 devices\.$/);
+
+    await page.getByLabel('Interval').fill('soon');
+    await page.getByRole('button', { name: 'Start simulation' }).click();
+    const err = page.locator('#sim-panel #sim-error');
+    await waitText(page, '#sim-error', /^The simulation did not start: .*interval/);
+    assert.equal(await page.textContent('#sim-panel .sim-status'), '', 'the previous outcome is cleared');
+    assert.doesNotMatch((await page.textContent('#message')) ?? '', /did not start/, 'not at the top of the page');
+    // Beside the control: on screen, just below the button that caused it.
+    const b = (await page.getByRole('button', { name: 'Start simulation' }).boundingBox())!;
+    const e = (await err.boundingBox())!;
+    assert.ok(e.y >= b.y && e.y - (b.y + b.height) < 80, `error at ${e.y}, button at ${b.y}`);
+    assert.ok(e.y >= 0 && e.y + e.height <= 844, `the error is in view (${e.y})`);
+    await shot(page, 'simulation-error-phone');
+    // Fixed and started again: the error goes.
+    await page.getByLabel('Interval').fill('5s');
+    await page.getByRole('button', { name: 'Start simulation' }).click();
+    await waitText(page, '#sim-panel .sim-status', /^Started /);
+    assert.equal(await err.isHidden(), true);
     assert.deepEqual(errors, []);
     await close();
   });

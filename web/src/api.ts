@@ -2,9 +2,9 @@
 // paging, typed errors, the SSE streams, simulations, the CoAP bridge): failures become plain
 // sentences a user can act on.
 import { ApiError as SdkApiError, NetworkError, ReefClient } from '../../src/sdk/index.ts';
-import type { Bucket, Device, Observation, ObservationGroup } from '../../src/sdk/index.ts';
+import type { Bucket, Device, KitStatus, Observation, ObservationGroup } from '../../src/sdk/index.ts';
 
-export type { Bucket, Device, Observation };
+export type { Bucket, Device, KitStatus, Observation };
 export type LatestGroup = ObservationGroup;
 
 /** A failure the user can act on: `kind` picks the wording, `message` is shown as is. */
@@ -33,10 +33,27 @@ export class Connection {
     readonly endpoint: string,
     readonly clientId: string,
     // The secret lives only inside the SDK client, in memory, to renew the token; never stored.
-    clientSecret: string,
+    clientSecret: string | ReefClient,
     readonly solution: string,
   ) {
-    this.client = new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 });
+    this.client = typeof clientSecret === 'string'
+      ? new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 })
+      : clientSecret;
+  }
+
+  /** The same sign-in (and token) addressing another solution: switching needs no secret again. */
+  withSolution(solution: string): Connection {
+    return new Connection(this.endpoint, this.clientId, this.client.inSolution(solution), solution);
+  }
+
+  /** The solution's dev kits as the gateway sees them; none when the server runs no gateway. */
+  async kits(): Promise<KitStatus[]> {
+    try {
+      return await this.client.listKits();
+    } catch (e) {
+      if (e instanceof SdkApiError && e.status === 404 && e.code.startsWith('HTTP_')) return [];
+      throw this.explain(e);
+    }
   }
 
   /** Turns any failure into an ApiError with a sentence for the user. */
@@ -139,11 +156,4 @@ export class Connection {
     })();
     return () => ac.abort();
   }
-}
-
-/** Temperature of an observation as a number (some clients send "72.50"), or null. */
-export function temperatureOf(o: Observation | undefined): number | null {
-  if (!o || o.temperature === undefined || o.temperature === null) return null;
-  const v = typeof o.temperature === 'number' ? o.temperature : Number(o.temperature);
-  return Number.isFinite(v) ? v : null;
 }

@@ -1,10 +1,12 @@
 // The dev kit panel: a NICDevKit selected in sandbox, reached through the gateway's HTTP bridge
 // (docs/coap.md): read the sensor now, set the kit's unit (°C/°F), start and stop a live observe
-// (Server-Sent Events from the bridge), and the kit's clock (seed §4.4). The kit's errors and
-// deadlines are shown as the bridge words them.
+// (Server-Sent Events from the bridge), and the kit's clock (seed §4.4). On open it reads the kit's
+// temperature, unit and clock; every action shows what the kit answered (its CoAP code and
+// payload), and the unit confirmation is the kit's own `?cfg` answer ("<epoch>,<C|F>", docs/device.md).
+// The kit's errors and deadlines are shown as the bridge words them.
 import type { CoapResponse } from '../../src/sdk/index.ts';
 import { ApiError, type Connection, type Device } from './api.ts';
-import { el, fmtTime, isDevKit, shortId } from './format.ts';
+import { addCollapse, el, fmtTime, isDevKit, shortId, zoneLabel } from './format.ts';
 import type { PanelContext } from './panels.ts';
 
 /** The bridge's JSON form of a kit's CoAP response (the fields the panel reads). */
@@ -26,10 +28,29 @@ export function clockEpoch(r: KitResponse): number | null {
   return /^\d+$/.test(t) ? Number(t) : null;
 }
 
+/** The unit in the kit's `GET ?cfg` answer, "<epoch>,<C|F>" (older firmware: just "C" or "F"). */
+export function cfgUnit(r: KitResponse | undefined): 'C' | 'F' | null {
+  const m = /(?:^|,)\s*°?([CF])\s*$/i.exec(r?.payload ?? '');
+  return m ? (m[1]!.toUpperCase() as 'C' | 'F') : null;
+}
+
+/** "2.05 Content: 1764000000,21.50,C": what the kit answered, as a person can read it. */
+export function answerText(r: KitResponse): string {
+  const code = `${r.code}${r.codeName ? ` ${r.codeName}` : ''}`;
+  if (r.payload === null || r.payload === undefined || r.payload === '') return `${code} (no payload)`;
+  if (r.payloadEncoding !== 'base64') return `${code}: ${r.payload}`;
+  // Binary payloads (the 4-byte clock, CBOR readings) as their bytes.
+  const b = atob(r.payload);
+  const hex = Array.from(b, (ch) => ch.charCodeAt(0).toString(16).padStart(2, '0')).join(' ');
+  return `${code}: ${hex} (${b.length} bytes)`;
+}
+
 export class DevKitPanel {
   private device: Device | null = null;
   private observing: AbortController | null = null;
-  private out!: { value: HTMLElement; when: HTMLElement; unit: HTMLElement; clock: HTMLElement; status: HTMLElement; log: HTMLOListElement; observe: HTMLButtonElement };
+  /** The latest action: an older action's outcome does not overwrite a newer one's status. */
+  private op = 0;
+  private out!: { value: HTMLElement; when: HTMLElement; unit: HTMLElement; clock: HTMLElement; status: HTMLElement; answer: HTMLElement; log: HTMLOListElement; observe: HTMLButtonElement };
 
   constructor(private readonly root: HTMLElement, private readonly conn: Connection, private readonly ctx: PanelContext) {}
 
@@ -42,8 +63,31 @@ export class DevKitPanel {
     this.stopObserve();
     this.device = kit;
     this.root.hidden = !kit;
-    if (kit) this.render(kit);
-    else this.root.replaceChildren();
+    if (kit) {
+      this.render(kit);
+      void this.readAll();
+    } else this.root.replaceChildren();
+  }
+
+  /** On open: the kit's temperature, unit and clock, one after the other (one kit, one request at a time). */
+  private async readAll(): Promise<void> {
+    const d = this.device;
+    if (!d) return;
+    const op = ++this.op;
+    const steps: [string, string, (r: KitResponse) => void][] = [
+      ['Reading the sensor', `${SENSOR}?sens`, (r) => this.showReading(r)],
+      ["Reading the kit's unit", `${SENSOR}?cfg`, (r) => this.showCfg(r)],
+      ["Reading the kit's clock", 'system/time', (r) => this.showClock(r)],
+    ];
+    for (const [what, resource, show] of steps) {
+      // The user's own action takes over: its answers are not overwritten by the opening reads.
+      if (this.device !== d || op !== this.op) return;
+      const r = await this.run(what, () => this.kit('GET', resource), op);
+      // An offline kit or a deadline: the next reads would fail the same way.
+      if (r === undefined) return;
+      if (this.device === d && op === this.op) show(r);
+    }
+    if (this.device === d && op === this.op) this.out.status.textContent = 'Read the kit: temperature, unit and clock.';
   }
 
   event(): void {}
@@ -68,7 +112,8 @@ export class DevKitPanel {
     const status = el('p', { id: 'kit-status', role: 'status', 'aria-live': 'polite', class: 'kit-status' });
     const log = el('ol', { class: 'log', 'aria-label': 'Observed readings', reversed: '' });
     const observe = btn('Start observing', () => (this.observing ? this.stopObserve() : void this.startObserve()), { 'aria-pressed': 'false', id: 'kit-observe' });
-    this.out = { value, when, unit, clock, status, log, observe };
+    const answer = el('p', { id: 'kit-answer', class: 'muted mono kit-answer', 'aria-live': 'polite' });
+    this.out = { value, when, unit, clock, status, answer, log, observe };
     const mac = d.provisioningInfo?.vendorMacAddress ?? '';
     this.root.replaceChildren(
       el('h2', { id: 'devkit-h' }, `Dev kit ${shortId(d.id)}`, el('span', { class: 'count mono' }, mac ? ` · ${mac}` : '')),
@@ -81,8 +126,10 @@ export class DevKitPanel {
         observe,
       ),
       status,
+      answer,
       log,
     );
+    addCollapse(this.root);
   }
 
   private kit(method: 'GET' | 'PUT', resource: string): Promise<KitResponse> {
@@ -90,48 +137,80 @@ export class DevKitPanel {
     return this.conn.sdk((c) => (method === 'GET' ? c.coapGet(id, resource) : c.coapPut(id, resource)));
   }
 
-  private async run<T>(what: string, fn: () => Promise<T>): Promise<T | undefined> {
+  private async run<T>(what: string, fn: () => Promise<T>, op = ++this.op): Promise<T | undefined> {
     const { status } = this.out;
-    status.classList.remove('error-text');
-    status.textContent = `${what}…`;
+    const mine = () => op === this.op;
+    if (mine()) {
+      status.classList.remove('error-text');
+      status.textContent = `${what}…`;
+    }
     try {
       const r = await fn();
-      status.textContent = '';
+      if (mine()) status.textContent = '';
       return r;
     } catch (err) {
-      status.classList.add('error-text');
-      status.textContent = `${what} failed: ${err instanceof ApiError ? err.message : String(err)}`;
+      if (mine()) {
+        status.classList.add('error-text');
+        status.textContent = `${what} failed: ${err instanceof ApiError ? err.message : String(err)}`;
+      }
       return undefined;
     }
   }
 
-  private showReading(r: KitResponse): void {
+  private kitAnswered(r: KitResponse): KitResponse {
+    this.out.answer.textContent = `The kit answered ${answerText(r)}`;
+    return r;
+  }
+
+  private showReading(r: KitResponse): KitResponse {
+    this.kitAnswered(r);
     if (r.reading) {
       this.out.value.textContent = `${r.reading.value.toFixed(2)} °${r.reading.unit}`;
       this.out.unit.textContent = `°${r.reading.unit}`;
-      this.out.when.textContent = fmtTime(r.reading.epoch * 1000);
+      this.out.when.textContent = `${fmtTime(r.reading.epoch * 1000)} ${zoneLabel(r.reading.epoch * 1000)}`;
     } else if (r.payload !== null) this.out.value.textContent = r.payload;
+    return r;
+  }
+
+  private showCfg(r: KitResponse): KitResponse {
+    this.kitAnswered(r);
+    const u = cfgUnit(r);
+    this.out.unit.textContent = u ? `°${u}` : r.payload ?? '—';
+    return r;
+  }
+
+  private showClock(r: KitResponse): KitResponse {
+    this.kitAnswered(r);
+    const epoch = r.reading?.epoch ?? clockEpoch(r);
+    this.out.clock.textContent = epoch !== null ? `${fmtTime(epoch * 1000)} ${zoneLabel(epoch * 1000)} (epoch ${epoch})` : r.payload ?? '—';
+    return r;
   }
 
   async read(): Promise<void> {
-    const r = await this.run('Reading the sensor', () => this.kit('GET', `${SENSOR}?sens`));
-    if (r) this.showReading(r);
+    await this.run('Reading the sensor', async () => this.showReading(await this.kit('GET', `${SENSOR}?sens`)));
   }
 
+  /** PUT ?cfg=U, then the kit's own ?cfg answer is what the panel shows (not what was asked). */
   async setUnit(u: 'C' | 'F'): Promise<void> {
-    const r = await this.run(`Setting the kit to °${u}`, () => this.kit('PUT', `${SENSOR}?cfg=${u}`));
-    if (!r) return;
-    const cfg = await this.run('Reading the unit', () => this.kit('GET', `${SENSOR}?cfg`));
-    const shown = (cfg?.payload ?? '').trim().toUpperCase().replace(/^°/, '');
-    this.out.unit.textContent = shown === 'C' || shown === 'F' ? `°${shown}` : `°${u}`;
-    this.out.status.textContent = `The kit now reports in °${u}.`;
+    const op = ++this.op;
+    const put = await this.run(`Setting the kit to °${u}`, () => this.kit('PUT', `${SENSOR}?cfg=${u}`), op);
+    if (!put) return;
+    this.kitAnswered(put);
+    const cfg = await this.run('Reading the unit back', () => this.kit('GET', `${SENSOR}?cfg`), op);
+    if (!cfg) return;
+    this.showCfg(cfg);
+    const now = cfgUnit(cfg);
+    if (op !== this.op) return;
+    const { status } = this.out;
+    if (now === u) status.textContent = `The kit answered ${put.code}${put.codeName ? ` ${put.codeName}` : ''} and now reports in °${now} (its ?cfg reads “${cfg.payload}”).`;
+    else {
+      status.classList.add('error-text');
+      status.textContent = `The kit answered ${put.code} but its ?cfg reads “${cfg.payload ?? ''}”: it reports in ${now ? `°${now}` : 'an unknown unit'}, not °${u}.`;
+    }
   }
 
   async readClock(): Promise<void> {
-    const r = await this.run("Reading the kit's clock", () => this.kit('GET', 'system/time'));
-    if (!r) return;
-    const epoch = r.reading?.epoch ?? clockEpoch(r);
-    this.out.clock.textContent = epoch !== null ? `${fmtTime(epoch * 1000)} (epoch ${epoch})` : r.payload ?? '—';
+    await this.run("Reading the kit's clock", async () => this.showClock(await this.kit('GET', 'system/time')));
   }
 
   private async startObserve(): Promise<void> {

@@ -22,10 +22,67 @@ export function fmtAge(ts: number | null | undefined, now = Date.now()): string 
   return `${Math.floor(s / 86400)} d ago`;
 }
 
-export function fmtTime(ms: number): string {
+/** Times are shown in the browser's zone or in UTC (the header's switch; remembered). */
+export type Zone = 'local' | 'UTC';
+let zone: Zone = 'local';
+
+export function setZone(z: Zone): void {
+  zone = z;
+}
+
+export function getZone(): Zone {
+  return zone;
+}
+
+const p2 = (n: number) => String(n).padStart(2, '0');
+
+/** The parts of an instant in the chosen zone. */
+function parts(ms: number): { y: number; mo: number; d: number; h: number; mi: number; s: number } {
   const d = new Date(ms);
-  const p = (n: number) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  return zone === 'UTC'
+    ? { y: d.getUTCFullYear(), mo: d.getUTCMonth() + 1, d: d.getUTCDate(), h: d.getUTCHours(), mi: d.getUTCMinutes(), s: d.getUTCSeconds() }
+    : { y: d.getFullYear(), mo: d.getMonth() + 1, d: d.getDate(), h: d.getHours(), mi: d.getMinutes(), s: d.getSeconds() };
+}
+
+/** The one date format of the app: ISO-like, 24 h, in the chosen zone ("2026-11-24 13:05:09"). */
+export function fmtTime(ms: number): string {
+  const t = parts(ms);
+  return `${t.y}-${p2(t.mo)}-${p2(t.d)} ${p2(t.h)}:${p2(t.mi)}:${p2(t.s)}`;
+}
+
+/** Axis labels: the date, the time of day, or both, as the tick spacing needs (24 h). */
+export function fmtTick(ms: number, stepS: number, withDate: boolean): string {
+  const t = parts(ms);
+  const date = `${t.y}-${p2(t.mo)}-${p2(t.d)}`;
+  if (stepS >= 86400) return date;
+  const time = stepS < 60 ? `${p2(t.h)}:${p2(t.mi)}:${p2(t.s)}` : `${p2(t.h)}:${p2(t.mi)}`;
+  return withDate ? `${date}\n${time}` : time;
+}
+
+/** The zone's name as shown beside every time: "UTC" or "UTC+01:00". */
+export function zoneLabel(ms = Date.now(), z: Zone = zone): string {
+  if (z === 'UTC') return 'UTC';
+  const off = -new Date(ms).getTimezoneOffset();
+  if (off === 0) return 'UTC+00:00';
+  const a = Math.abs(off);
+  return `UTC${off < 0 ? '-' : '+'}${p2(Math.floor(a / 60))}:${p2(a % 60)}`;
+}
+
+/** Whole days between two instants' calendar dates in the chosen zone differ. */
+export function sameDay(a: number, b: number): boolean {
+  const x = parts(a), y = parts(b);
+  return x.y === y.y && x.mo === y.mo && x.d === y.d;
+}
+
+/** A time stamp for the datetime-local inputs of the custom range, in the chosen zone. */
+export function toInput(ms: number): string {
+  return fmtTime(ms).replace(' ', 'T');
+}
+
+/** The instant a datetime-local value names in the chosen zone (NaN when empty or invalid). */
+export function fromInput(v: string): number {
+  if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d)?$/.test(v)) return Number.NaN;
+  return zone === 'UTC' ? Date.parse(`${v.length === 16 ? `${v}:00` : v}Z`) : new Date(v).getTime();
 }
 
 export function shortId(id: string): string {
@@ -67,4 +124,54 @@ export function $(id: string): HTMLElement {
   const e = document.getElementById(id);
   if (!e) throw new Error(`#${id} missing`);
   return e;
+}
+
+/** A duration in seconds as "10 min", "3 h", "2 d", "1 h 30 min". */
+export function fmtSpan(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.round(s / 60)} min`;
+  if (s < 2 * 86400) {
+    const h = Math.floor(s / 3600), m = Math.round((s % 3600) / 60);
+    return m ? `${h} h ${m} min` : `${h} h`;
+  }
+  const d = Math.floor(s / 86400), h = Math.round((s % 86400) / 3600);
+  return h ? `${d} d ${h} h` : `${d} d`;
+}
+
+/**
+ * Is a device's latest reading overdue? Expected every `intervalMs` when known (from its last two
+ * readings), so it is stale after three missed intervals (at least a minute); with one reading
+ * only, after 15 minutes.
+ */
+export function isStale(l: { ts: number; prevTs?: number } | undefined, now = Date.now()): boolean {
+  if (!l) return false;
+  const every = l.prevTs !== undefined && l.ts > l.prevTs ? l.ts - l.prevTs : null;
+  const limit = every === null ? 15 * 60_000 : Math.max(60_000, 3 * every);
+  return now - l.ts > limit;
+}
+
+/**
+ * A collapse button on a panel (phones: panels fold away to reach the next one). The state is
+ * remembered per panel; the heading stays visible and names the button.
+ */
+export function addCollapse(panel: HTMLElement): void {
+  if (panel.querySelector(':scope > .collapse')) return;
+  const h = panel.querySelector('h2');
+  const name = (h?.firstChild?.textContent ?? panel.id).trim();
+  const key = `reef.collapsed.${panel.id}`;
+  const btn = el('button', { type: 'button', class: 'collapse', 'aria-controls': panel.id });
+  const set = (c: boolean) => {
+    panel.classList.toggle('collapsed', c);
+    btn.setAttribute('aria-expanded', String(!c));
+    btn.setAttribute('aria-label', `${c ? 'Expand' : 'Collapse'} ${name}`);
+    btn.textContent = c ? '▸' : '▾';
+  };
+  set(localStorage.getItem(key) === '1');
+  btn.addEventListener('click', () => {
+    const c = !panel.classList.contains('collapsed');
+    localStorage.setItem(key, c ? '1' : '0');
+    set(c);
+  });
+  panel.prepend(btn);
 }

@@ -1,11 +1,14 @@
-// The Reef browser app: connect, devices (table + map), plot (ranges, zoom, live, °C/°F, compare,
-// CSV), the latest reading of every device, and the dev kit and simulation panels.
+// The Reef browser app: connect (and switch solution while connected), devices (table + map),
+// plot (any numeric field, ranges, zoom, live, °C/°F, compare, CSV), the latest reading of every
+// device, each device's staleness and each dev kit's reachability, and the dev kit and simulation
+// panels. Errors are shown beside the control that caused them.
 import './style.css';
-import { ApiError, Connection, normaliseEndpoint, temperatureOf, type Device, type Observation } from './api.ts';
-import { $, el, fmtAge, fmtTemp, shortId, type Unit } from './format.ts';
+import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
+import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, setZone, shortId, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
+import { collectPaths, fmtValue, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView, type Series } from './plot.ts';
-import { DeviceTable, type Latest } from './table.ts';
+import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
 import { mountPanels, type Panels } from './panels.ts';
 
@@ -15,20 +18,27 @@ const PRESET_SECONDS: Record<Preset, number> = { '1h': 3600, '24h': 86400, '7d':
 const RAW_MAX_SECONDS = 86400;
 const TARGET_BUCKETS = 1500;
 const MAX_COMPARE = PALETTE.length;
+/** How often the kits' reachability is asked of the gateway (announcements come every minute or so). */
+const KITS_EVERY_MS = 15_000;
 
 const state = {
   conn: null as Connection | null,
   devices: [] as Device[],
   latest: new Map<string, Latest>(),
+  kits: new Map<string, KitState>(),
+  fields: new Set<string>([TEMPERATURE]),
+  field: localStorage.getItem('reef.field') ?? TEMPERATURE,
   selected: [] as string[],
   unit: (localStorage.getItem('reef.unit') === 'F' ? 'F' : 'C') as Unit,
+  zone: (localStorage.getItem('reef.zone') === 'UTC' ? 'UTC' : 'local') as Zone,
   // The last preset is remembered between visits.
   range: { preset: (['1h', '24h', '7d'] as const).find((p) => p === localStorage.getItem('reef.range')) ?? '24h' } as { preset: Preset } | { from: number; to: number },
   stopEvents: null as null | (() => void),
   load: null as AbortController | null,
   zoom: null as [number, number] | null,
-  generation: 0,
+  kitsTimer: undefined as ReturnType<typeof setInterval> | undefined,
 };
+setZone(state.zone);
 
 const form = $('connect') as HTMLFormElement;
 const endpointIn = $('endpoint') as HTMLInputElement;
@@ -36,21 +46,28 @@ const idIn = $('client-id') as HTMLInputElement;
 const secretIn = $('client-secret') as HTMLInputElement;
 const solutionIn = $('solution') as HTMLInputElement;
 const connectBtn = $('connect-btn') as HTMLButtonElement;
+const switchBtn = $('switch-btn') as HTMLButtonElement;
 const disconnectBtn = $('disconnect-btn') as HTMLButtonElement;
+const fieldSel = $('field') as HTMLSelectElement;
+const zoneSel = $('zone') as HTMLSelectElement;
 const statusEl = $('status');
 const messageEl = $('message');
 const main = $('main');
 
+const q = (): Quantity => quantity(state.field, state.unit);
+
 const ctx = {
   latest: state.latest,
+  kits: state.kits,
   selected: () => state.selected,
-  unit: () => state.unit,
+  quantity: q,
   select: (id: string, mode: 'only' | 'toggle') => select(id, mode),
 };
 const table = new DeviceTable($('devices') as HTMLTableElement, $('filter') as HTMLInputElement, ctx);
 const map = new DeviceMap($('map'), $('map-fig'), $('map-legend'), ctx);
 const plot = new PlotView($('plot'), $('plot-info'), $('readout'));
 let panels: Panels | null = null;
+for (const id of ['devices-panel', 'plot-panel', 'latest-panel']) addCollapse($(id));
 
 // Remembered between visits: everything but the secret.
 endpointIn.value = localStorage.getItem('reef.endpoint') ?? '';
@@ -58,11 +75,18 @@ idIn.value = localStorage.getItem('reef.clientId') ?? '';
 solutionIn.value = localStorage.getItem('reef.solution') ?? 'sandbox';
 endpointIn.placeholder = location.origin;
 ($(`unit-${state.unit.toLowerCase()}`) as HTMLInputElement).checked = true;
+zoneSel.value = state.zone;
 
 function showMessage(text: string, kind: 'error' | 'info' = 'error'): void {
   messageEl.textContent = text;
   messageEl.className = `message ${kind}`;
   messageEl.hidden = !text;
+}
+
+/** An error beside the control that caused it (issue 15.4): empty text hides it. */
+function showError(box: HTMLElement, text: string): void {
+  box.textContent = text;
+  box.hidden = !text;
 }
 
 function explain(e: unknown): string {
@@ -72,7 +96,8 @@ function explain(e: unknown): string {
 
 form.addEventListener('submit', (e) => {
   e.preventDefault();
-  void connect();
+  if (state.conn) void switchSolution(solutionIn.value.trim());
+  else void connect();
 });
 disconnectBtn.addEventListener('click', () => disconnect());
 
@@ -96,34 +121,14 @@ async function connect(): Promise<void> {
     const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
     localStorage.setItem('reef.endpoint', endpointIn.value.trim());
     localStorage.setItem('reef.clientId', clientId);
-    localStorage.setItem('reef.solution', solution);
-    state.conn = conn;
-    state.generation++;
     secretIn.value = '';
     connectBtn.hidden = true;
     disconnectBtn.hidden = false;
-    for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = true;
-    statusEl.textContent = `Connected to ${solution} at ${conn.endpoint}`;
+    switchBtn.hidden = false;
+    for (const input of [endpointIn, idIn, secretIn]) input.disabled = true;
     document.body.classList.add('connected');
     main.hidden = false;
-    for (const g of latest) noteLatest(g.deviceId, g.observations);
-    setDevices(devices);
-    panels = mountPanels(conn, {
-      devices: () => state.devices,
-      selected: () => state.selected,
-      unit: () => state.unit,
-      message: showMessage,
-      reloadDevices: reloadSoon,
-      reloadPlot: () => void loadPlot(),
-    });
-    panels.update();
-    state.stopEvents = conn.events({
-      observations: (g) => onLive(g.deviceId, g.observations),
-      device: reloadSoon,
-      state: (live) => document.body.classList.toggle('stream-down', !live),
-      other: (type, data) => panels?.event(type, data),
-    });
-    if (devices.length) select(pickFirst(devices), 'only');
+    begin(conn, devices, latest);
   } catch (err) {
     statusEl.textContent = '';
     showMessage(explain(err));
@@ -131,6 +136,63 @@ async function connect(): Promise<void> {
     if (err instanceof ApiError && err.kind === 'solution') solutionIn.focus();
   } finally {
     connectBtn.disabled = false;
+  }
+}
+
+/** Shows a solution of a signed-in connection: devices, latest readings, the live stream, the panels. */
+function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[]): void {
+  state.conn = conn;
+  localStorage.setItem('reef.solution', conn.solution);
+  solutionIn.value = conn.solution;
+  // The full endpoint and client id, never cut: the status line wraps instead (phones).
+  statusEl.replaceChildren('Connected to ', el('strong', {}, conn.solution), ' at ', el('span', { class: 'mono' }, conn.endpoint), ' as ', el('span', { class: 'mono' }, conn.clientId));
+  for (const g of latest) noteLatest(g.deviceId, g.observations);
+  setDevices(devices);
+  panels = mountPanels(conn, {
+    devices: () => state.devices,
+    selected: () => state.selected,
+    unit: () => state.unit,
+    reloadDevices: reloadSoon,
+    reloadPlot: () => void loadPlot(),
+  });
+  panels.update();
+  state.stopEvents = conn.events({
+    observations: (g) => onLive(g.deviceId, g.observations),
+    device: reloadSoon,
+    state: (live) => document.body.classList.toggle('stream-down', !live),
+    other: (type, data) => panels?.event(type, data),
+  });
+  void refreshKits();
+  state.kitsTimer = setInterval(() => void refreshKits(), KITS_EVERY_MS);
+  if (devices.length) select(pickFirst(devices), 'only');
+}
+
+/** Another solution of the same sign-in (issue 15.7): no Disconnect, no secret again. */
+async function switchSolution(solution: string): Promise<void> {
+  const old = state.conn;
+  if (!old) return;
+  if (!solution) {
+    showMessage('Enter the solution.');
+    solutionIn.focus();
+    return;
+  }
+  if (solution === old.solution) return;
+  const conn = old.withSolution(solution);
+  switchBtn.disabled = true;
+  statusEl.textContent = `Switching to ${solution}…`;
+  try {
+    const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
+    if (state.conn !== old) return;
+    showMessage('');
+    leave();
+    begin(conn, devices, latest);
+  } catch (err) {
+    // The old solution stays on screen and live.
+    statusEl.replaceChildren(`Still connected to ${old.solution}.`);
+    showMessage(explain(err));
+    solutionIn.focus();
+  } finally {
+    switchBtn.disabled = false;
   }
 }
 
@@ -145,20 +207,37 @@ function pickFirst(devices: Device[]): string {
   return best;
 }
 
-function disconnect(reset = true): void {
+/** Stops everything of the current solution (stream, loads, panels, kit polling). */
+function leave(): void {
   state.stopEvents?.();
   state.stopEvents = null;
   state.load?.abort();
+  clearInterval(state.kitsTimer);
   state.conn = null;
   state.devices = [];
   state.latest.clear();
+  state.kits.clear();
   state.selected = [];
   panels?.destroy();
   panels = null;
+  showError($('plot-error'), '');
+  // Nothing of the previous solution stays on screen: its plot, legend and fields.
+  plot.set([], rangeWindow(), q());
+  $('plot-legend').replaceChildren();
+  $('plot-title').textContent = '';
+  delete $('plot-info').dataset.devices;
+  state.fields.clear();
+  state.fields.add(TEMPERATURE);
+  renderFields();
+}
+
+function disconnect(reset = true): void {
+  leave();
   if (!reset) return;
   for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = false;
   connectBtn.hidden = false;
   disconnectBtn.hidden = true;
+  switchBtn.hidden = true;
   main.hidden = true;
   document.body.classList.remove('connected');
   statusEl.textContent = 'Disconnected.';
@@ -200,18 +279,73 @@ async function reloadDevices(): Promise<void> {
     if (conn !== state.conn) return;
     for (const g of latest) noteLatest(g.deviceId, g.observations);
     setDevices(devices);
+    void refreshKits();
     if (!state.selected.length && devices.length) select(pickFirst(devices), 'only');
   } catch (err) {
     showMessage(explain(err));
   }
 }
 
+/** Each dev kit's reachability from the gateway (issue 15.6); only asked when the solution has kits. */
+async function refreshKits(): Promise<void> {
+  const conn = state.conn;
+  if (!conn || !state.devices.some(isDevKit)) return;
+  try {
+    const kits = await conn.kits();
+    if (conn !== state.conn) return;
+    state.kits.clear();
+    for (const k of kits) state.kits.set(k.deviceId, { reachable: k.reachable, lastHeard: k.lastHeard ? Date.parse(k.lastHeard) : null });
+    table.refresh();
+    renderLatest();
+  } catch {
+    // Reachability is a hint: the table keeps its last answer; a real failure shows on the next call.
+  }
+}
+
 function noteLatest(deviceId: string, obs: Observation[]): void {
+  let grew = false;
   for (const o of obs) {
     const ts = Date.parse(o.timestamp);
     const cur = state.latest.get(deviceId);
-    if (Number.isFinite(ts) && (!cur || ts >= cur.ts)) state.latest.set(deviceId, { ts, temp: temperatureOf(o) });
+    if (!Number.isFinite(ts) || (cur && ts < cur.ts)) continue;
+    state.latest.set(deviceId, { ts, obs: o, ...(cur && ts > cur.ts ? { prevTs: cur.ts } : cur?.prevTs !== undefined ? { prevTs: cur.prevTs } : {}) });
+    const before = state.fields.size;
+    collectPaths(o, state.fields);
+    grew ||= state.fields.size !== before;
   }
+  if (grew) renderFields();
+}
+
+// ---- fields ----
+
+function renderFields(): void {
+  const paths = [...state.fields].sort((a, b) => (a === TEMPERATURE ? -1 : b === TEMPERATURE ? 1 : a.localeCompare(b)));
+  // The remembered field when this solution has it, else temperature (the remembered one stays stored).
+  const preferred = localStorage.getItem('reef.field') ?? TEMPERATURE;
+  state.field = state.fields.has(preferred) ? preferred : state.fields.has(state.field) ? state.field : TEMPERATURE;
+  if (fieldSel.options.length === paths.length && paths.every((p, i) => fieldSel.options[i]!.value === p)) {
+    fieldSel.value = state.field;
+    return;
+  }
+  fieldSel.replaceChildren(...paths.map((p) => {
+    const qq = quantity(p, state.unit);
+    return el('option', { value: p }, qq.unit ? `${p} (${qq.unit})` : p);
+  }));
+  fieldSel.value = state.field;
+}
+
+fieldSel.addEventListener('change', () => {
+  state.field = fieldSel.value || TEMPERATURE;
+  localStorage.setItem('reef.field', state.field);
+  refreshViews();
+  void loadPlot();
+});
+
+function refreshViews(): void {
+  table.refresh();
+  map.refresh();
+  renderLatest();
+  $('map-field').textContent = q().name.toLowerCase();
 }
 
 // ---- selection and plotting ----
@@ -223,6 +357,7 @@ function select(id: string, mode: 'only' | 'toggle'): void {
   table.refresh();
   table.focusRow(id);
   map.refresh();
+  renderLatest();
   panels?.update();
   void loadPlot();
 }
@@ -241,19 +376,54 @@ function bucketFor(spanSeconds: number): number {
   return (nice.find((n) => n >= want) ?? Math.ceil(want / 86400) * 86400) * 1000;
 }
 
+/**
+ * Per-bucket min/avg/max of raw points, for fields the server does not aggregate (its `bucket`
+ * query covers temperature): the same shape as the server's buckets, empty buckets omitted.
+ */
+function bucketise(deviceId: string, x: number[], y: (number | null)[], from: number, bucketS: number): Series {
+  const out: Series = { deviceId, bucketed: true, x: [], y: [], min: [], max: [], observations: 0 };
+  let cur = -1, sum = 0, n = 0, lo = Infinity, hi = -Infinity;
+  const flush = () => {
+    if (n) {
+      out.x.push(from + cur * bucketS);
+      out.y.push(sum / n);
+      out.min!.push(lo);
+      out.max!.push(hi);
+      out.observations += n;
+    }
+  };
+  for (let i = 0; i < x.length; i++) {
+    const v = y[i];
+    if (v === null || v === undefined) continue;
+    const b = Math.floor((x[i]! - from) / bucketS);
+    if (b !== cur) {
+      flush();
+      [cur, sum, n, lo, hi] = [b, 0, 0, Infinity, -Infinity];
+    }
+    sum += v;
+    n++;
+    lo = Math.min(lo, v);
+    hi = Math.max(hi, v);
+  }
+  flush();
+  return out;
+}
+
 async function fetchSeries(conn: Connection, ids: string[], from: number, to: number, signal: AbortSignal): Promise<Series[]> {
   const span = to - from;
   const f = new Date(from * 1000);
   const t = new Date(to * 1000 + 1);
+  const field = state.field;
   return Promise.all(ids.map(async (deviceId): Promise<Series> => {
-    if (span <= RAW_MAX_SECONDS) {
+    if (span <= RAW_MAX_SECONDS || field !== TEMPERATURE) {
       const obs = await conn.range(deviceId, f, t, signal);
       const x: number[] = [];
       const y: (number | null)[] = [];
       for (const o of obs) {
         x.push(Date.parse(o.timestamp) / 1000);
-        y.push(temperatureOf(o));
+        y.push(valueAt(o, field));
       }
+      if (span > RAW_MAX_SECONDS) return bucketise(deviceId, x, y, from, bucketFor(span) / 1000);
       return { deviceId, bucketed: false, x, y, observations: obs.length };
     }
     const bs = await conn.buckets(deviceId, f, t, bucketFor(span), signal);
@@ -286,14 +456,17 @@ async function loadPlot(): Promise<void> {
   try {
     const series = await fetchSeries(conn, ids, from, to, ac.signal);
     if (ac.signal.aborted) return;
-    plot.set(series, [from, to], state.unit);
+    // A preset range shorter than the data fits the data (issue 15.3); a custom range is shown as asked.
+    plot.set(series, [from, to], q(), 'preset' in state.range);
     info.dataset.state = 'ready';
     info.dataset.devices = ids.join(',');
+    info.dataset.field = state.field;
+    showError($('plot-error'), '');
     legend(ids);
   } catch (err) {
     if ((err as Error).name === 'AbortError') return;
     info.dataset.state = 'error';
-    showMessage(explain(err));
+    showError($('plot-error'), `The plot could not be loaded: ${explain(err)}`);
   } finally {
     if (state.load === ac) info.removeAttribute('aria-busy');
   }
@@ -321,7 +494,7 @@ plot.onZoom = (range) => {
       const detail = await fetchSeries(conn, state.selected, a, b, ac.signal);
       if (state.zoom && state.zoom[0] === a && state.zoom[1] === b) plot.refine(detail, [a, b]);
     } catch (err) {
-      showMessage(explain(err));
+      showError($('plot-error'), `The detail could not be loaded: ${explain(err)}`);
     }
   }, 250);
 };
@@ -346,27 +519,24 @@ function markRange(): void {
 
 const fromIn = $('from') as HTMLInputElement;
 const toIn = $('to') as HTMLInputElement;
-function localInput(ms: number): string {
-  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60_000);
-  return d.toISOString().slice(0, 19);
-}
 $('custom').addEventListener('toggle', () => {
   if (!fromIn.value) {
     const [a, b] = rangeWindow();
-    fromIn.value = localInput(a * 1000);
-    toIn.value = localInput(b * 1000);
+    fromIn.value = toInput(a * 1000);
+    toIn.value = toInput(b * 1000);
   }
 });
 $('custom-form').addEventListener('submit', (e) => {
   e.preventDefault();
-  const from = new Date(fromIn.value).getTime();
-  const to = new Date(toIn.value).getTime();
+  const from = fromInput(fromIn.value);
+  const to = fromInput(toIn.value);
+  const err = $('custom-error');
   if (!Number.isFinite(from) || !Number.isFinite(to) || from >= to) {
-    showMessage('The custom range needs a start before its end.');
+    showError(err, 'The custom range needs a start before its end.');
     fromIn.focus();
     return;
   }
-  showMessage('');
+  showError(err, '');
   state.range = { from, to };
   markRange();
   void loadPlot();
@@ -377,27 +547,47 @@ for (const r of document.querySelectorAll<HTMLInputElement>('input[name="unit"]'
     if (!r.checked) return;
     state.unit = r.value === 'F' ? 'F' : 'C';
     localStorage.setItem('reef.unit', state.unit);
-    plot.setUnit(state.unit);
-    table.refresh();
-    map.refresh();
-    renderLatest();
+    plot.setQuantity(q());
+    refreshViews();
     panels?.update();
   });
 }
 
+/** Times in the browser's zone or UTC (issue 15 "time you can trust"): every time on screen follows. */
+function showZone(): void {
+  zoneSel.options[0]!.textContent = `Local (${zoneLabel(Date.now(), 'local')})`;
+  for (const s of document.querySelectorAll('.zone-name')) s.textContent = `(${zoneLabel()})`;
+  document.body.dataset.zone = state.zone;
+}
+zoneSel.addEventListener('change', () => {
+  // The custom range's inputs keep naming the same instants in the new zone.
+  const from = fromInput(fromIn.value), to = fromInput(toIn.value);
+  state.zone = zoneSel.value === 'UTC' ? 'UTC' : 'local';
+  localStorage.setItem('reef.zone', state.zone);
+  setZone(state.zone);
+  if (Number.isFinite(from)) fromIn.value = toInput(from);
+  if (Number.isFinite(to)) toIn.value = toInput(to);
+  showZone();
+  plot.redraw();
+  refreshViews();
+  panels?.update();
+});
+
 $('csv').addEventListener('click', async () => {
   const conn = state.conn;
+  const err = $('plot-error');
   if (!conn || !state.selected.length) {
-    showMessage('Choose a device to download its observations.', 'info');
+    showError(err, 'Choose a device to download its observations.');
     return;
   }
   const [a, b] = state.zoom ?? rangeWindow();
   const btn = $('csv') as HTMLButtonElement;
   btn.disabled = true;
   try {
-    await downloadCsv(conn, state.selected, new Date(a * 1000), new Date(b * 1000 + 1));
-  } catch (err) {
-    showMessage(explain(err));
+    await downloadCsv(conn, state.selected, new Date(a * 1000), new Date(b * 1000 + 1), state.field);
+    showError(err, '');
+  } catch (e) {
+    showError(err, `The CSV could not be made: ${explain(e)}`);
   } finally {
     btn.disabled = false;
   }
@@ -412,7 +602,7 @@ function onLive(deviceId: string, obs: Observation[]): void {
   if (!($('live') as HTMLInputElement).checked || !state.selected.includes(deviceId)) return;
   const info = $('plot-info');
   if (info.dataset.state !== 'ready' || !info.dataset.devices?.split(',').includes(deviceId)) return;
-  const points = obs.map((o) => ({ x: Date.parse(o.timestamp) / 1000, y: temperatureOf(o) })).filter((p) => Number.isFinite(p.x));
+  const points = obs.map((o) => ({ x: Date.parse(o.timestamp) / 1000, y: valueAt(o, state.field) })).filter((p) => Number.isFinite(p.x));
   if ('preset' in state.range) plot.append(deviceId, points, rangeWindow());
   else {
     const [a, b] = rangeWindow();
@@ -439,6 +629,7 @@ const latestList = $('latest');
 const latestItems = new Map<string, HTMLLIElement>();
 function renderLatest(): void {
   const now = Date.now();
+  const qq = q();
   const keep = new Set(state.devices.map((d) => d.id));
   for (const [id, li] of latestItems) if (!keep.has(id)) {
     li.remove();
@@ -455,11 +646,17 @@ function renderLatest(): void {
     }
     const l = state.latest.get(d.id);
     const btn = li.firstChild as HTMLButtonElement;
-    const temp = fmtTemp(l?.temp, state.unit);
-    const age = fmtAge(l?.ts, now);
-    btn.replaceChildren(el('span', { class: 'mono' }, shortId(d.id)), el('strong', { class: 'val' }, temp), el('span', { class: 'muted age' }, l ? age : 'no readings'));
-    btn.setAttribute('aria-label', `Device ${d.id}: ${l ? `${temp}, ${age}` : 'no readings'}. Plot it.`);
-    btn.classList.toggle('stale', !!l && now - l.ts > 3600_000);
+    const value = fmtValue(valueAt(l?.obs, qq.path), qq);
+    const st = deviceState(l, state.kits.get(d.id), now);
+    btn.replaceChildren(
+      el('span', { class: 'mono' }, shortId(d.id)),
+      el('strong', { class: 'val' }, value),
+      el('span', { class: 'muted age', title: l ? `${fmtTime(l.ts)} ${zoneLabel(l.ts)}` : '' }, l ? fmtAge(l.ts, now) : 'no readings'),
+      el('span', { class: `state ${st.key}` }, st.text),
+    );
+    btn.setAttribute('aria-label', `Device ${d.id}: ${l ? `${qq.name} ${value}, ${fmtAge(l.ts, now)}` : 'no readings'}; ${st.text}. Plot it.`);
+    btn.dataset.state = st.key;
+    btn.classList.toggle('stale', !!l && isStale(l, now));
     btn.setAttribute('aria-pressed', String(state.selected.includes(d.id)));
   }
   const order = sorted.map((d) => latestItems.get(d.id)!);
@@ -470,17 +667,38 @@ function renderLatest(): void {
   }
 }
 
+// Relative ages tick every second; only text that changed is touched (no DOM growth on a wall screen).
+// A preset window moves on with the clock about every 1/600 of its span (6 s for 1 h) with Live on.
+let lastSlide = 0;
 setInterval(() => {
   if (!state.conn) return;
+  const now = Date.now();
+  if ('preset' in state.range && ($('live') as HTMLInputElement).checked && $('plot-info').dataset.state === 'ready') {
+    const span = PRESET_SECONDS[state.range.preset];
+    if (now - lastSlide >= Math.max(1000, span * 1000 / 600)) {
+      lastSlide = now;
+      plot.slide(rangeWindow());
+    }
+  }
   table.tick();
   for (const [id, li] of latestItems) {
-    const age = li.querySelector('.age');
     const l = state.latest.get(id);
-    if (age && l) age.textContent = fmtAge(l.ts);
+    if (!l) continue;
+    const age = li.querySelector('.age');
+    const text = fmtAge(l.ts, now);
+    if (age && age.textContent !== text) age.textContent = text;
+    const st = deviceState(l, state.kits.get(id), now);
+    const s = li.querySelector('.state');
+    if (s && s.textContent !== st.text) {
+      s.textContent = st.text;
+      s.className = `state ${st.key}`;
+      (li.firstChild as HTMLElement).dataset.state = st.key;
+      (li.firstChild as HTMLElement).classList.toggle('stale', isStale(l, now));
+    }
   }
-}, 5000);
+}, 1000);
 
+showZone();
 markRange();
 if (idIn.value) secretIn.focus();
 else idIn.focus();
-

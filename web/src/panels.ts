@@ -4,14 +4,13 @@
 import type { NewSimulation, Simulation } from '../../src/sdk/index.ts';
 import type { Connection, Device } from './api.ts';
 import { ApiError } from './api.ts';
-import { $, el, fmtTime, type Unit } from './format.ts';
+import { $, addCollapse, el, fmtTime, type Unit } from './format.ts';
 import { DevKitPanel } from './devkit.ts';
 
 export interface PanelContext {
   devices: () => Device[];
   selected: () => string[];
   unit: () => Unit;
-  message: (text: string, kind?: 'error' | 'info') => void;
   reloadDevices: () => void;
   reloadPlot: () => void;
 }
@@ -40,6 +39,8 @@ class SimulationPanel {
   private list: HTMLUListElement;
   private form: HTMLFormElement;
   private status: HTMLElement;
+  /** Failures of this panel's controls, shown beside them (not at the top of the page). */
+  private error: HTMLElement;
 
   constructor(private readonly root: HTMLElement, private readonly conn: Connection, private readonly ctx: PanelContext) {
     const field = (id: string, label: string, attrs: Record<string, string>, hint = '') =>
@@ -58,16 +59,25 @@ class SimulationPanel {
         field('sim-lon', 'Longitude', { type: 'number', step: 'any', min: '-180', max: '180', value: '-9.1393', required: '' }),
         field('sim-radius', 'Radius (km)', { type: 'number', step: 'any', min: '0.1', max: '5000', value: '20', required: '' }),
       ),
-      el('div', { class: 'row' }, el('button', { type: 'submit', class: 'primary', id: 'sim-start' }, 'Start simulation')),
+      el('div', { class: 'row' }, el('button', { type: 'submit', class: 'primary', id: 'sim-start', 'aria-describedby': 'sim-error' }, 'Start simulation')),
     );
+    this.error = el('p', { id: 'sim-error', class: 'error-text', role: 'alert' });
+    this.error.hidden = true;
+    this.form.append(this.error);
     this.status = el('p', { class: 'sim-status', role: 'status', 'aria-live': 'polite' });
     this.list = el('ul', { class: 'sims', 'aria-label': 'Simulations' });
     root.replaceChildren(el('h2', { id: 'sim-h' }, 'Simulation'), this.form, this.status, this.list);
+    addCollapse(root);
     this.form.addEventListener('submit', (e) => {
       e.preventDefault();
       void this.start();
     });
     void this.refresh();
+  }
+
+  private showError(text: string): void {
+    this.error.textContent = text;
+    this.error.hidden = !text;
   }
 
   private value(id: string): string {
@@ -85,6 +95,8 @@ class SimulationPanel {
     if (this.value('sim-duration')) body.duration = this.value('sim-duration');
     const btn = $('sim-start') as HTMLButtonElement;
     btn.disabled = true;
+    // A new attempt: the previous outcome ("Started … with 8 devices") no longer applies.
+    this.showError('');
     this.status.textContent = 'Starting…';
     try {
       const sim = await this.conn.sdk((c) => c.createSimulation(body));
@@ -95,7 +107,8 @@ class SimulationPanel {
       this.ctx.reloadDevices();
     } catch (err) {
       this.status.textContent = '';
-      this.ctx.message(err instanceof ApiError ? `The simulation did not start: ${err.message}` : String(err));
+      this.showError(`The simulation did not start: ${err instanceof ApiError ? err.message : String(err)}`);
+      this.error.scrollIntoView({ block: 'nearest' });
     } finally {
       btn.disabled = false;
     }
@@ -108,7 +121,7 @@ class SimulationPanel {
       this.status.textContent = `Stopped ${sim.name ?? 'the simulation'}.`;
       this.render();
     } catch (err) {
-      this.ctx.message(err instanceof ApiError ? `The simulation did not stop: ${err.message}` : String(err));
+      this.showError(`The simulation did not stop: ${err instanceof ApiError ? err.message : String(err)}`);
     }
   }
 

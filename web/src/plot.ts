@@ -1,13 +1,14 @@
-// The temperature plot: uPlot (fast on large series), one line per device, a min–max band when the
+// The plot of one field (temperature by default): uPlot (fast on large series), one line per device, a min–max band when the
 // data is bucketed. Drag to zoom, wheel to zoom around the pointer, Shift+drag to pan; the keyboard
 // moves the read-out point by point (arrows), pans (Shift+arrows) and zooms (+/-).
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { fmtTemp, fmtTime, shortId, toUnit, type Unit } from './format.ts';
+import { fmtSpan, fmtTick, fmtTime, getZone, zoneLabel, sameDay, shortId } from './format.ts';
+import { fmtValue, quantity, type Quantity } from './fields.ts';
 
 export const PALETTE = ['#127a8a', '#d2562a', '#6b4fbb', '#2f8f3a', '#c0398d', '#8a6d1f', '#2a62c9', '#6d7580'];
 
-/** One device's data in °C, oldest first; x in epoch seconds. */
+/** One device's data as stored (temperature in °C), oldest first; x in epoch seconds. */
 export interface Series {
   deviceId: string;
   bucketed: boolean;
@@ -31,11 +32,32 @@ function nearest(xs: number[], t: number): number {
   return lo;
 }
 
+/** Decimals a tick step needs so that no label is rounded (0.25 → 2, 0.5 → 1, 5 → 0). */
+export function stepDecimals(step: number): number {
+  let d = 0;
+  while (d < 6 && Math.abs(Math.round(step * 10 ** d) - step * 10 ** d) > 1e-6 * 10 ** d) d++;
+  return d;
+}
+
+/** Y tick labels exactly at the ticks: the decimals follow the tick step (a tick at 21.25 reads 21.25). */
+export function yTicks(splits: number[]): string[] {
+  const step = splits.length > 1 ? Math.abs(splits[1]! - splits[0]!) : 1;
+  const d = stepDecimals(step);
+  return splits.map((v) => (Object.is(Math.round(v * 10 ** d) / 10 ** d, -0) ? 0 : v).toFixed(d));
+}
+
 export class PlotView {
   private u: uPlot | null = null;
   private series: Series[] = [];
-  private unit: Unit = 'C';
+  private q: Quantity = quantity('temperature', 'C');
+  /** The time range asked for (seconds); slides with Live. */
   private window: [number, number] = [0, 1];
+  /** Where the data starts when it is shorter than the window: the view is fitted to it. */
+  private fitFrom: number | null = null;
+  /** The range the user zoomed or panned to; null follows the window. */
+  private userRange: [number, number] | null = null;
+  /** True while the plot sets its own scale (building, following): not a user zoom. */
+  private internal = false;
   private cursorT: number | null = null;
   private ro: ResizeObserver;
   /** Called with the visible [from, to] in seconds after the user zooms or pans; null when reset. */
@@ -50,6 +72,7 @@ export class PlotView {
     this.ro.observe(host);
     host.addEventListener('keydown', (e) => this.key(e));
     host.addEventListener('wheel', (e) => this.wheel(e), { passive: false });
+    this.installPinch();
   }
 
   private size(): { width: number; height: number } {
@@ -57,25 +80,63 @@ export class PlotView {
     return { width: w, height: Math.max(220, Math.min(420, Math.round(w * 0.5))) };
   }
 
-  /** New data for the whole view; `window` is the time range asked for, in seconds. */
-  set(series: Series[], window: [number, number], unit: Unit): void {
+  /**
+   * New data for the whole view; `window` is the time range asked for, in seconds. With `fit`,
+   * a window much longer than the data (a kit started 10 minutes ago, a 24 h window) shows the
+   * data instead of a sliver at the right edge, and says so.
+   */
+  set(series: Series[], window: [number, number], q: Quantity, fit = false): void {
     this.series = series;
     this.window = window;
-    this.unit = unit;
+    this.q = q;
+    this.userRange = null;
+    this.fitFrom = null;
+    if (fit) {
+      const first = Math.min(...series.filter((s) => s.x.length).map((s) => s.x[0]!));
+      const span = window[1] - window[0];
+      // Fitted when the data covers less than 90 % of the window: the view starts a little before it.
+      if (Number.isFinite(first) && first > window[0] + span * 0.1) this.fitFrom = Math.max(window[0], first - Math.max(30, (window[1] - first) * 0.05));
+    }
     delete this.info.dataset.detail;
     this.build();
   }
 
-  setUnit(unit: Unit): void {
-    this.unit = unit;
-    const keep = this.u ? ([this.u.scales.x!.min!, this.u.scales.x!.max!] as [number, number]) : null;
-    this.build(keep);
+  setQuantity(q: Quantity): void {
+    this.q = q;
+    this.build(this.userRange);
+  }
+
+  /** Redraw (the time zone changed). */
+  redraw(): void {
+    this.build(this.userRange);
+  }
+
+  /** The visible x range: what the user zoomed to, or the (fitted) window. */
+  private view(): [number, number] {
+    return this.userRange ?? [this.fitFrom ?? this.window[0], this.window[1]];
   }
 
   /** Live points of one device, appended; the window slides to `window` when given. */
   append(deviceId: string, points: { x: number; y: number | null }[], window?: [number, number]): void {
     const s = this.series.find((v) => v.deviceId === deviceId);
     if (!s || !points.length) return;
+    this.push(s, points);
+    if (window) this.slideTo(window);
+    // A user's zoom stays where they put it; otherwise the view follows the sliding window.
+    this.build(this.userRange);
+  }
+
+  /**
+   * The window moves on with the clock even when no reading comes (a device that went quiet shows
+   * its gap growing at the right edge); a user's zoom is left alone.
+   */
+  slide(window: [number, number]): void {
+    if (!this.series.length || this.userRange) return;
+    this.slideTo(window);
+    this.build(null);
+  }
+
+  private push(s: Series, points: { x: number; y: number | null }[]): void {
     for (const p of points.sort((a, b) => a.x - b.x)) {
       if (s.x.length && p.x <= s.x[s.x.length - 1]!) continue;
       s.x.push(p.x);
@@ -84,33 +145,63 @@ export class PlotView {
       s.max?.push(p.y);
       s.observations++;
     }
-    if (window) {
-      this.window = window;
-      for (const v of this.series) {
-        let drop = 0;
-        while (drop < v.x.length && v.x[drop]! < window[0]) drop++;
-        if (drop) {
-          v.x.splice(0, drop);
-          v.y.splice(0, drop);
-          v.min?.splice(0, drop);
-          v.max?.splice(0, drop);
-          v.observations = v.bucketed ? v.observations : v.x.length;
-        }
+  }
+
+  private slideTo(window: [number, number]): void {
+    // The window slides (its right edge is now, and never before the newest reading).
+    const newest = Math.max(...this.series.map((v) => v.x[v.x.length - 1] ?? -Infinity));
+    const right = Math.max(window[1], newest);
+    this.window = [right - (window[1] - window[0]), right];
+    if (this.fitFrom !== null && this.fitFrom <= this.window[0]) this.fitFrom = null;
+    for (const v of this.series) {
+      let drop = 0;
+      while (drop < v.x.length && v.x[drop]! < this.window[0]) drop++;
+      if (drop) {
+        v.x.splice(0, drop);
+        v.y.splice(0, drop);
+        v.min?.splice(0, drop);
+        v.max?.splice(0, drop);
+        v.observations = v.bucketed ? v.observations : v.x.length;
       }
     }
-    const zoomed = this.isZoomed();
-    const keep = zoomed && this.u ? ([this.u.scales.x!.min!, this.u.scales.x!.max!] as [number, number]) : null;
-    this.build(keep);
   }
 
   isZoomed(): boolean {
-    if (!this.u) return false;
-    const { min, max } = this.u.scales.x!;
-    return min !== undefined && max !== undefined && (min > this.window[0] + 1 || max < this.window[1] - 1);
+    return this.userRange !== null;
+  }
+
+  /** The visible x range in seconds (tests and the CSV export read it). */
+  visible(): [number, number] {
+    return this.view();
   }
 
   resetZoom(): void {
-    this.u?.setScale('x', { min: this.window[0], max: this.window[1] });
+    const had = this.userRange !== null;
+    this.userRange = null;
+    if (this.u) this.setScaleInternal(this.view());
+    if (had) this.onZoom(null);
+  }
+
+  private setScaleInternal([min, max]: [number, number]): void {
+    this.internal = true;
+    try {
+      this.u?.setScale('x', { min, max });
+    } finally {
+      this.internal = false;
+    }
+    this.exposeView();
+  }
+
+  /** The view, for tests and assistive tech: the visible range and the newest point. */
+  private exposeView(): void {
+    const [a, b] = this.view();
+    this.info.dataset.xMin = String(Math.round(a));
+    this.info.dataset.xMax = String(Math.round(b));
+    const newest = Math.max(...this.series.map((v) => v.x[v.x.length - 1] ?? -Infinity));
+    if (Number.isFinite(newest)) this.info.dataset.lastX = String(newest);
+    else delete this.info.dataset.lastX;
+    this.info.dataset.zoomed = String(this.userRange !== null);
+    this.info.dataset.fitted = String(this.fitFrom !== null && this.userRange === null);
   }
 
   /** Replace one device's data inside the zoomed window with finer data (raw within buckets). */
@@ -127,7 +218,7 @@ export class PlotView {
       s.min?.splice(a, b - a, ...(d.min ?? d.y));
       s.max?.splice(a, b - a, ...(d.max ?? d.y));
     }
-    this.build(range);
+    this.build(this.userRange);
     this.info.dataset.detail = 'raw';
   }
 
@@ -136,8 +227,8 @@ export class PlotView {
   }
 
   private build(keep: [number, number] | null = null): void {
-    const unit = this.unit;
-    const conv = (v: number | null) => (v === null ? null : toUnit(v, unit));
+    const q = this.q;
+    const conv = (v: number | null) => (v === null ? null : q.conv(v));
     const tables: uPlot.AlignedData[] = [];
     const opts: uPlot.Series[] = [{}];
     const bands: uPlot.Band[] = [];
@@ -160,7 +251,10 @@ export class PlotView {
     });
     const data: uPlot.AlignedData = tables.length === 0 ? [[], []] : tables.length === 1 ? tables[0]! : uPlot.join(tables);
     if (!tables.length) opts.push({ label: 'none' });
-    const [wmin, wmax] = keep ?? this.window;
+    this.userRange = keep;
+    const [wmin, wmax] = this.view();
+    const axisLabel = `${q.name}${q.unit ? ` (${q.unit})` : ''}`;
+    const host = this.host;
     const config: uPlot.Options = {
       ...this.size(),
       series: opts,
@@ -169,39 +263,100 @@ export class PlotView {
       cursor: { drag: { x: true, y: false, setScale: true }, focus: { prox: 30 } },
       // auto: false keeps the asked-for window (not the data's extent); zoom and pan set it.
       scales: { x: { time: true, auto: false, min: wmin, max: wmax } },
+      // Tick positions follow the chosen zone (day boundaries in UTC or local).
+      ...(getZone() === 'UTC' ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC') } : {}),
       axes: [
-        { stroke: 'currentColor', grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' } },
-        { stroke: 'currentColor', label: `Temperature (°${unit})`, grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' }, values: (_u, v) => v.map((x) => x.toFixed(1)) },
+        {
+          stroke: 'currentColor', grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' }, space: 70,
+          // One format everywhere: ISO-like dates, 24 h times; the date where the day changes.
+          values: (_u, splits, _i, _space, incr) => splits.map((v, i) => fmtTick(v * 1000, incr, i === 0 || !sameDay(splits[i - 1]! * 1000, v * 1000))),
+        },
+        {
+          stroke: 'currentColor', label: axisLabel, grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' },
+          values: (_u, splits) => {
+            const labels = yTicks(splits);
+            host.dataset.yTicks = labels.join(' ');
+            host.dataset.yTickValues = splits.join(' ');
+            return labels;
+          },
+        },
       ],
       hooks: {
         setCursor: [(u) => this.cursorMoved(u)],
         setScale: [(u, key) => {
-          if (key !== 'x') return;
+          if (key !== 'x' || this.internal) return;
           const { min, max } = u.scales.x!;
           if (min === undefined || max === undefined) return;
-          const zoomed = min > this.window[0] + 1 || max < this.window[1] - 1;
-          this.onZoom(zoomed ? [min, max] : null);
+          // Only the user moves the scale outside build/follow: a zoom, a pan, a pinch.
+          const [a, b] = [this.fitFrom ?? this.window[0], this.window[1]];
+          const zoomed = Math.abs(min - a) > 1 || Math.abs(max - b) > 1;
+          this.userRange = zoomed ? [min, max] : null;
+          this.exposeView();
+          this.onZoom(this.userRange);
         }],
       },
     };
-    this.u?.destroy();
-    this.host.replaceChildren();
-    this.u = new uPlot(config, data, this.host);
+    this.internal = true;
+    try {
+      this.u?.destroy();
+      this.host.replaceChildren();
+      this.u = new uPlot(config, data, this.host);
+    } finally {
+      this.internal = false;
+    }
     this.installPan(this.u);
     const n = this.points();
     const obs = this.series.reduce((m, s) => m + s.observations, 0);
     this.info.dataset.points = String(n);
     this.info.dataset.observations = String(obs);
     this.info.dataset.bucketed = String(this.series.some((s) => s.bucketed));
-    if (!this.series.length) this.info.textContent = 'Choose a device to plot.';
-    else if (n === 0) this.info.textContent = 'No observations in this range.';
-    else if (this.series.some((s) => s.bucketed)) this.info.textContent = `${n.toLocaleString()} buckets (min, average, max) of ${obs.toLocaleString()} observations`;
-    else this.info.textContent = `${n.toLocaleString()} points`;
+    this.exposeView();
+    let text: string;
+    if (!this.series.length) text = 'Choose a device to plot.';
+    else if (n === 0) text = 'No observations in this range.';
+    else if (this.series.some((s) => s.bucketed)) text = `${n.toLocaleString('en')} buckets (min, average, max) of ${obs.toLocaleString('en')} observations`;
+    else text = `${n.toLocaleString('en')} points`;
+    if (this.fitFrom !== null && !this.userRange && n > 0) {
+      text += ` · fitted to the data: ${fmtSpan(this.window[1] - this.fitFrom)} shown of the ${fmtSpan(this.window[1] - this.window[0])} range (the device has no older data)`;
+    }
+    this.info.textContent = text;
     const names = this.series.map((s) => shortId(s.deviceId)).join(', ');
     this.host.setAttribute('aria-label', this.series.length
-      ? `Temperature in °${unit} of ${names}: ${this.info.textContent}. Left and right arrows read points, Shift+arrows pan, plus and minus zoom, Escape resets.`
-      : 'Temperature plot: choose a device to plot.');
+      ? `${q.name}${q.unit ? ` in ${q.unit}` : ''} of ${names}: ${text}. Left and right arrows read points, Shift+arrows pan, plus and minus zoom, Escape resets.`
+      : `${q.name} plot: choose a device to plot.`);
     this.showReadout();
+  }
+
+  /** Two fingers pinch to zoom around their middle and move to pan (one finger still scrolls the page). */
+  private installPinch(): void {
+    let start: { d: number; mid: number; min: number; max: number; width: number; left: number } | null = null;
+    const geo = (t: TouchList) => {
+      const a = t[0]!, b = t[1]!;
+      return { d: Math.max(10, Math.abs(a.clientX - b.clientX)), mid: (a.clientX + b.clientX) / 2 };
+    };
+    this.host.addEventListener('touchstart', (e) => {
+      const u = this.u;
+      if (!u || e.touches.length !== 2) return;
+      const { min, max } = u.scales.x as { min: number; max: number };
+      const r = u.over.getBoundingClientRect();
+      start = { ...geo(e.touches), min, max, width: r.width, left: r.left };
+      e.preventDefault();
+    }, { passive: false });
+    this.host.addEventListener('touchmove', (e) => {
+      const u = this.u;
+      if (!u || !start || e.touches.length !== 2) return;
+      e.preventDefault();
+      const now = geo(e.touches);
+      const span = Math.max(10, ((start.max - start.min) * start.d) / now.d);
+      const frac = Math.min(1, Math.max(0, (start.mid - start.left) / start.width));
+      const at = start.min + (start.max - start.min) * frac - ((now.mid - start.mid) / start.width) * span;
+      u.setScale('x', { min: at - span * frac, max: at + span * (1 - frac) });
+    }, { passive: false });
+    const end = (e: TouchEvent) => {
+      if (e.touches.length < 2) start = null;
+    };
+    this.host.addEventListener('touchend', end);
+    this.host.addEventListener('touchcancel', end);
   }
 
   private installPan(u: uPlot): void {
@@ -294,7 +449,7 @@ export class PlotView {
     const s = this.series[0]!;
     const i = nearest(s.x, t);
     const y = s.y[i];
-    u.setCursor({ left: u.valToPos(t, 'x'), top: y === null || y === undefined ? u.over.clientHeight / 2 : u.valToPos(toUnit(y, this.unit), 'y') }, false);
+    u.setCursor({ left: u.valToPos(t, 'x'), top: y === null || y === undefined ? u.over.clientHeight / 2 : u.valToPos(this.q.conv(y), 'y') }, false);
     this.showReadout();
   }
 
@@ -317,10 +472,10 @@ export class PlotView {
       const i = nearest(s.x, t);
       if (i < 0) continue;
       at ??= s.x[i]!;
-      let v = fmtTemp(s.y[i], this.unit, 2);
-      if (s.bucketed && s.min && s.max) v += ` (min ${fmtTemp(s.min[i], this.unit, 1)}, max ${fmtTemp(s.max[i], this.unit, 1)})`;
+      let v = fmtValue(s.y[i], this.q, 2);
+      if (s.bucketed && s.min && s.max) v += ` (min ${fmtValue(s.min[i], this.q)}, max ${fmtValue(s.max[i], this.q)})`;
       parts.push(`${shortId(s.deviceId)}: ${v}`);
     }
-    this.readout.textContent = at === null ? '' : `${fmtTime(at * 1000)} — ${parts.join('; ')}`;
+    this.readout.textContent = at === null ? '' : `${fmtTime(at * 1000)} ${zoneLabel(at * 1000)} — ${parts.join('; ')}`;
   }
 }

@@ -1,12 +1,31 @@
 // The devices table: sortable by every column, filtered by a free text, rows kept (not rebuilt) so
 // live updates do not steal keyboard focus. A row click plots that device alone; the checkbox adds
 // it to (or removes it from) the comparison.
-import type { Device } from './api.ts';
-import { el, fmtAge, fmtTemp, shortId, whereOf, type Unit } from './format.ts';
+import type { Device, Observation } from './api.ts';
+import { fmtValue, valueAt, type Quantity } from './fields.ts';
+import { el, fmtAge, fmtTime, isStale, shortId, whereOf, zoneLabel } from './format.ts';
 
+/** A device's newest observation, its time, and the one before (to know how often it reports). */
 export interface Latest {
   ts: number;
-  temp: number | null;
+  prevTs?: number;
+  obs: Observation;
+}
+
+/** What the gateway knows of a dev kit (GET /api/solutions/{s}/kits). */
+export interface KitState {
+  reachable: boolean;
+  lastHeard: number | null;
+}
+
+/** One line for a device's state: a kit's reachability first, then the staleness of its data. */
+export function deviceState(l: Latest | undefined, kit: KitState | undefined, now = Date.now()): { key: 'online' | 'offline' | 'stale' | 'fresh' | 'none'; text: string } {
+  if (kit) {
+    if (kit.reachable) return { key: 'online', text: `Online${kit.lastHeard ? `, heard ${fmtAge(kit.lastHeard, now)}` : ''}` };
+    return { key: 'offline', text: kit.lastHeard ? `Offline, last heard ${fmtAge(kit.lastHeard, now)}` : 'Offline, never heard' };
+  }
+  if (!l) return { key: 'none', text: 'No readings' };
+  return isStale(l, now) ? { key: 'stale', text: 'Stale' } : { key: 'fresh', text: 'Reporting' };
 }
 
 type SortKey = 'id' | 'type' | 'where' | 'temp' | 'age';
@@ -23,8 +42,9 @@ export class DeviceTable {
     private readonly filterInput: HTMLInputElement,
     private readonly ctx: {
       latest: Map<string, Latest>;
+      kits: Map<string, KitState>;
       selected: () => string[];
-      unit: () => Unit;
+      quantity: () => Quantity;
       select: (id: string, mode: 'only' | 'toggle') => void;
     },
   ) {
@@ -70,6 +90,7 @@ export class DeviceTable {
       el('td', { class: 'mono where' }, whereOf(d)),
       el('td', { class: 'num temp' }),
       el('td', { class: 'num age' }),
+      el('td', { class: 'state' }),
     );
     tr.addEventListener('click', (e) => this.ctx.select(d.id, e.ctrlKey || e.metaKey || e.shiftKey ? 'toggle' : 'only'));
     tr.addEventListener('keydown', (e) => {
@@ -88,14 +109,14 @@ export class DeviceTable {
 
   /** Latest values, ages, selection marks and the order. */
   refresh(): void {
-    const unit = this.ctx.unit();
+    const q = this.ctx.quantity();
     const sel = new Set(this.ctx.selected());
     const now = Date.now();
     for (const [id, tr] of this.rows) {
       const l = this.ctx.latest.get(id);
       const cells = tr.cells;
-      cells[4]!.textContent = fmtTemp(l?.temp, unit);
-      cells[5]!.textContent = fmtAge(l?.ts, now);
+      cells[4]!.textContent = fmtValue(valueAt(l?.obs, q.path), q);
+      this.age(id, tr, now);
       const on = sel.has(id);
       tr.setAttribute('aria-selected', String(on));
       (cells[0]!.firstChild as HTMLInputElement).checked = on;
@@ -103,10 +124,28 @@ export class DeviceTable {
     this.order();
   }
 
-  /** Only ages change with time: cheap enough to run every few seconds. */
+  /** Only ages and states change with time: cheap enough to run every second. */
   tick(): void {
     const now = Date.now();
-    for (const [id, tr] of this.rows) tr.cells[5]!.textContent = fmtAge(this.ctx.latest.get(id)?.ts, now);
+    for (const [id, tr] of this.rows) this.age(id, tr, now);
+  }
+
+  private age(id: string, tr: HTMLTableRowElement, now: number): void {
+    const l = this.ctx.latest.get(id);
+    const cell = tr.cells[5]!;
+    const text = fmtAge(l?.ts, now);
+    if (cell.textContent !== text) cell.textContent = text;
+    const title = l ? `${fmtTime(l.ts)} ${zoneLabel(l.ts)}` : '';
+    if (cell.title !== title) cell.title = title;
+    const st = deviceState(l, this.ctx.kits.get(id), now);
+    const sc = tr.cells[6]!;
+    if (sc.textContent !== st.text) {
+      // The word is shown; the rest ("…, heard 5 s ago") is in the title and for screen readers (a narrow column).
+      const short = st.text.split(',')[0]!;
+      sc.replaceChildren(el('span', {}, short), el('span', { class: 'detail' }, st.text.slice(short.length)));
+      sc.title = st.text;
+    }
+    if (tr.dataset.state !== st.key) tr.dataset.state = st.key;
   }
 
   private key(d: Device): string | number {
@@ -115,7 +154,7 @@ export class DeviceTable {
       case 'id': return d.id;
       case 'type': return d.deviceType;
       case 'where': return whereOf(d);
-      case 'temp': return l?.temp ?? -Infinity;
+      case 'temp': return valueAt(l?.obs, this.ctx.quantity().path) ?? -Infinity;
       case 'age': return l?.ts ?? -Infinity;
     }
   }

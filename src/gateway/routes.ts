@@ -8,15 +8,16 @@
 // The kit's error → 502 (X-CoAP-Code header), no answer by the deadline → 504, a kit that has not
 // announced itself → 503, another group's kit or a non-kit device → 404.
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { Code, CoapMessage, CoapResetError, CoapTimeoutError, ContentFormat, codeClass, codeToString, getUintOption, Option, uintOption, type CoapOption } from '../../coap/index.ts';
-import { ReefError, isReefError } from '../../core/errors.ts';
-import { DEVICE_TYPE_DEVKIT } from '../../core/types.ts';
-import type { Gateway, Subscriber } from '../../gateway/gateway.ts';
-import type { SseStream } from '../sse.ts';
-import { tryReading } from '../../gateway/readings.ts';
-import { findDevice } from '../../service/devices.ts';
-import type { Store } from '../../store/store.ts';
-import type { Authenticator } from '../../auth/accounts.ts';
+import { Code, CoapMessage, ContentFormat, codeClass, codeToString, getUintOption, Option, uintOption, type CoapOption } from '../coap/index.ts';
+import { ReefError } from '../core/errors.ts';
+import { DEVICE_TYPE_DEVKIT } from '../core/types.ts';
+import type { Gateway, Subscriber } from './gateway.ts';
+import type { SseStream } from '../http/sse.ts';
+import { upstreamFailure } from './answers.ts';
+import { tryReading } from './readings.ts';
+import { findDevice } from '../service/devices.ts';
+import type { Store } from '../store/store.ts';
+import type { Authenticator } from '../auth/accounts.ts';
 
 /** Largest CoAP payload the bridge sends to a kit, whatever its content type. */
 const MAX_PAYLOAD = 1024;
@@ -122,13 +123,6 @@ function kitError(m: CoapMessage): ReefError {
   const diag = m.payload.length && m.payload.length < 200 ? `: ${m.payload.toString('utf8')}` : '';
   const code = codeToString(m.code);
   return new ReefError('BAD_GATEWAY', `the kit answered ${code} ${CODE_NAMES[code] ?? ''}${diag}`.trim());
-}
-
-function upstreamFailure(e: unknown, deadlineMs: number): ReefError {
-  if (isReefError(e)) return e;
-  if (e instanceof CoapTimeoutError) return new ReefError('GATEWAY_TIMEOUT', `the kit did not answer within ${deadlineMs / 1000} s`);
-  if (e instanceof CoapResetError) return new ReefError('BAD_GATEWAY', 'the kit rejected the request (RST)');
-  return new ReefError('BAD_GATEWAY', 'the kit could not be reached', { cause: e });
 }
 
 export function coapBridgeRoutes(deps: { gateway: () => Gateway; store: Store; auth: Authenticator; deadlineMs: number }): FastifyPluginAsync {

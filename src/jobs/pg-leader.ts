@@ -5,8 +5,8 @@
 // the check fails it stops its jobs at once, before any other node can have taken over plus one
 // poll, so two leaders overlap at most briefly — jobs are written to be idempotent (upserts).
 import pg from 'pg';
-import { JobRunner } from '../../jobs/leader.ts';
-import { LOCK_LEADER } from './migrations.ts';
+import { JobRunner } from './leader.ts';
+import { LOCK_LEADER } from '../store/postgres/migrations.ts';
 
 export interface PgLeadershipOptions {
   connectionString: string;

@@ -3,11 +3,11 @@
 // simulation component as an authenticated API plugin; request and response shapes are in
 // docs/simulation.md.
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
-import { ReefError } from '../../core/errors.ts';
-import { STUDIO_SIMULATION } from '../../core/types.ts';
-import { solutionName } from '../../core/validate.ts';
-import type { SimulationManager } from '../../sim/simulations.ts';
-import { errors, solutionParams } from '../schemas.ts';
+import { ReefError } from '../core/errors.ts';
+import { STUDIO_SIMULATION } from '../core/types.ts';
+import { solutionName } from '../core/validate.ts';
+import type { SimulationManager } from './simulations.ts';
+import { errors, solutionParams } from '../http/schemas.ts';
 
 const simulation = {
   $id: 'Simulation',
@@ -114,7 +114,7 @@ export function simulationRoutes(manager: SimulationManager): FastifyPluginAsync
       return manager.get(request.account, id);
     });
 
-    const stop = async (request: { params: unknown; account: import('../../core/types.ts').Account }) => {
+    const stop = async (request: { params: unknown; account: import('../core/types.ts').Account }) => {
       const { solution, id } = request.params as { solution: string; id: string };
       studio(solution);
       return manager.stop(request.account, id);

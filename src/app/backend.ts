@@ -1,0 +1,110 @@
+// The one place that chooses the backend. PostgreSQL when a database URL is given, else the
+// embedded SQLite file in the data directory; and with the store, what nodes share besides it:
+// live-update events and leadership. On SQLite one process is the service (in-process bus, always
+// leader); on PostgreSQL events cross nodes by LISTEN/NOTIFY and the leader holds an advisory lock.
+// The pg modules load only for PostgreSQL, so an embedded deployment never loads the pg driver.
+import path from 'node:path';
+import { toWireObservation } from '../core/types.ts';
+import type { EventBus } from '../events/bus.ts';
+import { LocalEventBus } from '../events/bus.ts';
+import { LocalLeadership, makeNodeId, type Leadership } from '../jobs/leader.ts';
+import type { Store } from '../store/store.ts';
+
+/** Where the data lives (the two settings of src/config that name it, nothing more). */
+export interface BackendLocation {
+  /** REEF_DATABASE_URL: PostgreSQL when set. */
+  databaseUrl: string | null;
+  /** REEF_DATA_DIR: holds reef.db when no database URL is set. */
+  dataDir: string;
+}
+
+export interface CoordinationOptions {
+  onError?: (e: unknown, what: string) => void;
+  leaderPollMs?: number;
+}
+
+export interface Backend {
+  store: Store;
+  events: EventBus;
+  leadership: Leadership;
+}
+
+interface BackendKind {
+  /** Opens and migrates the store. */
+  openStore(): Promise<Store>;
+  /** Events and leadership over that store. */
+  coordinate(store: Store, opts: CoordinationOptions): Promise<{ events: EventBus; leadership: Leadership }>;
+}
+
+function choose(where: BackendLocation): BackendKind {
+  const url = where.databaseUrl;
+  if (url) return postgres(url);
+  return sqlite(path.join(where.dataDir, 'reef.db'));
+}
+
+function sqlite(file: string): BackendKind {
+  return {
+    async openStore() {
+      const { SqliteStore } = await import('../store/sqlite/sqlite-store.ts');
+      return new SqliteStore({ file });
+    },
+    async coordinate() {
+      return { events: new LocalEventBus(), leadership: new LocalLeadership(makeNodeId()) };
+    },
+  };
+}
+
+function postgres(connectionString: string): BackendKind {
+  let opened: import('../store/postgres/postgres-store.ts').PostgresStore | null = null;
+  return {
+    async openStore() {
+      const { PostgresStore } = await import('../store/postgres/postgres-store.ts');
+      opened = new PostgresStore({ connectionString });
+      return opened;
+    },
+    async coordinate(_store, opts) {
+      const store = opened;
+      if (!store) throw new Error('coordinate() before openStore()');
+      const nodeId = makeNodeId();
+      const { PgEventBus } = await import('../events/pg-bus.ts');
+      const { PgLeadership } = await import('../jobs/pg-leader.ts');
+      const events = await PgEventBus.open({
+        connectionString,
+        pool: store.pool,
+        nodeId,
+        // Observations announced by reference by another node: read back, oldest first like the upload.
+        readObservations: async (deviceId, from, to, count) => {
+          const page = await store.queryObservations(deviceId, { from, to: to + 1, limit: Math.max(count, 1) * 2 });
+          return page.observations.reverse().map(toWireObservation);
+        },
+        ...(opts.onError ? { onError: opts.onError } : {}),
+      });
+      const leadership = new PgLeadership({ connectionString, nodeId, ...(opts.leaderPollMs ? { pollMs: opts.leaderPollMs } : {}), ...(opts.onError ? { onError: opts.onError } : {}) });
+      return { events, leadership };
+    },
+  };
+}
+
+/** Opens and migrates the store only (one-shot commands: `reef account`, `reef provision`). */
+export async function openStore(where: BackendLocation): Promise<Store> {
+  const store = await choose(where).openStore();
+  await store.migrate();
+  return store;
+}
+
+/**
+ * Opens the store (migrated: SQLite under BEGIN IMMEDIATE, PostgreSQL under an advisory lock, so
+ * nodes starting together apply each migration once) with the events and leadership that go with it.
+ */
+export async function openBackend(where: BackendLocation, opts: CoordinationOptions = {}): Promise<Backend> {
+  const kind = choose(where);
+  const store = await kind.openStore();
+  try {
+    await store.migrate();
+    const { events, leadership } = await kind.coordinate(store, opts);
+    return { store, events, leadership };
+  } catch (e) {
+    await store.close().catch(() => undefined);
+    throw e;
+  }
+}

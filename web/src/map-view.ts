@@ -1,0 +1,301 @@
+// The map proper: land and country borders from Natural Earth (world-atlas, 1:50m, TopoJSON) drawn
+// in a Mercator projection (d3-geo) fitted to the devices, with a graticule; drag or arrow keys to
+// pan, the wheel, +/− or the buttons to zoom, "Fit devices" to go back. Devices closer than a few
+// pixels on screen are drawn as one numbered circle (a cluster, coloured by the members' average);
+// choosing a cluster zooms in on it, or — when its devices share one spot and no zoom can part
+// them — selects them for comparison. Points are coloured by the latest value of the chosen field;
+// the selection is the table's (a ring).
+import { geoGraticule10, geoMercator, geoPath, type GeoProjection } from 'd3-geo';
+import { feature, mesh } from 'topojson-client';
+import type { GeometryCollection, Topology } from 'topojson-specification';
+import atlasUrl from 'world-atlas/countries-50m.json?url';
+import type { Device } from './api.ts';
+import { valueAt, fmtValue } from './fields.ts';
+import { shortId, tempColour } from './format.ts';
+import type { MapContext } from './map.ts';
+
+const NS = 'http://www.w3.org/2000/svg';
+const W = 600;
+const H = 360;
+const PAD = 36;
+/** Devices nearer than this (viewBox units) on screen are one cluster. */
+const CLUSTER_PX = 14;
+const MIN_SCALE = 90;
+const MAX_SCALE = 5e7;
+
+function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number> = {}): SVGElementTagNameMap[K] {
+  const e = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+interface Located {
+  id: string;
+  lon: number;
+  lat: number;
+}
+
+interface Cluster {
+  x: number;
+  y: number;
+  members: Located[];
+}
+
+let atlas: Promise<{ land: GeoJSON.FeatureCollection | GeoJSON.Feature; borders: GeoJSON.MultiLineString } | null> | null = null;
+function loadAtlas() {
+  atlas ??= fetch(atlasUrl)
+    .then((r) => (r.ok ? (r.json() as Promise<Topology>) : Promise.reject(new Error(String(r.status)))))
+    .then((topo) => {
+      const countries = topo.objects.countries as GeometryCollection;
+      return {
+        land: feature(topo, topo.objects.land as GeometryCollection) as GeoJSON.FeatureCollection,
+        // Borders between countries only (a != b): coasts are the land's outline.
+        borders: mesh(topo, countries, (a, b) => a !== b) as GeoJSON.MultiLineString,
+      };
+    })
+    .catch(() => null);
+  return atlas;
+}
+
+export class MapView {
+  private readonly root: SVGSVGElement;
+  private readonly landG: SVGGElement;
+  private readonly gridG: SVGGElement;
+  private readonly dotsG: SVGGElement;
+  private readonly projection: GeoProjection = geoMercator();
+  private devices: Located[] = [];
+  private land: Awaited<ReturnType<typeof loadAtlas>> = null;
+  private frame = 0;
+
+  constructor(
+    private readonly host: HTMLElement,
+    private readonly legend: HTMLElement,
+    private readonly ctx: MapContext,
+  ) {
+    this.root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'application', tabindex: '0', 'aria-roledescription': 'map', 'aria-label': 'Map of device locations. Arrow keys pan, plus and minus zoom, 0 fits the devices.' });
+    const clip = svg('clipPath', { id: 'map-clip' });
+    clip.append(svg('rect', { x: 0, y: 0, width: W, height: H }));
+    const defs = svg('defs');
+    defs.append(clip);
+    this.landG = svg('g', { class: 'land', 'aria-hidden': 'true', 'clip-path': 'url(#map-clip)' });
+    this.gridG = svg('g', { class: 'grid', 'aria-hidden': 'true' });
+    this.dotsG = svg('g', { class: 'dots' });
+    this.root.append(defs, svg('rect', { x: 0, y: 0, width: W, height: H, class: 'map-bg' }), this.landG, this.gridG, this.dotsG);
+    host.replaceChildren(this.root);
+    this.installPanZoom();
+    for (const [id, fn] of [['map-zoom-in', () => this.zoom(2)], ['map-zoom-out', () => this.zoom(0.5)], ['map-fit', () => this.fit()]] as const) {
+      document.getElementById(id)?.addEventListener('click', fn);
+    }
+    void loadAtlas().then((a) => {
+      this.land = a;
+      this.root.dataset.atlas = a ? 'loaded' : 'failed';
+      this.draw();
+    });
+  }
+
+  setDevices(devices: Device[]): void {
+    const before = new Set(this.devices.map((d) => d.id));
+    this.devices = devices.map((d) => ({ id: d.id, lon: d.domainInfo!.location!.longitude, lat: d.domainInfo!.location!.latitude }));
+    this.root.dataset.located = String(this.devices.length);
+    // Fit when the set of devices changed (a new solution, a simulation's devices), not on a reload.
+    if (this.devices.length !== before.size || this.devices.some((d) => !before.has(d.id))) this.fit();
+    else this.draw();
+  }
+
+  /** The devices in view, with room around them; a single spot gets about 5 km around it. */
+  fit(): void {
+    if (!this.devices.length) return;
+    const lons = this.devices.map((d) => d.lon), lats = this.devices.map((d) => d.lat);
+    let [x0, x1, y0, y1] = [Math.min(...lons), Math.max(...lons), Math.min(...lats), Math.max(...lats)];
+    const min = 0.05;
+    if (x1 - x0 < min) [x0, x1] = [(x0 + x1) / 2 - min / 2, (x0 + x1) / 2 + min / 2];
+    if (y1 - y0 < min) [y0, y1] = [(y0 + y1) / 2 - min / 2, (y0 + y1) / 2 + min / 2];
+    const box: GeoJSON.Feature = { type: 'Feature', properties: {}, geometry: { type: 'MultiPoint', coordinates: [[x0, y0], [x1, y1]] } };
+    this.projection.center([0, 0]).fitExtent([[PAD, PAD], [W - PAD, H - PAD]], box);
+    this.draw();
+  }
+
+  /** Zoom by `f` around a point of the view (its middle by default). */
+  zoom(f: number, at: [number, number] = [W / 2, H / 2]): void {
+    const p = this.projection;
+    const geo = p.invert!(at);
+    if (!geo) return;
+    const s = Math.min(MAX_SCALE, Math.max(MIN_SCALE, p.scale() * f));
+    p.scale(s);
+    const moved = p(geo)!;
+    const [tx, ty] = p.translate();
+    p.translate([tx + at[0] - moved[0], ty + at[1] - moved[1]]);
+    this.schedule();
+  }
+
+  pan(dx: number, dy: number): void {
+    const [tx, ty] = this.projection.translate();
+    this.projection.translate([tx + dx, ty + dy]);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.draw();
+    });
+  }
+
+  private toView(e: { clientX: number; clientY: number }): [number, number] {
+    const r = this.root.getBoundingClientRect();
+    return [((e.clientX - r.left) / r.width) * W, ((e.clientY - r.top) / r.height) * H];
+  }
+
+  private installPanZoom(): void {
+    const root = this.root;
+    root.addEventListener('wheel', (e) => {
+      e.preventDefault();
+      this.zoom(e.deltaY > 0 ? 0.8 : 1.25, this.toView(e));
+    }, { passive: false });
+    let drag: { x: number; y: number; moved: boolean } | null = null;
+    root.addEventListener('pointerdown', (e) => {
+      if (e.pointerType === 'touch' || e.button !== 0) return;
+      drag = { x: e.clientX, y: e.clientY, moved: false };
+    });
+    root.addEventListener('pointermove', (e) => {
+      if (!drag) return;
+      const r = root.getBoundingClientRect();
+      const dx = ((e.clientX - drag.x) / r.width) * W, dy = ((e.clientY - drag.y) / r.height) * H;
+      if (!drag.moved && Math.hypot(dx, dy) < 3) return;
+      if (!drag.moved) root.setPointerCapture(e.pointerId);
+      drag.moved = true;
+      drag.x = e.clientX;
+      drag.y = e.clientY;
+      this.pan(dx, dy);
+    });
+    const end = (e: PointerEvent) => {
+      // A drag that moved the map is not a click on whatever is under the pointer.
+      if (drag?.moved) root.addEventListener('click', (c) => c.stopPropagation(), { capture: true, once: true });
+      if (root.hasPointerCapture(e.pointerId)) root.releasePointerCapture(e.pointerId);
+      drag = null;
+    };
+    root.addEventListener('pointerup', end);
+    root.addEventListener('pointercancel', end);
+    root.addEventListener('keydown', (e) => {
+      const step = 40;
+      const keys: Record<string, () => void> = {
+        ArrowLeft: () => this.pan(step, 0), ArrowRight: () => this.pan(-step, 0), ArrowUp: () => this.pan(0, step), ArrowDown: () => this.pan(0, -step),
+        '+': () => this.zoom(2), '=': () => this.zoom(2), '-': () => this.zoom(0.5), '0': () => this.fit(),
+      };
+      const fn = keys[e.key];
+      if (!fn || e.target !== root) return;
+      e.preventDefault();
+      fn();
+    });
+  }
+
+  private clusters(): Cluster[] {
+    const p = this.projection;
+    const cells = new Map<string, Cluster>();
+    for (const d of this.devices) {
+      const xy = p([d.lon, d.lat]);
+      if (!xy) continue;
+      const key = `${Math.floor(xy[0] / CLUSTER_PX)}|${Math.floor(xy[1] / CLUSTER_PX)}`;
+      const c = cells.get(key);
+      if (c) {
+        c.x = (c.x * c.members.length + xy[0]) / (c.members.length + 1);
+        c.y = (c.y * c.members.length + xy[1]) / (c.members.length + 1);
+        c.members.push(d);
+      } else cells.set(key, { x: xy[0], y: xy[1], members: [d] });
+    }
+    return [...cells.values()];
+  }
+
+  private draw(): void {
+    const p = this.projection;
+    p.clipExtent([[-20, -20], [W + 20, H + 20]]);
+    const path = geoPath(p);
+    const grid = svg('path', { d: path(geoGraticule10()) ?? '' });
+    this.gridG.replaceChildren(grid);
+    if (this.land) {
+      this.landG.replaceChildren(svg('path', { class: 'land-fill', d: path(this.land.land) ?? '' }), svg('path', { class: 'borders', d: path(this.land.borders) ?? '' }));
+    }
+    this.root.dataset.scale = String(Math.round(p.scale()));
+    const shown = this.clusters();
+    const inView = shown.filter((c) => c.x >= -CLUSTER_PX && c.x <= W + CLUSTER_PX && c.y >= -CLUSTER_PX && c.y <= H + CLUSTER_PX);
+    this.dotsG.replaceChildren(...inView.map((c) => this.mark(c)));
+    this.root.dataset.clusters = String(inView.filter((c) => c.members.length > 1).length);
+    this.refresh();
+  }
+
+  private mark(c: Cluster): SVGElement {
+    const x = c.x.toFixed(1), y = c.y.toFixed(1);
+    if (c.members.length === 1) {
+      const d = c.members[0]!;
+      const dot = svg('circle', { cx: x, cy: y, r: 7, 'data-id': d.id, class: 'dot' });
+      dot.append(svg('title'));
+      dot.addEventListener('click', (e) => this.ctx.select(d.id, e.ctrlKey || e.metaKey || e.shiftKey ? 'toggle' : 'only'));
+      return dot;
+    }
+    const n = c.members.length;
+    const g = svg('g', { class: 'cluster', 'data-count': n, 'data-ids': c.members.map((m) => m.id).join(',') });
+    g.append(svg('circle', { cx: x, cy: y, r: Math.min(22, 9 + 3 * Math.log2(n)) }));
+    const t = svg('text', { x, y, dy: '0.35em', 'text-anchor': 'middle' });
+    t.textContent = String(n);
+    g.append(t, svg('title'));
+    g.addEventListener('click', () => this.openCluster(c));
+    return g;
+  }
+
+  /** Zoom in until the cluster's devices part; devices at one spot are selected together instead. */
+  private openCluster(c: Cluster): void {
+    const lons = c.members.map((m) => m.lon), lats = c.members.map((m) => m.lat);
+    const spread = Math.max(Math.max(...lons) - Math.min(...lons), Math.max(...lats) - Math.min(...lats));
+    if (spread < 1e-5 || this.projection.scale() >= MAX_SCALE) {
+      const ids = c.members.map((m) => m.id);
+      this.ctx.select(ids[0]!, 'only');
+      for (const id of ids.slice(1, 8)) this.ctx.select(id, 'toggle');
+      return;
+    }
+    const box: GeoJSON.Feature = { type: 'Feature', properties: {}, geometry: { type: 'MultiPoint', coordinates: c.members.map((m) => [m.lon, m.lat]) } };
+    const before = this.projection.scale();
+    this.projection.fitExtent([[PAD * 2, PAD * 2], [W - PAD * 2, H - PAD * 2]], box);
+    // Always zoom in at least 2×, so a click always makes progress.
+    if (this.projection.scale() < before * 2) {
+      this.projection.scale(before);
+      this.zoom(2, [c.x, c.y]);
+      return;
+    }
+    this.draw();
+  }
+
+  /** Colours from the latest values, rings and titles; the legend. */
+  refresh(): void {
+    const q = this.ctx.quantity();
+    const value = (id: string) => valueAt(this.ctx.latest.get(id)?.obs, q.path);
+    const vals = this.devices.map((d) => value(d.id)).filter((v): v is number => v !== null);
+    const lo = vals.length ? Math.min(...vals) : 0;
+    const hi = vals.length ? Math.max(...vals) : 1;
+    const sel = new Set(this.ctx.selected());
+    for (const dot of this.dotsG.querySelectorAll<SVGCircleElement>('circle.dot')) {
+      const id = dot.dataset.id!;
+      const v = value(id);
+      dot.setAttribute('fill', tempColour(v, lo, hi));
+      dot.classList.toggle('selected', sel.has(id));
+      dot.firstChild!.textContent = `${shortId(id)}: ${fmtValue(v, q)}`;
+      if (sel.has(id)) this.dotsG.append(dot);
+    }
+    for (const g of this.dotsG.querySelectorAll<SVGGElement>('g.cluster')) {
+      const ids = g.dataset.ids!.split(',');
+      const vs = ids.map(value).filter((v): v is number => v !== null);
+      const avg = vs.length ? vs.reduce((a, b) => a + b, 0) / vs.length : null;
+      g.querySelector('circle')!.setAttribute('fill', tempColour(avg, lo, hi));
+      g.classList.toggle('selected', ids.some((id) => sel.has(id)));
+      g.querySelector('title')!.textContent = `${ids.length} devices here${avg !== null ? `, average ${fmtValue(avg, q)}` : ''}: ${ids.slice(0, 10).map(shortId).join(', ')}${ids.length > 10 ? '…' : ''}`;
+    }
+    this.legend.replaceChildren();
+    if (vals.length) {
+      const bar = document.createElement('span');
+      bar.className = 'legend-bar';
+      bar.style.background = `linear-gradient(90deg, ${tempColour(lo, lo, hi)}, ${tempColour((lo + hi) / 2, lo, hi)}, ${tempColour(hi, lo, hi)})`;
+      this.legend.append(fmtValue(lo, q), bar, fmtValue(hi, q));
+    }
+    this.root.setAttribute('aria-label', `Map of ${this.devices.length} device locations (${this.dotsG.childElementCount} marks). Arrow keys pan, plus and minus zoom, 0 fits the devices.`);
+  }
+}
