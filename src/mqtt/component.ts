@@ -58,7 +58,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
       },
       banner() {
         const a = broker.address();
-        const host = a.host === '0.0.0.0' || a.host === '::' ? '127.0.0.1' : a.host;
+        const host = a.host === '0.0.0.0' || a.host === '::' ? '127.0.0.1' : a.host.includes(':') ? `[${a.host}]` : a.host;
         const lines = [`  MQTT broker: mqtt://${host}:${a.port}${taken(a)}  (docs/mqtt.md)`];
         const t = broker.tlsAddress();
         if (t) lines.push(`  MQTT over TLS: mqtts://${host}:${t.port}${taken(t)}`);
