@@ -39,7 +39,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
     const c: MqttComponent = {
       name: 'mqtt',
       broker,
-      apiPlugin: mqttRoutes(() => ({ plain: broker.address(), tls: broker.tlsAddress() })),
+      apiPlugin: mqttRoutes(() => ({ plain: broker.address(), tls: broker.tlsAddress() }), s.config.http),
       async start() {
         await broker.start();
         off = s.events.subscribe(
@@ -58,10 +58,11 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
       },
       banner() {
         const a = broker.address();
-        const host = a.host === '0.0.0.0' || a.host === '::' ? '127.0.0.1' : a.host.includes(':') ? `[${a.host}]` : a.host;
-        const lines = [`  MQTT broker: mqtt://${host}:${a.port}${taken(a)}  (docs/mqtt.md)`];
+        const host = a.host === '0.0.0.0' || a.host === '::' ? '127.0.0.1' : a.host;
+        const inUrl = host.includes(':') ? `[${host}]` : host;
+        const lines = [`  MQTT broker: mqtt://${inUrl}:${a.port}${taken(a)}  (docs/mqtt.md)`];
         const t = broker.tlsAddress();
-        if (t) lines.push(`  MQTT over TLS: mqtts://${host}:${t.port}${taken(t)}`);
+        if (t) lines.push(`  MQTT over TLS: mqtts://${inUrl}:${t.port}${taken(t)}`);
         if (demo) {
           lines.push('  Kit payloads of the demo account, with TOKEN set to its access token:');
           lines.push(`    mosquitto_sub -h ${host} -p ${a.port} -u notused -P "$TOKEN" -t '${demo.tenantId}/alert/+/+' -v`);

@@ -14,7 +14,7 @@ export interface MqttConnectInfo {
   example: string;
 }
 
-export function mqttRoutes(where: () => { plain: Listening; tls: Listening | null }): FastifyPluginAsync {
+export function mqttRoutes(where: () => { plain: Listening; tls: Listening | null }, http: { publicUrl: string | null; trustProxy: boolean }): FastifyPluginAsync {
   return async (app: FastifyInstance) => {
     app.get('/api/mqtt', {
       schema: {
@@ -38,11 +38,12 @@ export function mqttRoutes(where: () => { plain: Listening; tls: Listening | nul
       },
     }, async (request): Promise<MqttConnectInfo> => {
       const { plain, tls } = where();
-      const host = publicHost(plain.host, request);
+      const host = publicHost(plain.host, request, http);
+      const inUrl = host.includes(':') ? `[${host}]` : host;
       const tenantId = request.account.tenantId;
       return {
-        url: `mqtt://${host}:${plain.port}`,
-        tlsUrl: tls ? `mqtts://${host}:${tls.port}` : null,
+        url: `mqtt://${inUrl}:${plain.port}`,
+        tlsUrl: tls ? `mqtts://${inUrl}:${tls.port}` : null,
         username: 'notused',
         password: 'an access token (POST /api/tokens), or your client secret with your client id as user name',
         tenantId,
@@ -57,8 +58,15 @@ export function mqttRoutes(where: () => { plain: Listening; tls: Listening | nul
   };
 }
 
-/** A wildcard listen address is not somewhere to connect to: the host the caller reached HTTP on is. */
-function publicHost(listen: string, request: FastifyRequest): string {
-  if (listen !== '0.0.0.0' && listen !== '::') return listen.includes(':') ? `[${listen}]` : listen;
-  return request.hostname.replace(/:\d+$/, '') || '127.0.0.1';
+/**
+ * Where to connect. A specific listen address is it. A wildcard one is not: then the host of
+ * REEF_PUBLIC_URL, else the forwarded host behind a trusted proxy, else the address this server
+ * answered the request on; never the client's own Host header (as for next_page links, issue 11.7).
+ */
+function publicHost(listen: string, request: FastifyRequest, http: { publicUrl: string | null; trustProxy: boolean }): string {
+  if (listen !== '0.0.0.0' && listen !== '::') return listen;
+  if (http.publicUrl) return new URL(http.publicUrl).hostname.replace(/^\[|\]$/g, '');
+  if (http.trustProxy) return request.hostname.replace(/^\[|\]$/g, '').replace(/:\d+$/, '');
+  const local = request.socket.localAddress ?? '127.0.0.1';
+  return local.startsWith('::ffff:') ? local.slice(7) : local;
 }
