@@ -50,7 +50,7 @@ async function load(port: number, uri: string, seconds: number): Promise<number>
   // Requests lost on a full buffer are re-issued so the window stays full.
   const sweeper = setInterval(() => {
     const now = Date.now();
-    for (const [k, t] of outstanding) if (now - t > 500) (outstanding.delete(k), send());
+    for (const [k, t] of outstanding) if (now - t > 500) outstanding.delete(k), send();
   }, 100);
   for (let i = 0; i < WINDOW; i++) send();
   await new Promise((r) => setTimeout(r, 500));

@@ -88,7 +88,9 @@ async function ingest(plan: Plan, kind: 'mqtt' | 'http', round: number): Promise
   // New timestamps in every round (no round replaces another's rows): each batch is BATCH new seconds.
   const offset = round * BATCHES * BATCH;
   const body = (n: number) =>
-    JSON.stringify({ observations: Array.from({ length: BATCH }, (_, i) => ({ timestamp: new Date(Date.UTC(2026, 0, 1) + (offset + n * BATCH + i) * 1000).toISOString(), temperature: 20 + ((n + i) % 50) / 10 })) });
+    JSON.stringify({
+      observations: Array.from({ length: BATCH }, (_, i) => ({ timestamp: new Date(Date.UTC(2026, 0, 1) + (offset + n * BATCH + i) * 1000).toISOString(), temperature: 20 + ((n + i) % 50) / 10 })),
+    });
   let next = 0;
   let failures = 0;
   const t0 = performance.now();
@@ -99,7 +101,11 @@ async function ingest(plan: Plan, kind: 'mqtt' | 'http', round: number): Promise
       if (client) {
         await client.publishAsync(`${t.tenantId}/solutions/bench/devices/${device}/observations`, body(n), { qos: 1 }).catch(() => failures++);
       } else {
-        const r = await fetch(`${plan.api}/api/solutions/bench/devices/${device}/observations`, { method: 'POST', headers: { authorization: t.token, 'content-type': 'application/json' }, body: body(n) });
+        const r = await fetch(`${plan.api}/api/solutions/bench/devices/${device}/observations`, {
+          method: 'POST',
+          headers: { authorization: t.token, 'content-type': 'application/json' },
+          body: body(n),
+        });
         if (r.status !== 201) failures++;
         await r.arrayBuffer();
       }
@@ -127,14 +133,21 @@ async function main(): Promise<void> {
     const devices: string[] = [];
     if (i === 0) {
       for (let d = 0; d < 10; d++) {
-        const r = await fetch(`${server.url}/api/solutions/bench/devices`, { method: 'POST', headers: { authorization: accessToken, 'content-type': 'application/json' }, body: '{"deviceType":"Bench"}' });
+        const r = await fetch(`${server.url}/api/solutions/bench/devices`, {
+          method: 'POST',
+          headers: { authorization: accessToken, 'content-type': 'application/json' },
+          body: '{"deviceType":"Bench"}',
+        });
         devices.push(((await r.json()) as { id: string }).id);
       }
     }
     tenants.push({ tenantId: c.tenantId, token: accessToken, devices });
   }
   const plan: Plan = { broker: `mqtt://127.0.0.1:${broker.address().port}`, api: server.url, tenants, subscribers: SUBSCRIBERS, base: now() };
-  const kid = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), '--child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, REEF_BENCH_PLAN: JSON.stringify(plan) } });
+  const kid = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), '--child'], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, REEF_BENCH_PLAN: JSON.stringify(plan) },
+  });
   const messages: FromChild[] = [];
   const waiters: (() => void)[] = [];
   kid.on('message', (m: FromChild) => {

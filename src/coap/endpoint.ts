@@ -385,7 +385,10 @@ export class CoapEndpoint extends EventEmitter {
     if (m && isRequestCode(m.code) && (m.type === CON || m.type === NON)) {
       this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'respond');
       // §5.9.2.9: 4.13 with Size1 telling the largest acceptable size.
-      return this.sendRaw(peer, responseTo(m, Code.REQUEST_ENTITY_TOO_LARGE, () => this.nextMid(), [uintOption(Option.SIZE1, this.maxSize)]));
+      return this.sendRaw(
+        peer,
+        responseTo(m, Code.REQUEST_ENTITY_TOO_LARGE, () => this.nextMid(), [uintOption(Option.SIZE1, this.maxSize)]),
+      );
     }
     this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'ignore');
   }

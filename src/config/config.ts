@@ -216,7 +216,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     const tlsCert = str('REEF_MQTT_TLS_CERT') || null;
     const tlsKey = str('REEF_MQTT_TLS_KEY') || null;
     if ((tlsCert === null) !== (tlsKey === null)) problems.push('REEF_MQTT_TLS_CERT (--mqtt-tls-cert) and REEF_MQTT_TLS_KEY (--mqtt-tls-key) must be set together');
-    for (const [name, file] of [['REEF_MQTT_TLS_CERT (--mqtt-tls-cert)', tlsCert], ['REEF_MQTT_TLS_KEY (--mqtt-tls-key)', tlsKey]] as const) {
+    for (const [name, file] of [
+      ['REEF_MQTT_TLS_CERT (--mqtt-tls-cert)', tlsCert],
+      ['REEF_MQTT_TLS_KEY (--mqtt-tls-key)', tlsKey],
+    ] as const) {
       if (file !== null && !fs.existsSync(file)) problems.push(`${name}: no such file ${JSON.stringify(file)}`);
     }
     const host = str('REEF_MQTT_HOST');
@@ -240,7 +243,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
 function parseKits(v: string, problems: string[]): { mac: string; host: string; port: number }[] {
   if (!v) return [];
   const kits: { mac: string; host: string; port: number }[] = [];
-  for (const entry of v.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of v
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const m = /^([0-9a-fA-F:-]{16,23})=(.+):(\d{1,5})$/.exec(entry);
     const mac = m ? m[1]!.replace(/[:-]/g, '').toLowerCase() : '';
     const port = m ? Number(m[3]) : 0;

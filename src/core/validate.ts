@@ -13,11 +13,9 @@ export const MAC16 = /^[0-9a-fA-F]{16}$/;
 
 export function solutionName(name: string): string {
   if (!SOLUTION_NAME.test(name) || name.includes('..')) {
-    throw new ReefError(
-      'INVALID_SOLUTION_NAME',
-      `solution name ${JSON.stringify(name.slice(0, 80))} is not allowed: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit`,
-      { field: 'solution' },
-    );
+    throw new ReefError('INVALID_SOLUTION_NAME', `solution name ${JSON.stringify(name.slice(0, 80))} is not allowed: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit`, {
+      field: 'solution',
+    });
   }
   return name;
 }
@@ -46,8 +44,17 @@ const DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
  * Returns -1 for anything else, which the general path then parses or refuses.
  */
 function canonicalIso(s: string): number {
-  if (s.length !== 24 || s.charCodeAt(23) !== 90 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 ||
-    s.charCodeAt(13) !== 58 || s.charCodeAt(16) !== 58 || s.charCodeAt(19) !== 46) return -1;
+  if (
+    s.length !== 24 ||
+    s.charCodeAt(23) !== 90 ||
+    s.charCodeAt(4) !== 45 ||
+    s.charCodeAt(7) !== 45 ||
+    s.charCodeAt(10) !== 84 ||
+    s.charCodeAt(13) !== 58 ||
+    s.charCodeAt(16) !== 58 ||
+    s.charCodeAt(19) !== 46
+  )
+    return -1;
   const n = (a: number, b: number) => {
     let v = 0;
     for (let i = a; i < b; i++) {
@@ -57,9 +64,15 @@ function canonicalIso(s: string): number {
     }
     return v;
   };
-  const y = n(0, 4), mo = n(5, 7), d = n(8, 10), h = n(11, 13), mi = n(14, 16), sec = n(17, 19), ms = n(20, 23);
+  const y = n(0, 4),
+    mo = n(5, 7),
+    d = n(8, 10),
+    h = n(11, 13),
+    mi = n(14, 16),
+    sec = n(17, 19),
+    ms = n(20, 23);
   if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 59 || ms < 0) return -1;
-  const leap = mo === 2 && (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0)) ? 1 : 0;
+  const leap = mo === 2 && y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 1 : 0;
   if (d > DAYS[mo - 1]! + leap) return -1;
   return Date.UTC(y, mo - 1, d, h, mi, sec, ms);
 }

@@ -104,7 +104,8 @@ function parseHostPort(s: string): GatewayAddress | undefined | null {
   if (s === '' || s === 'none') return undefined;
   const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(s.trim());
   if (!m) return null;
-  return { address: m[1] === 'localhost' ? '127.0.0.1' : m[1], port: Number(m[2]) };
+  const [, host = '', port] = m;
+  return { address: host === 'localhost' ? '127.0.0.1' : host, port: Number(port) };
 }
 
 /** Every setting: its environment name and how its text is read. */
@@ -176,7 +177,11 @@ export function deviceConfigProblems(c: Record<Key, unknown>): string[] {
   need(c.key === undefined || (typeof c.key === 'string' && /^[0-9a-f]{64}$/.test(c.key)), 'key', 'must be the 64 hex digits `reef provision` printed');
   need(c.key === undefined || c.count === 1, 'key', 'is for one kit: give a fleet its keys with --key-file');
   need(c.keyFile === undefined || (typeof c.keyFile === 'string' && c.keyFile.length > 0), 'keyFile', 'must be a path');
-  need(c.serial === undefined || (Array.isArray(c.serial) && c.serial.length === 2 && c.serial.every((s) => typeof s === 'string' && s.length > 0)), 'serial', 'must be two paths "module-side,sensor-side"');
+  need(
+    c.serial === undefined || (Array.isArray(c.serial) && c.serial.length === 2 && c.serial.every((s) => typeof s === 'string' && s.length > 0)),
+    'serial',
+    'must be two paths "module-side,sensor-side"',
+  );
   return p;
 }
 
@@ -202,7 +207,7 @@ export function loadDeviceConfig(values: Partial<Record<Key, unknown>> = {}, env
     out[key] = v;
   }
   const problems = [...bad, ...deviceConfigProblems(out as Record<Key, unknown>).filter((p) => !bad.some((b) => b.startsWith(p.split(' ')[0] + ' ')))];
-  if (problems.length) throw new ReefError('VALIDATION_FAILED', `device configuration invalid: ${problems.join('; ')}`, { field: problems.length === 1 ? problems[0].split(' ')[0] : 'device' });
+  if (problems.length) throw new ReefError('VALIDATION_FAILED', `device configuration invalid: ${problems.join('; ')}`, { field: problems.length === 1 ? problems[0]!.split(' ')[0] : 'device' });
   return out as unknown as DeviceConfig;
 }
 

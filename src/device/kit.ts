@@ -46,9 +46,11 @@ export class Kit {
     this.mac = macPlus(config.mac, i);
     this.log = new DeviceLog(config.logLevel, config.count > 1 ? `[${this.mac}] ` : '');
     if (o.monitor) this.log.sink = o.monitor;
-    const trace = (side: string): FrameTrace => (dir, f) => {
-      if (this.log.on(7)) this.log.debug(`hdlc ${side} ${dir} ${describeFrame(f)}`);
-    };
+    const trace =
+      (side: string): FrameTrace =>
+      (dir, f) => {
+        if (this.log.on(7)) this.log.debug(`hdlc ${side} ${dir} ${describeFrame(f)}`);
+      };
     this.streams = config.serial ? [openSerialPort(config.serial[0]), openSerialPort(config.serial[1])] : duplexPair();
     const bootEpoch = Date.now();
     this.sensor = new Sensor({

@@ -40,10 +40,10 @@ export type Prefix = 'snsr' | 'sensor';
 /** Firmware "1.2.1000.117958" → prefix (seed §9): `sensor` up to 1.2.1000.112738, `snsr` after. */
 export function prefixFor(firmware: string): Prefix {
   const v = firmware.split('.').map(Number);
-  const ref = [1, 2, 1000, 112738];
-  for (let i = 0; i < 4; i++) {
-    if ((v[i] ?? 0) < ref[i]) return 'sensor';
-    if ((v[i] ?? 0) > ref[i]) return 'snsr';
+  const ref = [1, 2, 1000, 112738] as const;
+  for (const [i, r] of ref.entries()) {
+    if ((v[i] ?? 0) < r) return 'sensor';
+    if ((v[i] ?? 0) > r) return 'snsr';
   }
   return 'sensor';
 }
@@ -251,7 +251,10 @@ export class NetworkModule {
       code: req.code,
       mid: localMid,
       token: map.local,
-      options: [...req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT), ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) }))],
+      options: [
+        ...req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT),
+        ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) })),
+      ],
       payload: req.payload,
     };
     const key = map.local.toString('hex');
@@ -367,7 +370,6 @@ export class NetworkModule {
     this.o.log.info(`upstream ${path} sent to ${gw.address}:${gw.port}`);
   }
 }
-
 
 /**
  * The source address datagrams from `bound` toward `to` carry: `bound` itself, or, when bound to

@@ -245,12 +245,9 @@ export class Sensor {
   private linkFormat(): { code: number; options: CoapOption[]; payload: Buffer } {
     const p = `/${this.o.prefix}`;
     const cf = this.o.cbor ? ContentFormat.CBOR : ContentFormat.TEXT_PLAIN;
-    const links = [
-      `<${p}>;title="${SERVER_NAME}"`,
-      `<${p}/arduino/temp>;rt="temperature";if="sensor";obs;ct=${cf}`,
-      `<${p}/system/time>;rt="clock";ct=42`,
-      `<${p}/sys/time>;rt="clock";ct=42`,
-    ].join(',');
+    const links = [`<${p}>;title="${SERVER_NAME}"`, `<${p}/arduino/temp>;rt="temperature";if="sensor";obs;ct=${cf}`, `<${p}/system/time>;rt="clock";ct=42`, `<${p}/sys/time>;rt="clock";ct=42`].join(
+      ',',
+    );
     return { code: Code.CONTENT, options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.LINK_FORMAT)], payload: Buffer.from(links) };
   }
 
@@ -262,8 +259,8 @@ export class Sensor {
   }
 
   private temp(m: CoapMessage, query: string[]): { code: number; options?: CoapOption[]; payload?: Buffer } {
-    if (query.length === 0) return { code: Code.METHOD_NOT_ALLOWED };
     const q = query[0];
+    if (q === undefined) return { code: Code.METHOD_NOT_ALLOWED };
     if (q === 'sens') {
       if (m.code !== Code.GET) return { code: Code.METHOD_NOT_ALLOWED };
       const accept = getUintOption(m, Option.ACCEPT);

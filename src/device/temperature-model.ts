@@ -17,7 +17,6 @@ export interface TemperatureModelOptions {
 
 export const MISSING_SENSOR_C = 100.0;
 
-
 /** A stable 32-bit seed from a string (FNV-1a), e.g. from a kit's MAC. */
 export function seedFrom(s: string): number {
   let h = 0x811c9dc5;

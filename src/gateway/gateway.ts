@@ -102,17 +102,7 @@ export interface KitRequest {
 }
 
 /** Options a proxy passes on to the kit (RFC 7252 §5.7.2: the Uri-* come from the target). */
-const FORWARD_REQUEST = new Set<number>([
-  Option.IF_MATCH,
-  Option.ETAG,
-  Option.IF_NONE_MATCH,
-  Option.CONTENT_FORMAT,
-  Option.ACCEPT,
-  Option.BLOCK2,
-  Option.BLOCK1,
-  Option.SIZE2,
-  Option.SIZE1,
-]);
+const FORWARD_REQUEST = new Set<number>([Option.IF_MATCH, Option.ETAG, Option.IF_NONE_MATCH, Option.CONTENT_FORMAT, Option.ACCEPT, Option.BLOCK2, Option.BLOCK1, Option.SIZE2, Option.SIZE1]);
 
 const TEMP_PATH = ['arduino', 'temp'];
 const SEPARATE = Symbol('separate');
@@ -187,8 +177,11 @@ export class Gateway {
       deadlineMs: this.o.deadlineMs,
       confirmableUpstream: this.o.confirmableUpstream,
     });
-    this.clock = new ClockKeeper(deps.store, { maxSkewMs: this.o.maxClockSkewMs, minIntervalMs: this.o.clockMinIntervalMs }, (mac) => this.setKitClock(mac), (e) =>
-      this.log.warn({ err: e }, 'gateway clock keeping failed'),
+    this.clock = new ClockKeeper(
+      deps.store,
+      { maxSkewMs: this.o.maxClockSkewMs, minIntervalMs: this.o.clockMinIntervalMs },
+      (mac) => this.setKitClock(mac),
+      (e) => this.log.warn({ err: e }, 'gateway clock keeping failed'),
     );
   }
 
@@ -405,11 +398,7 @@ export class Gateway {
   /** Sends one request to a kit under the application deadline; rejects CoapTimeoutError / CoapResetError. */
   forward(kit: KitEntry, r: KitRequest): Promise<CoapMessage> {
     this.stats.forwarded++;
-    const options: CoapOption[] = [
-      ...kitPath(kit, r.path).map((s) => stringOption(Option.URI_PATH, s)),
-      ...r.query.map((q) => stringOption(Option.URI_QUERY, q)),
-      ...(r.options ?? []),
-    ];
+    const options: CoapOption[] = [...kitPath(kit, r.path).map((s) => stringOption(Option.URI_PATH, s)), ...r.query.map((q) => stringOption(Option.URI_QUERY, q)), ...(r.options ?? [])];
     const answer = this.back.request(kit.peer, {
       method: r.method,
       options,
@@ -419,7 +408,11 @@ export class Gateway {
     });
     if (this.deps.payloads && r.method === Code.GET) {
       const path = kitPath(kit, r.path);
-      if (isTempPath(path)) answer.then((m) => codeClass(m.code) === 2 && this.bubble(kit.mac, path, m), () => undefined);
+      if (isTempPath(path))
+        answer.then(
+          (m) => codeClass(m.code) === 2 && this.bubble(kit.mac, path, m),
+          () => undefined,
+        );
     }
     return answer;
   }
@@ -521,7 +514,13 @@ export class Gateway {
     if (!kit) return false;
     this.stats.clockSets++;
     try {
-      const m = await this.forward(kit, { method: Code.PUT, path: [kit.prefix, 'system', 'time'], query: [], options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.OCTET_STREAM)], payload: encodeTimeTlv(Date.now()) });
+      const m = await this.forward(kit, {
+        method: Code.PUT,
+        path: [kit.prefix, 'system', 'time'],
+        query: [],
+        options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.OCTET_STREAM)],
+        payload: encodeTimeTlv(Date.now()),
+      });
       const ok = m.code === Code.CHANGED;
       this.log.info({ mac, ok, code: codeToString(m.code) }, 'gateway set a kit clock');
       return ok;
@@ -582,4 +581,3 @@ const EMPTY: CoapMessage = { type: ACK, code: 0, mid: 0, token: Buffer.alloc(0),
 export function proxyUri(mac: string, meshDomain: string, pathAndQuery: string): string {
   return `coap://SSN${mac.toUpperCase()}.${meshDomain}:4849${pathAndQuery.startsWith('/') ? '' : '/'}${pathAndQuery}`;
 }
-

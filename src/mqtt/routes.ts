@@ -16,45 +16,49 @@ export interface MqttConnectInfo {
 
 export function mqttRoutes(where: () => { plain: Listening; tls: Listening | null }, http: { publicUrl: string | null; trustProxy: boolean }): FastifyPluginAsync {
   return async (app: FastifyInstance) => {
-    app.get('/api/mqtt', {
-      schema: {
-        tags: ['mqtt'],
-        summary: "How to connect to the MQTT broker: its address, the caller's topics, an example command",
-        response: {
-          200: {
-            type: 'object',
-            properties: {
-              url: { type: 'string' },
-              tlsUrl: { type: ['string', 'null'] },
-              username: { type: 'string' },
-              password: { type: 'string' },
-              tenantId: { type: 'string' },
-              topics: { type: 'object', properties: { alerts: { type: 'string' }, ingest: { type: 'string' }, errors: { type: 'string' } } },
-              example: { type: 'string' },
+    app.get(
+      '/api/mqtt',
+      {
+        schema: {
+          tags: ['mqtt'],
+          summary: "How to connect to the MQTT broker: its address, the caller's topics, an example command",
+          response: {
+            200: {
+              type: 'object',
+              properties: {
+                url: { type: 'string' },
+                tlsUrl: { type: ['string', 'null'] },
+                username: { type: 'string' },
+                password: { type: 'string' },
+                tenantId: { type: 'string' },
+                topics: { type: 'object', properties: { alerts: { type: 'string' }, ingest: { type: 'string' }, errors: { type: 'string' } } },
+                example: { type: 'string' },
+              },
             },
+            ...errors(401),
           },
-          ...errors(401),
         },
       },
-    }, async (request): Promise<MqttConnectInfo> => {
-      const { plain, tls } = where();
-      const host = publicHost(plain.host, request, http);
-      const inUrl = host.includes(':') ? `[${host}]` : host;
-      const tenantId = request.account.tenantId;
-      return {
-        url: `mqtt://${inUrl}:${plain.port}`,
-        tlsUrl: tls ? `mqtts://${inUrl}:${tls.port}` : null,
-        username: 'notused',
-        password: 'an access token (POST /api/tokens), or your client secret with your client id as user name',
-        tenantId,
-        topics: {
-          alerts: `${tenantId}/alert/+/+`,
-          ingest: `${tenantId}/solutions/{solution}/devices/{deviceId}/observations`,
-          errors: `${tenantId}/errors/{clientId}`,
-        },
-        example: `mosquitto_sub -h ${host} -p ${plain.port} -u notused -P "$TOKEN" -t '${tenantId}/alert/+/+' -v`,
-      };
-    });
+      async (request): Promise<MqttConnectInfo> => {
+        const { plain, tls } = where();
+        const host = publicHost(plain.host, request, http);
+        const inUrl = host.includes(':') ? `[${host}]` : host;
+        const tenantId = request.account.tenantId;
+        return {
+          url: `mqtt://${inUrl}:${plain.port}`,
+          tlsUrl: tls ? `mqtts://${inUrl}:${tls.port}` : null,
+          username: 'notused',
+          password: 'an access token (POST /api/tokens), or your client secret with your client id as user name',
+          tenantId,
+          topics: {
+            alerts: `${tenantId}/alert/+/+`,
+            ingest: `${tenantId}/solutions/{solution}/devices/{deviceId}/observations`,
+            errors: `${tenantId}/errors/{clientId}`,
+          },
+          example: `mosquitto_sub -h ${host} -p ${plain.port} -u notused -P "$TOKEN" -t '${tenantId}/alert/+/+' -v`,
+        };
+      },
+    );
   };
 }
 

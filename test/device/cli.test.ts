@@ -26,7 +26,12 @@ describe('reef device', () => {
     const out: string[] = [];
     let stop!: () => void;
     const until = new Promise<void>((r) => (stop = r));
-    const done = run(['--count', '3', '--port', '0', '--mac', '00000000000000fe', '--log-level', '0', '--firmware', '1.2.1000.112738'], { out: (l) => out.push(l), err: () => undefined, until, env: {} });
+    const done = run(['--count', '3', '--port', '0', '--mac', '00000000000000fe', '--log-level', '0', '--firmware', '1.2.1000.112738'], {
+      out: (l) => out.push(l),
+      err: () => undefined,
+      until,
+      env: {},
+    });
     await waitFor(() => out.length === 3, 10_000, 'three kit lines');
     const client = await CoapEndpoint.create();
     try {
@@ -45,7 +50,10 @@ describe('reef device', () => {
   });
 
   test('configuration: REEF_DEVICE_* variables, durations, and flags over the environment', () => {
-    const c = loadDeviceConfig({ periodMs: '500ms' }, { REEF_DEVICE_PERIOD: '5s', REEF_DEVICE_UART_TIMEOUT_IN_MS: '1500', REEF_DEVICE_COAP_MSG_MAX_AGE_IN_SECS: '120', REEF_DEVICE_GATEWAY: 'localhost:5683', REEF_DEVICE_CBOR: 'yes' });
+    const c = loadDeviceConfig(
+      { periodMs: '500ms' },
+      { REEF_DEVICE_PERIOD: '5s', REEF_DEVICE_UART_TIMEOUT_IN_MS: '1500', REEF_DEVICE_COAP_MSG_MAX_AGE_IN_SECS: '120', REEF_DEVICE_GATEWAY: 'localhost:5683', REEF_DEVICE_CBOR: 'yes' },
+    );
     assert.equal(c.periodMs, 500);
     assert.equal(c.uartTimeoutMs, 1500);
     assert.equal(c.maxAgeSec, 120);

@@ -39,10 +39,8 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
   let kit: Kit;
   let client: CoapEndpoint;
   let port: number;
-  const get = (uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) =>
-    client.request({ address: '127.0.0.1', port }, { method: Code.GET, uri, timeoutMs: 5000, ...extra });
-  const req = (method: number, uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) =>
-    client.request({ address: '127.0.0.1', port }, { method, uri, timeoutMs: 5000, ...extra });
+  const get = (uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) => client.request({ address: '127.0.0.1', port }, { method: Code.GET, uri, timeoutMs: 5000, ...extra });
+  const req = (method: number, uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) => client.request({ address: '127.0.0.1', port }, { method, uri, timeoutMs: 5000, ...extra });
 
   before(async () => {
     kit = await startKit();

@@ -30,11 +30,17 @@ export interface GatewayHarness {
 }
 
 export async function startGateway(
-  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions>; config?: Partial<Config>; log?: import('pino').Logger; extraComponents?: ComponentFactory[] } = {},
+  opts: {
+    gateway?: Partial<Config['gateway']>;
+    options?: Partial<GatewayOptions>;
+    config?: Partial<Config>;
+    log?: import('pino').Logger;
+    /** Components started before the gateway (the MQTT broker), so they listen before the first kit reading. */
+    extraComponents?: ComponentFactory[];
+  } = {},
 ): Promise<GatewayHarness> {
   const factory = gatewayComponent(opts.options ?? {});
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
-  // Other components (the MQTT broker) start first, so they listen before the first kit reading.
   const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [...(opts.extraComponents ?? []), factory], opts.log ? { log: opts.log } : {});
   const gw = factory.last!;
   const addr = gw.address();
@@ -47,7 +53,9 @@ export async function startGateway(
     async kit(tenantId, mac, over = {}) {
       const account = (await t.services.store.getAccountByTenantId(tenantId))!;
       const { device, kitKey } = await provisionKit(t.services.store, null, account, mac);
-      const kit = new Kit(loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, key: kitKey, ...over }));
+      const kit = new Kit(
+        loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, key: kitKey, ...over }),
+      );
       kits.push(kit);
       await kit.start();
       await until(() => gw.gateway.kits.get(mac) !== undefined, `the gateway learns kit ${mac}`);

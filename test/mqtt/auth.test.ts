@@ -93,7 +93,7 @@ describe('MQTT authentication and authorization', () => {
     assert.deepEqual(sub.granted, [128, 128]);
   });
 
-  it('lets a member of a tenant group subscribe under another member\'s tenant id, and nobody outside the group', async () => {
+  it("lets a member of a tenant group subscribe under another member's tenant id, and nobody outside the group", async () => {
     const a = await h.t.login('g-alice', 'lab');
     const b = await h.t.login('g-bob', 'lab');
     const outsider = await h.t.login('g-eve', 'elsewhere');

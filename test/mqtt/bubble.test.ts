@@ -30,7 +30,7 @@ describe('MQTT bubble-up of kit payloads', () => {
     await h.close();
   });
 
-  it('delivers a kit\'s text and CBOR readings, unchanged, to its owner\'s subscribers and no one else\'s', async () => {
+  it("delivers a kit's text and CBOR readings, unchanged, to its owner's subscribers and no one else's", async () => {
     // Subscribers first, so what they receive is live, not only the retained copy.
     const sub = mosquittoSub(h.port, ['-u', 'notused', '-P', alice.token, '-t', `${alice.tenantId}/alert/+/+`, '-q', '1']);
     subs.push(sub);
@@ -47,7 +47,7 @@ describe('MQTT bubble-up of kit payloads', () => {
 
     const of = (mac: string) => sub.lines.filter((l) => l.startsWith(`${alice.tenantId}/alert/${mac}/temp `));
     await until(() => of(TEXT_MAC).length >= 2 && of(CBOR_MAC).length >= 2, 'alice receives readings of both kits');
-    await until(() => bobGot.some((m) => m.topic === `${bob.tenantId}/alert/${BOB_MAC}/temp`), 'bob receives his kit\'s readings');
+    await until(() => bobGot.some((m) => m.topic === `${bob.tenantId}/alert/${BOB_MAC}/temp`), "bob receives his kit's readings");
 
     // Text: `<epoch>,<value>,<unit>`, as the kit sent it; the same reading is stored with those figures.
     const text = Buffer.from(of(TEXT_MAC).at(-1)!.split(' ')[1]!, 'hex').toString('utf8');
@@ -75,7 +75,7 @@ describe('MQTT bubble-up of kit payloads', () => {
     clients.push(c);
     const got = inbox(c);
     await c.subscribeAsync(`${alice.tenantId}/alert/+/temp`);
-    await until(() => new Set(got.filter((m) => m.retain).map((m) => m.topic)).size === 2, 'both kits\' retained readings');
+    await until(() => new Set(got.filter((m) => m.retain).map((m) => m.topic)).size === 2, "both kits' retained readings");
     assert.deepEqual(new Set(got.filter((m) => m.retain).map((m) => m.topic)), new Set([`${alice.tenantId}/alert/${TEXT_MAC}/temp`, `${alice.tenantId}/alert/${CBOR_MAC}/temp`]));
   });
 
@@ -103,7 +103,7 @@ describe('MQTT bubble-up of kit payloads', () => {
 });
 
 describe('MQTT bubble-up of readings the gateway asks for', () => {
-  it('publishes the answer to a GET of a kit\'s temperature (HTTP bridge), with the readings bridge off', async () => {
+  it("publishes the answer to a GET of a kit's temperature (HTTP bridge), with the readings bridge off", async () => {
     const h = await startMqtt({ gateway: true, gatewayOptions: { readings: false } });
     try {
       const a = await h.t.login('erin');

@@ -46,8 +46,14 @@ describe('reef mqtt', () => {
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split('\n');
     assert.equal(lines.length, 6);
-    assert.ok(lines.some((l) => new RegExp(`^${tenantId}/alert/00000000000017a1/temp \\d+,-?\\d+\\.\\d\\d,[CF]$`).test(l)), r.stdout);
-    assert.ok(lines.some((l) => new RegExp(`^${tenantId}/alert/00000000000017a2/temp hex:a200`).test(l)), r.stdout);
+    assert.ok(
+      lines.some((l) => new RegExp(`^${tenantId}/alert/00000000000017a1/temp \\d+,-?\\d+\\.\\d\\d,[CF]$`).test(l)),
+      r.stdout,
+    );
+    assert.ok(
+      lines.some((l) => new RegExp(`^${tenantId}/alert/00000000000017a2/temp hex:a200`).test(l)),
+      r.stdout,
+    );
   });
 
   it('sub --json prints one object per message; the default filter is every kit of the tenant', async () => {

@@ -31,7 +31,10 @@ const packet = (first: number, body: Buffer) => Buffer.concat([Buffer.from([firs
 function connectPacket(password: string, o: { name?: string; level?: number; flags?: number; clientId?: string } = {}): Buffer {
   const flags = o.flags ?? 0xc2; // user name, password, clean session
   const props = o.level === 5 ? Buffer.from([0]) : Buffer.alloc(0); // MQTT 5 adds a properties length
-  return packet(0x10, Buffer.concat([str(o.name ?? 'MQTT'), Buffer.from([o.level ?? 4, flags, 0, 60]), props, str(o.clientId ?? `h${Math.random().toString(36).slice(2, 10)}`), str('notused'), str(password)]));
+  return packet(
+    0x10,
+    Buffer.concat([str(o.name ?? 'MQTT'), Buffer.from([o.level ?? 4, flags, 0, 60]), props, str(o.clientId ?? `h${Math.random().toString(36).slice(2, 10)}`), str('notused'), str(password)]),
+  );
 }
 const subscribePacket = (topic: string, first = 0x82) => packet(first, Buffer.concat([Buffer.from([0, 1]), str(topic), Buffer.from([0])]));
 const publishPacket = (topic: string, payload: Buffer, first = 0x30) => packet(first, Buffer.concat([str(topic), payload]));

@@ -50,7 +50,11 @@ describe('MQTT ingest', () => {
 
   it('stores a QoS 1 message before the PUBACK, as the HTTP upload would, and de-duplicates a re-send', async () => {
     const c = await client();
-    await c.publishAsync(topic(alice.tenantId, deviceId), `{"observations":[{"timestamp":"2026-02-01T10:00:00.000Z","temperature":"21.50","macId":"x1"},{"timestamp":"2026-02-01T10:00:01Z","temperature":22}]}`, { qos: 1 });
+    await c.publishAsync(
+      topic(alice.tenantId, deviceId),
+      `{"observations":[{"timestamp":"2026-02-01T10:00:00.000Z","temperature":"21.50","macId":"x1"},{"timestamp":"2026-02-01T10:00:01Z","temperature":22}]}`,
+      { qos: 1 },
+    );
     // The PUBACK came back: the batch is in the store now, not eventually.
     const after1 = await stored();
     assert.deepEqual(
@@ -82,14 +86,36 @@ describe('MQTT ingest', () => {
     })();
     await until(() => text.includes(': connected'), 'the SSE stream is open');
     const before = (await stored()).length;
-    const q1 = await mosquittoPub(h.port, ['-u', 'notused', '-P', alice.token, '-q', '1', '-t', topic(alice.tenantId, deviceId), '-m', '{"observations":[{"timestamp":"2026-03-01T00:00:00Z","temperature":31.25}]}']);
+    const q1 = await mosquittoPub(h.port, [
+      '-u',
+      'notused',
+      '-P',
+      alice.token,
+      '-q',
+      '1',
+      '-t',
+      topic(alice.tenantId, deviceId),
+      '-m',
+      '{"observations":[{"timestamp":"2026-03-01T00:00:00Z","temperature":31.25}]}',
+    ]);
     assert.equal(q1.code, 0, q1.out);
     assert.equal((await stored()).length, before + 1);
     await seen;
     ctl.abort();
     assert.match(text, /event: observations\ndata: \{"deviceId":"[^"]+","observations":\[\{"timestamp":"2026-03-01T00:00:00.000Z","temperature":31.25\}\]\}/);
 
-    const q0 = await mosquittoPub(h.port, ['-u', 'notused', '-P', alice.token, '-q', '0', '-t', topic(alice.tenantId, deviceId), '-m', '{"observations":[{"timestamp":"2026-03-01T00:00:01Z","temperature":1}]}']);
+    const q0 = await mosquittoPub(h.port, [
+      '-u',
+      'notused',
+      '-P',
+      alice.token,
+      '-q',
+      '0',
+      '-t',
+      topic(alice.tenantId, deviceId),
+      '-m',
+      '{"observations":[{"timestamp":"2026-03-01T00:00:01Z","temperature":1}]}',
+    ]);
     assert.equal(q0.code, 0, q0.out);
     await until(async () => (await stored()).length === before + 2, 'the QoS 0 message is stored');
   });
@@ -101,7 +127,12 @@ describe('MQTT ingest', () => {
     const count = (await stored()).length;
     const cases: [string, string, string, string?][] = [
       // [topic, payload, code, field]
-      [topic(alice.tenantId, deviceId), `{"observations":[{"timestamp":"2026-04-01T00:00:00Z","temperature":1},{"timestamp":"2026-04-01T00:00:01Z","temperature":2},{"timestamp":"yesterday","temperature":3}]}`, 'VALIDATION_FAILED', 'observations[2].timestamp'],
+      [
+        topic(alice.tenantId, deviceId),
+        `{"observations":[{"timestamp":"2026-04-01T00:00:00Z","temperature":1},{"timestamp":"2026-04-01T00:00:01Z","temperature":2},{"timestamp":"yesterday","temperature":3}]}`,
+        'VALIDATION_FAILED',
+        'observations[2].timestamp',
+      ],
       [topic(alice.tenantId, deviceId), `{"observations":[{"timestamp":"2026-04-01T00:00:00Z","temperature":"warm"}]}`, 'VALIDATION_FAILED'],
       [topic(alice.tenantId, deviceId), `{"observations":[`, 'MALFORMED_JSON'],
       [topic(alice.tenantId, deviceId), body(1, 2, 3, 4, 5, 6), 'TOO_MANY_OBSERVATIONS', 'observations'],
@@ -155,7 +186,10 @@ describe('MQTT ingest', () => {
     // Aedes sends retained messages right after the SUBACK, before this later message comes round.
     await late.publishAsync(topic(alice.tenantId, deviceId), body(9), { qos: 1 });
     await until(() => got.length >= 1, 'the live message');
-    assert.deepEqual(got.map((m) => m.payload.toString()), [body(9)]);
+    assert.deepEqual(
+      got.map((m) => m.payload.toString()),
+      [body(9)],
+    );
   });
 });
 
@@ -192,7 +226,7 @@ describe('MQTT ingest when the store fails', () => {
 });
 
 describe('MQTT ingest and quotas', () => {
-  it('refuses a message that would pass the account\'s observation quota, as HTTP does, storing none of it', async () => {
+  it("refuses a message that would pass the account's observation quota, as HTTP does, storing none of it", async () => {
     const base = (await import('../../src/config/config.ts')).testConfig({ dataDir: '/x' });
     const h = await startMqtt({ config: { quotas: { ...base.quotas, observations: 3 } } });
     try {

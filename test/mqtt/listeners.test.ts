@@ -19,7 +19,29 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 function selfSigned(dir: string): { cert: string; key: string } {
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   fs.chmodSync(key, 0o600);
   return { cert, key };
 }
@@ -43,7 +65,10 @@ describe('MQTT listeners', () => {
     const a = await h.t.login('alice');
     const port = h.mq.broker.tlsAddress()!.port;
     const c = await mqtt.connectAsync(`mqtts://127.0.0.1:${port}`, { ca: fs.readFileSync(pem.cert), username: 'notused', password: a.token, protocolVersion: 4, reconnectPeriod: 0 });
-    assert.deepEqual((await c.subscribeAsync(`${a.tenantId}/alert/+/+`)).map((g) => g.qos), [0]);
+    assert.deepEqual(
+      (await c.subscribeAsync(`${a.tenantId}/alert/+/+`)).map((g) => g.qos),
+      [0],
+    );
     await c.endAsync();
     const sub = mosquittoSub(port, ['--cafile', pem.cert, '-u', 'notused', '-P', a.token, '-t', `${a.tenantId}/alert/+/+`, '-E']);
     assert.equal(await sub.exit, 0, sub.stderr());

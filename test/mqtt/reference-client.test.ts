@@ -24,10 +24,16 @@ async function referenceClient(api: string, broker: string, creds: { clientId: s
       const text = payload[0] === 0xa2 && payload[1] === 0x00 ? unwrapCbor(payload).text : payload.toString('utf8');
       const [epoch, value] = text.split(',');
       const body = { observations: [{ timestamp: new Date(Number(epoch) * 1000).toISOString(), temperature: value, macId: mac }] };
-      const list = (await (await fetch(`${api}/api/solutions/sandbox/devices`, { headers: { authorization: accessToken } })).json()) as { devices: { id: string; domainInfo: { nic_macID?: string } }[] };
+      const list = (await (await fetch(`${api}/api/solutions/sandbox/devices`, { headers: { authorization: accessToken } })).json()) as {
+        devices: { id: string; domainInfo: { nic_macID?: string } }[];
+      };
       const device = list.devices.find((d) => d.domainInfo.nic_macID === mac);
       if (!device) return;
-      const r = await fetch(`${api}/api/solutions/sandbox/devices/${device.id}/observations`, { method: 'POST', headers: { authorization: accessToken, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const r = await fetch(`${api}/api/solutions/sandbox/devices/${device.id}/observations`, {
+        method: 'POST',
+        headers: { authorization: accessToken, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       posted(r.status);
     })().catch(() => undefined); // a post cut off when the test stops the service
   });
@@ -64,7 +70,10 @@ describe("the original's reference MQTT client", () => {
     const obs = async (mac: string) => (await h.t.services.store.queryObservations(ids[mac]!, { limit: 1000 })).observations;
     // Rows become visible at the commit, a moment before the client sees its 201: wait for both.
     await until(async () => statuses.length >= 4 && (await obs(TEXT_MAC)).length >= 2 && (await obs(CBOR_MAC)).length >= 2, 'the reference client posted readings of both kits');
-    assert.ok(statuses.every((s) => s === 201), `every post was accepted: ${statuses.join(',')}`);
+    assert.ok(
+      statuses.every((s) => s === 201),
+      `every post was accepted: ${statuses.join(',')}`,
+    );
     for (const mac of [TEXT_MAC, CBOR_MAC]) {
       for (const o of await obs(mac)) {
         // Whole seconds (the kit's epoch), the value as the kit wrote it, and the MAC as a free field.

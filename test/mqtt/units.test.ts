@@ -15,7 +15,13 @@ it('takes the tenant of a topic or filter only from a literal first level', () =
 
 it('names the ingest target and nothing else', () => {
   assert.deepEqual(ingestTarget(`${T}/solutions/plant/devices/abc/observations`), { tenantId: T, solution: 'plant', deviceId: 'abc' });
-  for (const t of [`${T}/solutions/plant/devices/abc`, `${T}/solutions//devices/abc/observations`, `${T}/solutions/plant/devices/abc/observations/x`, `${T}/alert/m/temp`, `#/solutions/p/devices/d/observations`]) {
+  for (const t of [
+    `${T}/solutions/plant/devices/abc`,
+    `${T}/solutions//devices/abc/observations`,
+    `${T}/solutions/plant/devices/abc/observations/x`,
+    `${T}/alert/m/temp`,
+    `#/solutions/p/devices/d/observations`,
+  ]) {
     assert.equal(ingestTarget(t), null, t);
   }
   assert.equal(alertTopic(T, '0013500500000001', 'temp'), `${T}/alert/0013500500000001/temp`);
@@ -30,7 +36,10 @@ it('follows packet boundaries across chunks and cuts a packet that announces too
   t.feed(Buffer.from([4, 5, 6, 7, 8, 0x30, 0x96]));
   t.feed(Buffer.concat([Buffer.from([0x01]), Buffer.alloc(150), Buffer.from([0xc0, 0x00])]));
   // The next PUBLISH announces 201: refused before any of its body.
-  assert.throws(() => t.feed(Buffer.from([0x30, 0xc9, 0x01])), (e: unknown) => e instanceof PacketTooLarge && e.announced === 201 && e.limit === 200);
+  assert.throws(
+    () => t.feed(Buffer.from([0x30, 0xc9, 0x01])),
+    (e: unknown) => e instanceof PacketTooLarge && e.announced === 201 && e.limit === 200,
+  );
   // The first packet has its own, smaller allowance.
   assert.throws(() => new FrameTracker({ firstPacket: 10, packet: 200 }).feed(Buffer.from([0x10, 0x0b])), PacketTooLarge);
   // A Remaining Length of five bytes is malformed (MQTT 3.1.1 §2.2.3).
