@@ -53,7 +53,6 @@ async function open(client: ReefClient, endpoint: string, broker: string | undef
 function show(topic: string, payload: Buffer, retained: boolean, json: boolean): string {
   const text = payload.toString('utf8');
   // Printable UTF-8 (what text readings and JSON are) as text; anything else as hex.
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is looked for
   const isText = Buffer.from(text, 'utf8').equals(payload) && !/[\u0000-\u0008\u000e-\u001f\u007f]/.test(text);
   if (json) return JSON.stringify({ topic, payload: isText ? text : payload.toString('hex'), encoding: isText ? 'text' : 'hex', retained }) + '\n';
   return `${topic} ${isText ? text : `hex:${payload.toString('hex')}`}\n`;

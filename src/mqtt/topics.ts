@@ -13,7 +13,6 @@ export function alertTopic(tenantId: string, mac: string, sensorType: string): s
 
 /** A client id as one topic level: '/', '+', '#' and control characters become '_'. */
 export function errorsTopic(tenantId: string, clientId: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced
   return `${tenantId}/errors/${(clientId || 'anonymous').replace(/[/+#\u0000-\u001f]/g, '_').slice(0, 128)}`;
 }
 

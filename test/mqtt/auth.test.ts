@@ -13,7 +13,10 @@ import { closed, connect, grants, mosquittoSub, startMqtt, until, type MqttHarne
 describe('MQTT authentication and authorization', () => {
   let h: MqttHarness;
   const clients: MqttClient[] = [];
-  const track = (c: MqttClient) => (clients.push(c), c);
+  const track = (c: MqttClient) => {
+    clients.push(c);
+    return c;
+  };
 
   before(async () => {
     // A short re-check period, so a disabled account's idle connection ends within the test.
@@ -55,7 +58,10 @@ describe('MQTT authentication and authorization', () => {
     const a = await h.t.account('bob');
     const refused = async (password: string, username = 'notused') => {
       const e = await connect(h, password, { username }).then(
-        (c) => (track(c), null),
+        (c) => {
+          track(c);
+          return null;
+        },
         (err: Error & { code?: number }) => err,
       );
       assert.ok(e, `connecting with ${JSON.stringify(password.slice(0, 20))} must fail`);
@@ -77,7 +83,10 @@ describe('MQTT authentication and authorization', () => {
     await setDisabled(h.t.services.store, a.tenantId, true);
     await until(async () => (await h.t.services.auth.account(a.tenantId))?.disabled === true, 'the account cache sees the change');
     const e = await connect(h, a.token).then(
-      (c) => (track(c), null),
+      (c) => {
+        track(c);
+        return null;
+      },
       (err: Error & { code?: number }) => err,
     );
     assert.equal(e?.code, 5);
@@ -144,7 +153,10 @@ describe('MQTT authentication and authorization', () => {
     const b = await h.t.login('ivy');
     const holder = track(await connect(h, a.token, { clientId: 'shared-id-1' }));
     const e = await connect(h, b.token, { clientId: 'shared-id-1' }).then(
-      (c) => (track(c), null),
+      (c) => {
+        track(c);
+        return null;
+      },
       (err: Error & { code?: number }) => err,
     );
     assert.equal(e?.code, 2, 'identifier rejected');
