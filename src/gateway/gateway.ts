@@ -29,6 +29,7 @@ import {
   codeToString,
   decodeAnnouncement,
   decodeTimeTlv,
+  encodeAnnouncementAck,
   encodeTimeTlv,
   getUintOption,
   isAnnouncement,
@@ -54,7 +55,7 @@ import { failure, text, upstreamFailure } from './answers.ts';
 import { ClockKeeper } from './clock.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
-import { readingObservation, sensorTypeOf, tryReading, type KitPayloadSink } from './readings.ts';
+import { readingObservation, sensorObservation, sensorTypeOf, tryReading, trySensorReading, type KitPayloadSink } from './readings.ts';
 import { SessionTable, type Session } from './sessions.ts';
 import { isProxyRequest, kitMac, requestTarget, TargetError } from './target.ts';
 
@@ -140,6 +141,8 @@ export class Gateway {
   /** (client address, port, token) → the answer in progress: a re-sent request is not forwarded twice. */
   private readonly inflight = new Map<string, Promise<ResponseSpec>>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
+  /** The last reading timestamp per kit MAC (see stamp()). */
+  private readonly lastStamp = new Map<string, number>();
   private readonly kitKeys: KitKeyCache;
   private readonly log: Logger;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
@@ -169,9 +172,9 @@ export class Gateway {
       front: () => this.front,
       back: () => this.back,
       stopping: () => this.stopping,
-      onBridgeNotification: (mac, m) => this.storeReading(mac, m),
+      onBridgeNotification: (mac, m, sensor) => (sensor ? this.storeSensorReading(mac, sensor, m) : this.storeReading(mac, m)),
       onClientNotification: (mac, path, m) => {
-        if (isTempPath(path)) this.bubble(mac, path, m);
+        if (isTempPath(path)) this.bubble(mac, m, { path });
       },
       upstreamError: (e) => this.upstreamError(e),
       deadlineMs: this.o.deadlineMs,
@@ -410,7 +413,7 @@ export class Gateway {
       const path = kitPath(kit, r.path);
       if (isTempPath(path))
         answer.then(
-          (m) => codeClass(m.code) === 2 && this.bubble(kit.mac, path, m),
+          (m) => codeClass(m.code) === 2 && this.bubble(kit.mac, m, { path }),
           () => undefined,
         );
     }
@@ -468,9 +471,18 @@ export class Gateway {
     }
     this.stats.announcements++;
     if (outcome !== 'refreshed') this.log.info({ mac: entry.mac, at: peerKey(entry.peer), prefix: entry.prefix, outcome }, 'gateway learned a kit');
-    if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
-    else this.ensureBridge(entry);
-    return { code: Code.CHANGED };
+    // After the answer has left: it tells the kit the port our requests come from (a kit answers
+    // only its gateway, docs/device.md), so a request sent before it would be dropped.
+    setImmediate(() => {
+      if (this.stopping) return;
+      if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
+      else this.ensureBridge(entry);
+    });
+    return {
+      code: Code.CHANGED,
+      options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)],
+      payload: encodeAnnouncementAck(ann.mac, { seq: ann.seq, from: this.back.address().port }, key),
+    };
   }
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */
@@ -482,11 +494,16 @@ export class Gateway {
   /** The readings bridge: one observation of the kit's temperature, held while the kit is reachable. */
   private ensureBridge(kit: KitEntry): void {
     if (!this.o.readings || this.stopping) return;
-    const up = this.relay.upstream(kit, [kit.prefix, ...TEMP_PATH], ['sens'], undefined);
-    up.bridge = true;
-    // A registration that went quiet (the kit lost it without rebooting): register again.
-    const quietMs = 3 * Math.max(kit.periodMs === Number.POSITIVE_INFINITY ? 0 : kit.periodMs, (getUintOption(up.latest?.msg ?? EMPTY, Option.MAX_AGE) ?? 60) * 1000);
-    if (up.state === 'active' && Date.now() - up.lastNotified > quietMs) this.relay.register(up);
+    // The temperature, and every added sensor the kit announced (each stored as its own field).
+    const targets: { path: string[]; sensor?: string }[] = [{ path: TEMP_PATH }, ...kit.sensors.map((s) => ({ path: s.path.split('/'), sensor: s.type }))];
+    for (const t of targets) {
+      const up = this.relay.upstream(kit, [kit.prefix, ...t.path], ['sens'], undefined);
+      up.bridge = true;
+      if (t.sensor) up.sensor = t.sensor;
+      // A registration that went quiet (the kit lost it without rebooting): register again.
+      const quietMs = 3 * Math.max(kit.periodMs === Number.POSITIVE_INFINITY ? 0 : kit.periodMs, (getUintOption(up.latest?.msg ?? EMPTY, Option.MAX_AGE) ?? 60) * 1000);
+      if (up.state === 'active' && Date.now() - up.lastNotified > quietMs) this.relay.register(up);
+    }
   }
 
   private onKitMessage(kit: KitEntry, req: CoapMessage, path: string[]): void {
@@ -529,20 +546,28 @@ export class Gateway {
     }
   }
 
-  /** Hands a reading payload, unchanged, to the payload sink, for the kit's owner (sandbox kits only). */
-  private bubble(mac: string, path: string[], m: CoapMessage, d?: DeviceRecord | null): void {
+  /**
+   * Hands a reading payload, unchanged, to the payload sink, for the kit's owner (sandbox kits only):
+   * the temperature's (`path`, sensor type `temp` or the CBOR wrapper's kind) or an added sensor's
+   * (`sensor`, its type).
+   */
+  private bubble(mac: string, m: CoapMessage, o: { path?: string[]; sensor?: string; device?: DeviceRecord | null }): void {
     const sink = this.deps.payloads;
     if (!sink || m.payload.length === 0) return;
-    if (!tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? this.kits.get(mac)?.cf)) return;
+    const cf = getUintOption(m, Option.CONTENT_FORMAT);
+    if (!(o.sensor ? trySensorReading(m.payload, cf) : tryReading(m.payload, cf ?? this.kits.get(mac)?.cf))) return;
+    const sensorType = o.sensor ?? sensorTypeOf(m.payload, o.path ?? TEMP_PATH);
+    // It becomes an MQTT topic level: no separators, wildcards or control characters.
+    if (!/^[A-Za-z0-9_.-]{1,32}$/.test(sensorType)) return;
     const hand = (dev: DeviceRecord | null) => {
       if (!dev || dev.solution !== SANDBOX) return;
       try {
-        sink({ device: dev, mac, sensorType: sensorTypeOf(m.payload, path), payload: m.payload });
+        sink({ device: dev, mac, sensorType, payload: m.payload });
       } catch (e) {
         this.log.warn({ err: e, mac }, 'gateway payload sink failed');
       }
     };
-    if (d !== undefined) return hand(d);
+    if (o.device !== undefined) return hand(o.device);
     void this.device(mac).then(hand, (e: unknown) => this.log.warn({ err: e, mac }, 'gateway could not look up a kit'));
   }
 
@@ -550,19 +575,50 @@ export class Gateway {
     const kit = this.kits.get(mac);
     const r = tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? kit?.cf);
     if (!r) return;
-    const at = Date.now();
+    const at = this.stamp(mac);
     this.clock.report(mac, r.epoch * 1000, 'reading', at);
     void this.device(mac)
       .then(async (d) => {
         if (!d || d.solution !== SANDBOX) return;
         // The raw payload bubbles up whether or not the store takes the reading.
-        this.bubble(mac, [kit?.prefix ?? 'snsr', ...TEMP_PATH], m, d);
+        this.bubble(mac, m, { path: [kit?.prefix ?? 'snsr', ...TEMP_PATH], device: d });
         await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, mac)]);
         this.stats.readingsStored++;
       })
       .catch((e: unknown) => {
         this.stats.storeErrors++;
         this.log.warn({ err: e, mac: mac }, 'gateway could not store a reading');
+      });
+  }
+
+  /**
+   * The receive time of a kit's reading, one millisecond past the kit's previous one when they
+   * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
+   * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
+   */
+  private stamp(mac: string): number {
+    const now = Date.now();
+    const last = this.lastStamp.get(mac) ?? 0;
+    const t = now > last ? now : last + 1;
+    this.lastStamp.set(mac, t);
+    return t;
+  }
+
+  /** An added sensor's notification (src/device/sensors.ts) stored as an observation with its own field. */
+  private storeSensorReading(mac: string, type: string, m: CoapMessage): void {
+    const r = trySensorReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT));
+    if (!r) return;
+    const at = this.stamp(mac);
+    void this.device(mac)
+      .then(async (d) => {
+        if (!d || d.solution !== SANDBOX) return;
+        this.bubble(mac, m, { sensor: type, device: d });
+        await storeObservations(this.deps.store, this.deps.events, d, [sensorObservation(type, r, at, mac)]);
+        this.stats.readingsStored++;
+      })
+      .catch((e: unknown) => {
+        this.stats.storeErrors++;
+        this.log.warn({ err: e, mac: mac, sensor: type }, 'gateway could not store a sensor reading');
       });
   }
 }

@@ -5,7 +5,7 @@
 // fields `rawValue` and `rawUnit`. The timestamp is the gateway's receive time (millisecond
 // precision, on the platform's clock); the kit's own epoch is kept as `kitEpoch`, since a kit's
 // clock may be off until the clock keeper sets it right.
-import { decodeReading, fahrenheitToCelsius, unwrapCbor, type Reading } from '../coap/index.ts';
+import { decodeReading, decodeSensorReading, fahrenheitToCelsius, unwrapCbor, type Reading, type SensorReading } from '../coap/index.ts';
 import type { DeviceRecord, ObservationRecord } from '../core/types.ts';
 
 /** A kit payload as the gateway received it, for whoever wants the raw bytes (the MQTT bubble-up). */
@@ -13,7 +13,7 @@ export interface KitPayload {
   /** The kit's device (in its owner's sandbox). */
   device: DeviceRecord;
   mac: string;
-  /** `temp` for the temperature resource; a CBOR reading names its own kind (key 0). */
+  /** `temp` for the temperature resource, an added sensor's type for its resource (a CBOR reading may name its own kind). */
   sensorType: string;
   /** The kit's bytes, unchanged. */
   payload: Buffer;
@@ -25,7 +25,7 @@ export interface KitPayload {
  */
 export type KitPayloadSink = (p: KitPayload) => void;
 
-/** The sensor type of a reading payload: the CBOR wrapper's kind, else the resource's last path segment. */
+/** The sensor type of a temperature payload: the CBOR wrapper's kind, else the resource's last path segment. */
 export function sensorTypeOf(payload: Buffer, path: string[]): string {
   if (payload[0] === 0xa2) {
     try {
@@ -61,6 +61,29 @@ export function tryReading(payload: Buffer, contentFormat: number | undefined): 
   if (payload.length === 0) return undefined;
   try {
     return decodeReading(payload, contentFormat);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * An added sensor's reading (docs/device.md "Added sensors") as an observation: its value under its
+ * sensor type name (`humidity: 45.2`), its unit as `<type>Unit`, and `sensor: <type>` so that a
+ * consumer (the MQTT bridge: topic per sensor type) knows which sensor spoke. No temperature.
+ */
+export function sensorObservation(type: string, r: SensorReading, receivedAt: number, mac: string): ObservationRecord {
+  return {
+    ts: receivedAt,
+    temperature: null,
+    extra: { [type]: r.value, [`${type}Unit`]: r.unit, sensor: type, kitEpoch: r.epoch, mac, source: 'gateway' },
+  };
+}
+
+/** Decodes an added sensor's notification payload; undefined when it is not a reading. */
+export function trySensorReading(payload: Buffer, contentFormat: number | undefined): SensorReading | undefined {
+  if (payload.length === 0) return undefined;
+  try {
+    return decodeSensorReading(payload, contentFormat);
   } catch {
     return undefined;
   }

@@ -1,16 +1,12 @@
 // HDLC type 3 (wire §2): CRC, the reference vectors, round trips, damaged input, and the link
 // state machines over the in-process line and over a real pty pair.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { describe, test } from 'node:test';
 import { crc16x25 } from '../../src/device/hdlc/crc16.ts';
 import { decodeLinkParams, encodeFrame, encodeLinkParams, FrameDecoder, frameKind, iControl, nrOf, nsOf, PF, rrControl, U } from '../../src/device/hdlc/frame.ts';
 import { PrimaryStation, SecondaryStation } from '../../src/device/hdlc/link.ts';
 import { duplexPair, openSerialPort } from '../../src/device/hdlc/transport.ts';
-import { waitFor } from './helpers.ts';
+import { ptyPair, waitFor } from './helpers.ts';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
@@ -268,12 +264,10 @@ describe('link state machines', () => {
 
 describe('HDLC over a real pty pair (socat)', () => {
   test('the kit link runs over two pty paths', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-pty-'));
-    const pa = path.join(dir, 'a');
-    const pb = path.join(dir, 'b');
-    const socat = spawn('socat', [`pty,raw,echo=0,link=${pa}`, `pty,raw,echo=0,link=${pb}`], { stdio: 'ignore' });
+    const pty = await ptyPair();
+    const pa = pty.a;
+    const pb = pty.b;
     try {
-      await waitFor(() => fs.existsSync(pa) && fs.existsSync(pb), 5000, 'pty links');
       const sa = openSerialPort(pa);
       const sb = openSerialPort(pb);
       const got: Buffer[] = [];
@@ -291,8 +285,7 @@ describe('HDLC over a real pty pair (socat)', () => {
       primary.close();
       secondary.close();
     } finally {
-      socat.kill();
-      fs.rmSync(dir, { recursive: true, force: true });
+      pty.close();
     }
   });
 });

@@ -3,6 +3,9 @@
 // `mqtt` client: the text form and the CBOR form, byte for byte what the kit sent (it matches the
 // stored observation's kit fields), retained for a late subscriber, and never to another tenant.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
 import { decodeReadingText, unwrapCbor } from '../../src/coap/index.ts';
@@ -120,6 +123,28 @@ describe('MQTT bubble-up of readings the gateway asks for', () => {
       await c.endAsync();
     } finally {
       await h.close();
+    }
+  });
+});
+
+describe('MQTT bubble-up of added sensors', () => {
+  it("publishes each added sensor's readings under its own type", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-mqtt-sensors-'));
+    const file = path.join(dir, 'sensors.json');
+    fs.writeFileSync(file, JSON.stringify({ sensors: [{ type: 'humidity', uri: '/arduino/humidity', unit: '%', base: 45, swing: 10, noise: 1, min: 0, max: 100, decimals: 1 }] }));
+    const h = await startMqtt({ gateway: true });
+    try {
+      const a = await h.t.login('frank');
+      const c = await connect(h, a.token);
+      const got = inbox(c);
+      await c.subscribeAsync(`${a.tenantId}/alert/00000000000014e1/+`);
+      await h.gw!.kit(a.tenantId, '00000000000014e1', { sensors: file });
+      await until(() => got.some((m) => m.topic.endsWith('/humidity')) && got.some((m) => m.topic.endsWith('/temp')), 'humidity and temperature payloads');
+      for (const m of got.filter((x) => x.topic.endsWith('/humidity'))) assert.match(m.payload.toString(), /^\d+,\d+(\.\d)?,%$/);
+      await c.endAsync();
+    } finally {
+      await h.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
