@@ -41,7 +41,7 @@ export interface BrokerOptions {
   tlsPort: number;
   tlsPortFallback: boolean;
   /** Certificate and key of the TLS listener; null: no TLS listener. */
-  tls: { cert: Buffer; key: Buffer } | null;
+  tls: { cert: Buffer | string; key: Buffer | string } | null;
   /** Kit payloads are published retained. */
   retain: boolean;
   /** Connected clients are re-checked this often. */

@@ -125,6 +125,38 @@ describe('MQTT listeners', () => {
   });
 });
 
+describe('MQTT over TLS with the HTTPS certificate', () => {
+  it('listens with the certificate of REEF_TLS_CERT/KEY when the broker has none of its own', async () => {
+    const dir = tempDir('reef-mqtt-https-');
+    const pem = selfSigned(dir);
+    const h = await startMqtt({ config: { tls: { cert: pem.cert, key: pem.key, selfSigned: false } }, mqtt: { tlsCert: null, tlsKey: null, tlsPort: 0 } });
+    try {
+      const port = h.mq.broker.tlsAddress()?.port;
+      assert.ok(port, 'a TLS listener');
+      const a = await h.t.account('https');
+      const { accessToken } = await h.t.services.auth.login(a.clientId, a.clientSecret);
+      const c = await mqtt.connectAsync(`mqtts://127.0.0.1:${port}`, { ca: fs.readFileSync(pem.cert), username: 'notused', password: accessToken, protocolVersion: 4, reconnectPeriod: 0 });
+      assert.deepEqual(
+        (await c.subscribeAsync(`${a.tenantId}/alert/+/+`)).map((g) => g.qos),
+        [0],
+      );
+      await c.endAsync();
+    } finally {
+      await h.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('has no TLS listener without any certificate', async () => {
+    const h = await startMqtt();
+    try {
+      assert.equal(h.mq.broker.tlsAddress(), null);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe('`reef serve` and MQTT', () => {
   let child: ChildProcess;
   let dataDir: string;
