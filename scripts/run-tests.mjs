@@ -22,6 +22,8 @@ const UNIT = [
   'test/wire-types.test.ts',
   'test/protocol-doc.test.ts',
   'test/sim/model.test.ts',
+  'test/events/kinds.test.ts',
+  'test/mqtt/units.test.ts',
 ];
 
 function walk(dir, out) {

@@ -19,6 +19,7 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Run
   observations: { summary: "Get a device's observations (table, CSV, JSON, NDJSON) or upload a CSV/NDJSON file", load: async () => (await import('./observations.ts')).run },
   alarms: { summary: 'Alarm rules, alarms (list, acknowledge, clear) and webhook dead letters of a running service', load: async () => (await import('./alarms.ts')).run },
   coap: { summary: 'CoAP get, put and observe on a dev kit through the gateway (HTTP bridge)', load: async () => (await import('./coap.ts')).run },
+  mqtt: { summary: "Subscribe to your kits' payloads, or publish observations, on the MQTT broker", load: async () => (await import('./mqtt.ts')).run },
 };
 
 function help(): string {

@@ -16,6 +16,8 @@ export const COMPONENTS: { name: string; load: () => Promise<ComponentFactory> }
   // Before the producers: alarms start listening first and stop after them.
   { name: 'alarms', load: async () => (await import('../alarms/component.ts')).alarmComponent },
   { name: 'simulations', load: async () => (await import('../sim/component.ts')).simulationComponent },
+  // The broker before the gateway: it is listening when the first kit payload bubbles up.
+  { name: 'mqtt', load: async () => (await import('../mqtt/component.ts')).mqttComponent() },
   { name: 'gateway', load: async () => (gateway = (await import('../gateway/component.ts')).gatewayComponent()) },
   { name: 'demo kit', load: async () => (await import('../demo/component.ts')).demoKitComponent(() => gateway?.last) },
 ];

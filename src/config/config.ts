@@ -1,5 +1,6 @@
 // Configuration is read once, from REEF_* environment variables and command-line flags (flags win),
 // validated with every error collected, then passed down. Nothing else reads process.env.
+import fs from 'node:fs';
 import path from 'node:path';
 import { tlsSettingProblems, type TlsSettings } from './tls.ts';
 
@@ -36,6 +37,24 @@ export interface Config {
     readings: boolean;
     /** Kits at fixed addresses, besides those that announce themselves. */
     kits: { mac: string; host: string; port: number }[];
+  };
+  mqtt: {
+    enabled: boolean;
+    host: string;
+    port: number;
+    /** False when the port was set explicitly: then a taken port fails the start instead of moving on. */
+    portFallback: boolean;
+    /** Port of MQTT over TLS; used only with a certificate and key. */
+    tlsPort: number;
+    /** As portFallback, for the TLS port. */
+    tlsPortFallback: boolean;
+    /** PEM files of the TLS listener; both or neither. */
+    tlsCert: string | null;
+    tlsKey: string | null;
+    /** Kit payloads are published retained (a new subscriber gets the last one at once). */
+    retain: boolean;
+    /** Connected clients' accounts and tokens are checked again this often. */
+    recheckSeconds: number;
   };
 }
 
@@ -90,6 +109,14 @@ export const SETTINGS = [
   { env: 'REEF_GATEWAY_CLOCK_SKEW', flag: 'gateway-clock-skew', def: '10', doc: 'Seconds a kit clock may be off before the gateway sets it' },
   { env: 'REEF_GATEWAY_READINGS', flag: 'gateway-readings', def: 'true', doc: "Store every reachable kit's readings as observations in sandbox" },
   { env: 'REEF_GATEWAY_KITS', flag: 'gateway-kits', def: '', doc: 'Kits at fixed addresses: MAC=host:port[,MAC=host:port...]' },
+  { env: 'REEF_MQTT', flag: 'mqtt', def: 'true', doc: 'Run the MQTT broker in `reef serve` (docs/mqtt.md)' },
+  { env: 'REEF_MQTT_HOST', flag: 'mqtt-host', def: '127.0.0.1', doc: 'Address the MQTT broker listens on' },
+  { env: 'REEF_MQTT_PORT', flag: 'mqtt-port', def: '1883', doc: 'MQTT port; when the default is taken the next free one up to 1892 is used (0 picks any free one)' },
+  { env: 'REEF_MQTT_TLS_PORT', flag: 'mqtt-tls-port', def: '8883', doc: 'MQTT over TLS port, listening only with a certificate and key' },
+  { env: 'REEF_MQTT_TLS_CERT', flag: 'mqtt-tls-cert', def: '', doc: 'PEM certificate (chain) file for MQTT over TLS; unset: the HTTPS certificate (REEF_TLS_*), if any' },
+  { env: 'REEF_MQTT_TLS_KEY', flag: 'mqtt-tls-key', def: '', doc: 'PEM private key file for MQTT over TLS' },
+  { env: 'REEF_MQTT_RETAIN', flag: 'mqtt-retain', def: 'true', doc: 'Publish kit payloads retained: a new subscriber gets the last one at once' },
+  { env: 'REEF_MQTT_RECHECK', flag: 'mqtt-recheck', def: '30', doc: "Seconds between re-checks of connected MQTT clients' accounts and tokens" },
 ] as const;
 
 /** Parses `--name value` and `--name=value` flags into a map keyed by flag name. */
@@ -190,9 +217,38 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       readings: bool('REEF_GATEWAY_READINGS'),
       kits: parseKits(str('REEF_GATEWAY_KITS'), problems),
     },
+    mqtt: mqttConfig(),
   };
   if (problems.length) throw new ConfigError(problems);
   return config;
+
+  function mqttConfig(): Config['mqtt'] {
+    const portSet = flags['mqtt-port'] !== undefined || env.REEF_MQTT_PORT !== undefined;
+    const tlsPortSet = flags['mqtt-tls-port'] !== undefined || env.REEF_MQTT_TLS_PORT !== undefined;
+    const tlsCert = str('REEF_MQTT_TLS_CERT') || null;
+    const tlsKey = str('REEF_MQTT_TLS_KEY') || null;
+    if ((tlsCert === null) !== (tlsKey === null)) problems.push('REEF_MQTT_TLS_CERT (--mqtt-tls-cert) and REEF_MQTT_TLS_KEY (--mqtt-tls-key) must be set together');
+    for (const [name, file] of [
+      ['REEF_MQTT_TLS_CERT (--mqtt-tls-cert)', tlsCert],
+      ['REEF_MQTT_TLS_KEY (--mqtt-tls-key)', tlsKey],
+    ] as const) {
+      if (file !== null && !fs.existsSync(file)) problems.push(`${name}: no such file ${JSON.stringify(file)}`);
+    }
+    const host = str('REEF_MQTT_HOST');
+    if (!host) problems.push('REEF_MQTT_HOST (--mqtt-host) must not be empty');
+    return {
+      enabled: bool('REEF_MQTT'),
+      host,
+      port: int('REEF_MQTT_PORT', 0, 65535),
+      portFallback: !portSet,
+      tlsPort: int('REEF_MQTT_TLS_PORT', 0, 65535),
+      tlsPortFallback: !tlsPortSet,
+      tlsCert: tlsCert && path.resolve(tlsCert),
+      tlsKey: tlsKey && path.resolve(tlsKey),
+      retain: bool('REEF_MQTT_RETAIN'),
+      recheckSeconds: int('REEF_MQTT_RECHECK', 1, 86400),
+    };
+  }
 }
 
 /** `MAC=host:port,...` → fixed kit addresses; each bad entry is one problem. */
@@ -217,6 +273,6 @@ function parseKits(v: string, problems: string[]): { mac: string; host: string; 
 
 /** A config for tests and embedding: defaults, then the given overrides. */
 export function testConfig(overrides: Partial<Config> & { dataDir: string }): Config {
-  const base = loadConfig({ REEF_LOG_LEVEL: 'silent', REEF_DEMO: 'false', REEF_HTTP_PORT: '0', REEF_GATEWAY_PORT: '0' }, {});
+  const base = loadConfig({ REEF_LOG_LEVEL: 'silent', REEF_DEMO: 'false', REEF_HTTP_PORT: '0', REEF_GATEWAY_PORT: '0', REEF_MQTT_PORT: '0', REEF_MQTT_TLS_PORT: '0' }, {});
   return { ...base, ...overrides };
 }

@@ -9,9 +9,27 @@ export type ReefEvent =
   // Alarms (src/alarms, docs/alarms.md): an alarm's lifecycle step, with the alarm in wire form...
   | { kind: 'alarm'; groupId: string; solution: string; deviceId: string; event: 'raised' | 'acknowledged' | 'cleared'; alarm: unknown }
   // ...and a rule created, changed or deleted on any node (the evaluating node reloads it).
-  | { kind: 'alarm-rule'; groupId: string; solution: string; ruleId: string; action: 'created' | 'updated' | 'deleted' };
+  | { kind: 'alarm-rule'; groupId: string; solution: string; ruleId: string; action: 'created' | 'updated' | 'deleted' }
+  | KitPayloadEvent;
+
+/**
+ * A kit's payload exactly as the gateway received it (base64), for the MQTT bubble-up
+ * (docs/mqtt.md): carried by the bus so a reading received on one node reaches MQTT subscribers on
+ * every node. Not an observation: live observation streams (SSE) ignore it.
+ */
+export interface KitPayloadEvent {
+  kind: 'kit-payload';
+  groupId: string;
+  /** The kit's owner: the first level of its MQTT topic. */
+  tenantId: string;
+  mac: string;
+  sensorType: string;
+  payload: string;
+}
 
 export type Listener = (e: ReefEvent) => void;
+
+export type EventKind = ReefEvent['kind'];
 
 export interface EventBus {
   /**
@@ -19,21 +37,34 @@ export interface EventBus {
    * building events. A bus that cannot know (across nodes) leaves it undefined.
    */
   readonly idle?: boolean;
+  /** As `idle`, for events of one kind (subscribers that asked for other kinds only do not count). */
+  idleFor?(kind: EventKind): boolean;
   publish(e: ReefEvent): void;
-  /** Returns the unsubscribe function. */
-  subscribe(fn: Listener): () => void;
+  /**
+   * Returns the unsubscribe function. With `kinds`, only events of those kinds are delivered, and
+   * the subscriber keeps no other kind from being idle (the MQTT broker takes only kit payloads, so
+   * it does not make every stored batch build an observations event).
+   */
+  subscribe(fn: Listener, kinds?: readonly EventKind[]): () => void;
   close(): Promise<void>;
 }
 
 export class LocalEventBus implements EventBus {
-  private listeners = new Set<Listener>();
+  /** Each listener with the kinds it takes (null: all). */
+  private listeners = new Map<Listener, ReadonlySet<EventKind> | null>();
 
   get idle(): boolean {
     return this.listeners.size === 0;
   }
 
+  idleFor(kind: EventKind): boolean {
+    for (const kinds of this.listeners.values()) if (!kinds || kinds.has(kind)) return false;
+    return true;
+  }
+
   publish(e: ReefEvent): void {
-    for (const fn of this.listeners) {
+    for (const [fn, kinds] of this.listeners) {
+      if (kinds && !kinds.has(e.kind)) continue;
       try {
         fn(e);
       } catch {
@@ -42,9 +73,11 @@ export class LocalEventBus implements EventBus {
     }
   }
 
-  subscribe(fn: Listener): () => void {
-    this.listeners.add(fn);
-    return () => this.listeners.delete(fn);
+  subscribe(fn: Listener, kinds?: readonly EventKind[]): () => void {
+    // A wrapper per subscription, so the same function may subscribe twice.
+    const own: Listener = (e) => fn(e);
+    this.listeners.set(own, kinds ? new Set(kinds) : null);
+    return () => this.listeners.delete(own);
   }
 
   async close(): Promise<void> {

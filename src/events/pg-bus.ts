@@ -11,7 +11,7 @@
 // observations over the batch's time span: the batch itself whenever an upload appends.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { LocalEventBus, type EventBus, type Listener, type ReefEvent } from './bus.ts';
+import { LocalEventBus, type EventBus, type EventKind, type Listener, type ReefEvent } from './bus.ts';
 
 export const CHANNEL = 'reef_events';
 /** NOTIFY payloads must stay under 8000 bytes; a larger event travels through event_payloads (migration 2). */
@@ -202,8 +202,8 @@ export class PgEventBus implements EventBus {
     }
   }
 
-  subscribe(fn: Listener): () => void {
-    const off = this.local.subscribe(fn);
+  subscribe(fn: Listener, kinds?: readonly EventKind[]): () => void {
+    const off = this.local.subscribe(fn, kinds);
     this.subscribers++;
     let on = true;
     return () => {

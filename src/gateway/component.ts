@@ -5,6 +5,7 @@ import { coapBridgeRoutes } from './routes.ts';
 import type { Component, ComponentFactory, Services } from '../app/contracts.ts';
 import { Gateway, type GatewayOptions } from './gateway.ts';
 import { kitStatusRoutes } from './kit-status-routes.ts';
+import type { KitPayloadSink } from './readings.ts';
 
 export interface GatewayComponent extends Component {
   gateway: Gateway;
@@ -23,8 +24,14 @@ export function gatewayComponent(over: Partial<GatewayOptions> = {}): GatewayFac
     const g = s.config.gateway;
     if (!g.enabled) return null;
     const log = s.log.child({ component: 'gateway' });
+    // Raw kit payloads go on the event bus for the MQTT broker of every node (docs/mqtt.md); the
+    // gateway only sees a sink. A node running without MQTT (REEF_MQTT=false) sends none.
+    const events = s.events;
+    const payloads: KitPayloadSink | null = s.config.mqtt.enabled
+      ? (p) => events.publish({ kind: 'kit-payload', groupId: p.device.groupId, tenantId: p.device.tenantId, mac: p.mac, sensorType: p.sensorType, payload: p.payload.toString('base64') })
+      : null;
     const gateway = new Gateway(
-      { store: s.store, events: s.events, auth: s.auth, log },
+      { store: s.store, events: s.events, auth: s.auth, log, payloads },
       {
         host: g.host,
         port: g.port,

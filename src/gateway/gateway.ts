@@ -25,6 +25,7 @@ import {
   CoapTimeoutError,
   CON,
   ContentFormat,
+  codeClass,
   codeToString,
   decodeAnnouncement,
   decodeTimeTlv,
@@ -54,7 +55,7 @@ import { failure, text, upstreamFailure } from './answers.ts';
 import { ClockKeeper } from './clock.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
-import { readingObservation, sensorObservation, tryReading, trySensorReading } from './readings.ts';
+import { readingObservation, sensorObservation, sensorTypeOf, tryReading, trySensorReading, type KitPayloadSink } from './readings.ts';
 import { SessionTable, type Session } from './sessions.ts';
 import { isProxyRequest, kitMac, requestTarget, TargetError } from './target.ts';
 
@@ -87,6 +88,8 @@ export interface GatewayDeps {
   events: EventBus | null;
   auth: Authenticator;
   log: Logger;
+  /** Receives every reading payload a kit sends (observe notifications and answers to GETs), raw. */
+  payloads?: KitPayloadSink | null;
 }
 
 /** A request to a kit, from a CoAP client or the HTTP bridge. */
@@ -172,6 +175,9 @@ export class Gateway {
       back: () => this.back,
       stopping: () => this.stopping,
       onBridgeNotification: (mac, m, sensor) => (sensor ? this.storeSensorReading(mac, sensor, m) : this.storeReading(mac, m)),
+      onClientNotification: (mac, path, m) => {
+        if (isTempPath(path)) this.bubble(mac, m, { path });
+      },
       upstreamError: (e) => this.upstreamError(e),
       deadlineMs: this.o.deadlineMs,
       confirmableUpstream: this.o.confirmableUpstream,
@@ -399,13 +405,22 @@ export class Gateway {
   forward(kit: KitEntry, r: KitRequest): Promise<CoapMessage> {
     this.stats.forwarded++;
     const options: CoapOption[] = [...kitPath(kit, r.path).map((s) => stringOption(Option.URI_PATH, s)), ...r.query.map((q) => stringOption(Option.URI_QUERY, q)), ...(r.options ?? [])];
-    return this.back.request(kit.peer, {
+    const answer = this.back.request(kit.peer, {
       method: r.method,
       options,
       payload: r.payload ?? Buffer.alloc(0),
       confirmable: this.o.confirmableUpstream,
       timeoutMs: this.o.deadlineMs,
     });
+    if (this.deps.payloads && r.method === Code.GET) {
+      const path = kitPath(kit, r.path);
+      if (isTempPath(path))
+        answer.then(
+          (m) => codeClass(m.code) === 2 && this.bubble(kit.mac, m, { path }),
+          () => undefined,
+        );
+    }
+    return answer;
   }
 
   private upstreamError(e: unknown): ResponseSpec {
@@ -534,6 +549,31 @@ export class Gateway {
     }
   }
 
+  /**
+   * Hands a reading payload, unchanged, to the payload sink, for the kit's owner (sandbox kits only):
+   * the temperature's (`path`, sensor type `temp` or the CBOR wrapper's kind) or an added sensor's
+   * (`sensor`, its type).
+   */
+  private bubble(mac: string, m: CoapMessage, o: { path?: string[]; sensor?: string; device?: DeviceRecord | null }): void {
+    const sink = this.deps.payloads;
+    if (!sink || m.payload.length === 0) return;
+    const cf = getUintOption(m, Option.CONTENT_FORMAT);
+    if (!(o.sensor ? trySensorReading(m.payload, cf) : tryReading(m.payload, cf ?? this.kits.get(mac)?.cf))) return;
+    const sensorType = o.sensor ?? sensorTypeOf(m.payload, o.path ?? TEMP_PATH);
+    // It becomes an MQTT topic level: no separators, wildcards or control characters.
+    if (!/^[A-Za-z0-9_.-]{1,32}$/.test(sensorType)) return;
+    const hand = (dev: DeviceRecord | null) => {
+      if (!dev || dev.solution !== SANDBOX) return;
+      try {
+        sink({ device: dev, mac, sensorType, payload: m.payload });
+      } catch (e) {
+        this.log.warn({ err: e, mac }, 'gateway payload sink failed');
+      }
+    };
+    if (o.device !== undefined) return hand(o.device);
+    void this.device(mac).then(hand, (e: unknown) => this.log.warn({ err: e, mac }, 'gateway could not look up a kit'));
+  }
+
   private storeReading(mac: string, m: CoapMessage): void {
     const kit = this.kits.get(mac);
     const r = tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? kit?.cf);
@@ -543,6 +583,8 @@ export class Gateway {
     void this.device(mac)
       .then(async (d) => {
         if (!d || d.solution !== SANDBOX) return;
+        // The raw payload bubbles up whether or not the store takes the reading.
+        this.bubble(mac, m, { path: [kit?.prefix ?? 'snsr', ...TEMP_PATH], device: d });
         await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, mac, this.o.maxClockSkewMs)]);
         this.stats.readingsStored++;
       })
@@ -576,6 +618,7 @@ export class Gateway {
     void this.device(mac)
       .then(async (d) => {
         if (!d || d.solution !== SANDBOX) return;
+        this.bubble(mac, m, { sensor: type, device: d });
         await storeObservations(this.deps.store, this.deps.events, d, [sensorObservation(type, r, at, mac)]);
         this.stats.readingsStored++;
         this.stats.sensorReadingsStored++;
@@ -585,6 +628,11 @@ export class Gateway {
         this.log.warn({ err: e, mac: mac, sensor: type }, 'gateway could not store a sensor reading');
       });
   }
+}
+
+/** The kit's temperature resource (any prefix): its payloads are readings. */
+function isTempPath(path: string[]): boolean {
+  return path.length >= 2 && path[path.length - 2] === TEMP_PATH[0] && path[path.length - 1] === TEMP_PATH[1];
 }
 
 /** Stands in for the key of a MAC that has none, so a refused announcement costs what an accepted one does. */

@@ -78,6 +78,8 @@ export interface ObserveRelayDeps {
   stopping(): boolean;
   /** Every live notification of a readings-bridge upstream (the readings path stores it); `sensor` names an added sensor. */
   onBridgeNotification(mac: string, m: CoapMessage, sensor?: string): void;
+  /** Every live notification of any other upstream (clients' observations), with its kit-side path. */
+  onClientNotification?(mac: string, path: string[], m: CoapMessage): void;
   /** The answer to a failed exchange with a kit (counted and logged by the gateway). */
   upstreamError(e: unknown): ResponseSpec;
   deadlineMs: number;
@@ -218,6 +220,7 @@ export class ObserveRelay {
     up.latest = { msg: m, at: Date.now() };
     up.lastNotified = up.latest.at;
     if (up.bridge) this.d.onBridgeNotification(up.mac, m, up.sensor);
+    else this.d.onClientNotification?.(up.mac, up.path, m);
   }
 
   private notification(up: Upstream, m: CoapMessage): void {

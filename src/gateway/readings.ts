@@ -8,8 +8,39 @@
 // and an upload of it replaces the bridged one instead of doubling it (issue 13.7). A kit clock off
 // by more than the gateway's skew tolerance is not trusted: that reading is stored at its receipt
 // time with the kit's epoch kept as `kitEpoch`, and the clock keeper sets the kit right.
-import { decodeReading, decodeSensorReading, fahrenheitToCelsius, type Reading, type SensorReading } from '../coap/index.ts';
-import type { ObservationRecord } from '../core/types.ts';
+import { decodeReading, decodeSensorReading, fahrenheitToCelsius, unwrapCbor, type Reading, type SensorReading } from '../coap/index.ts';
+import type { DeviceRecord, ObservationRecord } from '../core/types.ts';
+
+/** A kit payload as the gateway received it, for whoever wants the raw bytes (the MQTT bubble-up). */
+export interface KitPayload {
+  /** The kit's device (in its owner's sandbox). */
+  device: DeviceRecord;
+  mac: string;
+  /** `temp` for the temperature resource, an added sensor's type for its resource (a CBOR reading may name its own kind). */
+  sensorType: string;
+  /** The kit's bytes, unchanged. */
+  payload: Buffer;
+}
+
+/**
+ * Where the gateway hands every reading payload it receives. Injected by the composition root, so
+ * the gateway knows nothing of who listens (the MQTT broker, through the event bus).
+ */
+export type KitPayloadSink = (p: KitPayload) => void;
+
+/** The sensor type of a temperature payload: the CBOR wrapper's kind, else the resource's last path segment. */
+export function sensorTypeOf(payload: Buffer, path: string[]): string {
+  if (payload[0] === 0xa2) {
+    try {
+      const kind = unwrapCbor(payload).kind;
+      // It becomes an MQTT topic level: no separators, wildcards or control characters.
+      if (/^[A-Za-z0-9_.-]{1,32}$/.test(kind)) return kind;
+    } catch {
+      // not the wrapper: the resource names it
+    }
+  }
+  return path[path.length - 1] ?? 'temp';
+}
 
 export function round4(x: number): number {
   return Math.round(x * 10_000) / 10_000;

@@ -60,7 +60,7 @@ export async function storeObservationsMany(store: Store, events: EventBus | nul
  * (not enumerable), for in-process consumers that want numbers: alarm evaluation (src/alarms).
  */
 function publishStored(events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): void {
-  if (!events || events.idle || !batch.length) return;
+  if (!events || (events.idleFor ? events.idleFor('observations') : events.idle) || !batch.length) return;
   let wire: Observation[] | undefined;
   const e = {
     kind: 'observations' as const,

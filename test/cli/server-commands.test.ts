@@ -114,7 +114,7 @@ describe('reef serve', () => {
 
   it('starts with a demo account it prints, serves it, and drains on SIGTERM', async () => {
     const dir = dataDir();
-    const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dir, '--gateway', 'false'], {
+    const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dir, '--gateway', 'false', '--mqtt-port', '0'], {
       env: { ...process.env, REEF_LOG_LEVEL: 'silent' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -42,3 +42,24 @@ it('reports every problem at once', () => {
     },
   );
 });
+
+it('MQTT: on at 127.0.0.1:1883 by default, moving off a taken default port only, TLS files both or neither', () => {
+  const c = loadConfig({}, {});
+  assert.deepEqual(
+    { ...c.mqtt },
+    { enabled: true, host: '127.0.0.1', port: 1883, portFallback: true, tlsPort: 8883, tlsPortFallback: true, tlsCert: null, tlsKey: null, retain: true, recheckSeconds: 30 },
+  );
+  // A port the operator chose is never moved, whether by variable or flag.
+  assert.equal(loadConfig({ REEF_MQTT_PORT: '1883' }, {}).mqtt.portFallback, false);
+  assert.equal(loadConfig({}, { 'mqtt-port': '2883' }).mqtt.portFallback, false);
+  assert.equal(loadConfig({}, { 'mqtt-tls-port': '9883' }).mqtt.tlsPortFallback, false);
+  assert.throws(
+    () => loadConfig({ REEF_MQTT_TLS_CERT: '/etc/hostname', REEF_MQTT_PORT: '-1', REEF_MQTT_RECHECK: '0', REEF_MQTT: 'perhaps' }, {}),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      for (const v of ['REEF_MQTT_TLS_KEY', 'REEF_MQTT_PORT', 'REEF_MQTT_RECHECK', 'REEF_MQTT \\(--mqtt\\)']) assert.match(e.message, new RegExp(v));
+      return true;
+    },
+  );
+  assert.throws(() => loadConfig({ REEF_MQTT_TLS_CERT: '/nonexistent/cert.pem', REEF_MQTT_TLS_KEY: '/nonexistent/key.pem' }, {}), /no such file "\/nonexistent\/cert.pem"/);
+});

@@ -11,6 +11,7 @@ import { Kit } from '../../src/device/kit.ts';
 import { gatewayComponent, type GatewayComponent } from '../../src/gateway/component.ts';
 import type { GatewayOptions } from '../../src/gateway/gateway.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
+import type { ComponentFactory } from '../../src/app/contracts.ts';
 import { provisionKit } from '../../src/service/devices.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -29,11 +30,18 @@ export interface GatewayHarness {
 }
 
 export async function startGateway(
-  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions>; config?: Partial<Config>; log?: import('pino').Logger } = {},
+  opts: {
+    gateway?: Partial<Config['gateway']>;
+    options?: Partial<GatewayOptions>;
+    config?: Partial<Config>;
+    log?: import('pino').Logger;
+    /** Components started before the gateway (the MQTT broker), so they listen before the first kit reading. */
+    extraComponents?: ComponentFactory[];
+  } = {},
 ): Promise<GatewayHarness> {
   const factory = gatewayComponent(opts.options ?? {});
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
-  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [factory], opts.log ? { log: opts.log } : {});
+  const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [...(opts.extraComponents ?? []), factory], opts.log ? { log: opts.log } : {});
   const gw = factory.last!;
   const addr = gw.address();
   const kits: Kit[] = [];

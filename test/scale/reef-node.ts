@@ -28,6 +28,7 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
       REEF_HTTP_HOST: '127.0.0.1',
       REEF_HTTP_PORT: '0',
       REEF_GATEWAY: 'false',
+      REEF_MQTT_PORT: '0',
       REEF_DEMO: 'false',
       REEF_LOG_LEVEL: 'warn',
       REEF_DATA_DIR: dataDir,

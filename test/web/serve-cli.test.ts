@@ -21,7 +21,7 @@ describe('web app on `reef serve`', () => {
   before(async () => {
     ensureWebBuilt();
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-web-cli-'));
-    child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reef.js'), 'serve', '--port', '0', '--gateway-port', '0', '--data-dir', dataDir], {
+    child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reef.js'), 'serve', '--port', '0', '--gateway-port', '0', '--mqtt-port', '0', '--data-dir', dataDir], {
       cwd: ROOT,
       env: { ...process.env, REEF_LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -184,6 +184,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const wanted = deviceId?.toLowerCase();
       const stream = app.streams.start(request, reply, request.caller, corsHeaders(request));
       const unsubscribe = events.subscribe((e: ReefEvent) => {
+        if (e.kind === 'kit-payload') return; // raw kit bytes are for MQTT (docs/mqtt.md); the stored reading follows as observations
         if (e.groupId !== groupId || e.solution !== solution) return;
         if (wanted && 'deviceId' in e && e.deviceId !== wanted) return;
         stream.write(eventFrame(e));

@@ -1,0 +1,108 @@
+// A size guard in front of the MQTT parser. mqtt-packet (under Aedes) buffers a whole packet before
+// it looks at it, and a packet may announce up to 256 MiB (MQTT 3.1.1 §2.2.3), so one client could
+// make the broker hold that much. The guard reads only the fixed header of each packet as it
+// streams past (control byte, Remaining Length) and cuts the connection the moment a packet
+// announces more than allowed, before its body arrives. The first packet (CONNECT, §3.1) has a
+// small allowance of its own: nobody unauthenticated gets the large one.
+import { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
+
+export interface GuardLimits {
+  /** Largest Remaining Length of the first packet (CONNECT). */
+  firstPacket: number;
+  /** Largest Remaining Length of any later packet. */
+  packet: number;
+}
+
+export class PacketTooLarge extends Error {
+  constructor(
+    readonly announced: number,
+    readonly limit: number,
+  ) {
+    super(`an MQTT packet announced ${announced} bytes; the limit is ${limit}`);
+    this.name = 'PacketTooLarge';
+  }
+}
+
+/** Tracks packet boundaries in a byte stream and tells when a packet is too large or malformed. */
+export class FrameTracker {
+  private state: 'header' | 'length' | 'body' = 'header';
+  private length = 0;
+  private mult = 1;
+  private lengthBytes = 0;
+  private left = 0;
+  private packets = 0;
+
+  constructor(private readonly limits: GuardLimits) {}
+
+  /** Throws PacketTooLarge or an Error for a malformed Remaining Length (§2.2.3: at most 4 bytes). */
+  feed(chunk: Buffer): void {
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.state === 'body') {
+        const n = Math.min(this.left, chunk.length - i);
+        this.left -= n;
+        i += n;
+        if (this.left === 0) this.state = 'header';
+        continue;
+      }
+      const b = chunk[i++]!;
+      if (this.state === 'header') {
+        this.state = 'length';
+        this.length = 0;
+        this.mult = 1;
+        this.lengthBytes = 0;
+        continue;
+      }
+      this.length += (b & 0x7f) * this.mult;
+      this.mult *= 128;
+      if (++this.lengthBytes > 4) throw new Error('malformed MQTT Remaining Length');
+      if (b & 0x80) continue;
+      const limit = this.packets === 0 ? this.limits.firstPacket : this.limits.packet;
+      if (this.length > limit) throw new PacketTooLarge(this.length, limit);
+      this.packets++;
+      this.left = this.length;
+      this.state = this.left > 0 ? 'body' : 'header';
+    }
+  }
+}
+
+/**
+ * The socket as Aedes sees it: reads pass through the tracker, writes go straight to the socket,
+ * and either side's end or failure ends both.
+ */
+export function guardSocket(socket: Socket, limits: GuardLimits, onRefused: (e: Error) => void): Duplex & { remoteAddress: string | undefined } {
+  const tracker = new FrameTracker(limits);
+  const d = new Duplex({
+    read() {
+      socket.resume();
+    },
+    write(chunk: Buffer, _enc, cb) {
+      socket.write(chunk, cb);
+    },
+    final(cb) {
+      socket.end(cb);
+    },
+    destroy(err, cb) {
+      socket.destroy();
+      cb(err);
+    },
+  });
+  socket.on('data', (chunk: Buffer) => {
+    try {
+      tracker.feed(chunk);
+    } catch (e) {
+      onRefused(e as Error);
+      socket.destroy();
+      d.destroy();
+      return;
+    }
+    if (!d.push(chunk)) socket.pause();
+  });
+  socket.on('end', () => d.push(null));
+  socket.on('error', (e) => d.destroy(e));
+  socket.on('close', () => d.destroy());
+  socket.setNoDelay(true);
+  // Who is on the other end, for authentication (the login throttle) and logs.
+  return Object.assign(d, { remoteAddress: socket.remoteAddress });
+}
