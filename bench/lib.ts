@@ -36,8 +36,10 @@ export interface Served {
   peakRss(): number;
 }
 
-export async function serve(env: Record<string, string>, args: string[] = []): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--demo', 'false', '--gateway', 'false', ...args], {
+/** `wrap`: a command line the server runs under, e.g. valgrind (bench/instructions.ts). */
+export async function serve(env: Record<string, string>, args: string[] = [], wrap: string[] = []): Promise<Served> {
+  const cmd = [...wrap, process.execPath];
+  const child = spawn(cmd[0]!, [...cmd.slice(1), BIN, 'serve', '--port', '0', '--demo', 'false', '--gateway', 'false', ...args], {
     env: { ...process.env, REEF_LOG_LEVEL: 'error', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

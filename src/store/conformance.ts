@@ -269,6 +269,24 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await rejectsWith(store.queryObservations(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');
     });
 
+    it('concurrent batches each settle on their own: an unknown device fails only its own, later writes win in call order', async () => {
+      const a = account('conc');
+      const ids = [randomUUID(), randomUUID()];
+      for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'conc', deviceType: 'VirtualDevice', domainInfo: {} });
+      // Handed in together without awaiting in between, as concurrent uploads are (SQLite commits
+      // them as one group).
+      const results = await Promise.allSettled([
+        store.insertObservations(ids[0]!, series(3)),
+        store.insertObservations(randomUUID(), series(3)),
+        store.insertObservations(ids[1]!, series(2)),
+        store.insertObservations(ids[0]!, series(3).map((o) => ({ ...o, temperature: -7 }))),
+      ]);
+      assert.deepEqual(results.map((r) => (r.status === 'fulfilled' ? r.value.written : (r.reason as { code?: string }).code)), [3, 'DEVICE_NOT_FOUND', 2, 3]);
+      const page = await store.queryObservations(ids[0]!, { limit: 10 });
+      assert.deepEqual(page.observations.map((o) => o.temperature), [-7, -7, -7]);
+      assert.equal((await store.queryObservations(ids[1]!, { limit: 10 })).observations.length, 2);
+    });
+
     it('deleting a device removes it, its observations and its latest', async () => {
       const a = account('kim');
       const id = randomUUID();

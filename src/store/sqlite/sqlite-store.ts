@@ -71,6 +71,15 @@ function translate(e: unknown): never {
   throw e;
 }
 
+/** The catalogue error a driver error stands for. */
+function translated(e: unknown): unknown {
+  try {
+    translate(e);
+  } catch (t) {
+    return t;
+  }
+}
+
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   private db: Database.Database;
@@ -182,6 +191,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    if (this.db.open) this.flushQueued();
     if (this.db.open) this.db.close();
   }
 
@@ -194,6 +204,7 @@ export class SqliteStore implements Store {
   }
 
   private run<T>(f: () => T): Promise<T> {
+    if (this.queued.length) this.flushQueued();
     try {
       return Promise.resolve(f());
     } catch (e) {
@@ -328,15 +339,49 @@ export class SqliteStore implements Store {
     });
   }
 
+  /**
+   * Group commit: batches handed in during one turn of the event loop are written in one
+   * transaction at the next turn (setImmediate), so concurrent uploads share one commit and one
+   * fsync instead of one each. Each caller's promise settles only after the commit holding its
+   * batch (synchronous=FULL: on disk), so a 201 still means stored; each batch stays all or
+   * nothing, and one failing batch never fails the others (the group is retried one by one).
+   * Every other store call first writes what is queued (run()), so calls keep their order.
+   */
   insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult> {
-    return this.run(() => {
-      const pk = this.s.devicePk.get(deviceId) as number | undefined;
-      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
-      if (batch.length === 0) return { written: 0 };
-      this.db.transaction(() => this.writeBatch(pk, batch))();
-      return { written: batch.length };
+    return new Promise((resolve, reject) => {
+      this.queued.push({ deviceId, batch, resolve, reject });
+      if (this.queued.length === 1) setImmediate(this.flushQueued);
     });
   }
+
+  private queued: { deviceId: string; batch: ObservationRecord[]; resolve: (r: InsertResult) => void; reject: (e: unknown) => void }[] = [];
+
+  private readonly flushQueued = (): void => {
+    const items = this.queued;
+    if (!items.length) return;
+    this.queued = [];
+    const outcome = (it: (typeof items)[number]): InsertResult | ReefError => {
+      const pk = this.s.devicePk.get(it.deviceId) as number | undefined;
+      if (pk === undefined) return new ReefError('DEVICE_NOT_FOUND');
+      if (it.batch.length) this.writeBatch(pk, it.batch);
+      return { written: it.batch.length };
+    };
+    const settle = (it: (typeof items)[number], r: InsertResult | ReefError) => (r instanceof ReefError ? it.reject(r) : it.resolve(r));
+    let results: (InsertResult | ReefError)[] | null = null;
+    try {
+      results = this.db.transaction(() => items.map(outcome))();
+    } catch (e) {
+      if (items.length === 1) return items[0]!.reject(translated(e));
+    }
+    if (results) return items.forEach((it, i) => settle(it, results![i]!));
+    for (const it of items) {
+      try {
+        settle(it, this.db.transaction(() => outcome(it))());
+      } catch (e) {
+        it.reject(translated(e));
+      }
+    }
+  };
 
   insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
     return this.run(() => {
