@@ -38,7 +38,8 @@ export interface Served {
 
 /** `wrap`: a command line the server runs under, e.g. valgrind (bench/instructions.ts). */
 export async function serve(env: Record<string, string>, args: string[] = [], wrap: string[] = []): Promise<Served> {
-  const cmd = [...wrap, process.execPath];
+  // BENCH_NODE_ARGS: options for the server's node, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const cmd = [...wrap, process.execPath, ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)];
   const child = spawn(cmd[0]!, [...cmd.slice(1), BIN, 'serve', '--port', '0', '--demo', 'false', '--gateway', 'false', ...args], {
     env: { ...process.env, REEF_LOG_LEVEL: 'error', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -2,6 +2,7 @@
 // synchronous underneath; the async interface lets the same callers use the PostgreSQL backend.
 import fs from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
 import { observationJson } from '../../core/observation-json.ts';
@@ -17,6 +18,35 @@ export interface SqliteOptions {
    * process crash only (SQLite docs, "WAL mode and synchronous").
    */
   synchronous?: 'FULL' | 'NORMAL';
+  /**
+   * Commit observation uploads on a writer thread with its own connection (writer-thread.mjs), so
+   * parsing the next uploads overlaps the commit's fsync. Files only; default true.
+   */
+  writerThread?: boolean;
+}
+
+interface Queued {
+  deviceId: string;
+  batch: ObservationRecord[];
+  resolve: (r: InsertResult) => void;
+  reject: (e: unknown) => void;
+}
+
+/** A batch as the writer thread takes it: numbers in typed arrays (moved, not copied), latest rendered. */
+function packBatch(deviceId: string, batch: ObservationRecord[]) {
+  const n = batch.length;
+  const ts = new Float64Array(n);
+  const temperature = new Float64Array(n);
+  let extra: (string | null)[] | null = null;
+  let newest = 0;
+  for (let i = 0; i < n; i++) {
+    const o = batch[i]!;
+    ts[i] = o.ts;
+    temperature[i] = o.temperature ?? NaN; // validated finite, so NaN can only mean "none"
+    if (o.extra) (extra ??= new Array<string | null>(n).fill(null))[i] = JSON.stringify(o.extra);
+    if (o.ts >= batch[newest]!.ts) newest = i;
+  }
+  return { deviceId, ts, temperature, extra, newest, wire: n ? observationJson(batch[newest]!) : '' };
 }
 
 type Row = Record<string, any>;
@@ -50,10 +80,6 @@ function deviceFromRow(r: Row): DeviceRecord {
   return d;
 }
 
-function obsFromRow(r: Row): ObservationRecord {
-  return { ts: r.ts, temperature: r.temperature ?? null, extra: r.extra ? JSON.parse(r.extra) : null };
-}
-
 /** Driver errors → the catalogue. */
 function translate(e: unknown): never {
   const code = (e as { code?: string })?.code ?? '';
@@ -84,8 +110,14 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   private db: Database.Database;
   private s!: ReturnType<SqliteStore['prepare']>;
+  private opts: SqliteOptions;
+  private writer: Worker | null = null;
+  /** The group the writer thread is committing; the next group waits in `queued`. */
+  private inFlight: Queued[] = [];
+  private drained: (() => void)[] = [];
 
   constructor(opts: SqliteOptions) {
+    this.opts = opts;
     if (opts.file !== ':memory:') {
       // The database holds the token signing keys and the kit master key: only its owner may read
       // it (issue 11.7). The directory is created 0700 and the file 0600 before SQLite opens it;
@@ -151,11 +183,12 @@ export class SqliteStore implements Store {
       // Rows as arrays: for 10,000 devices, not building a keyed object per row is a measurable share.
       latestOfSolution: p(`SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
                            WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk`).raw(true),
+      // Rows as arrays, as for latest of all: a page of 1,000 builds no keyed object per row.
       page: p(`SELECT ts, temperature, extra FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?
-               ORDER BY ts DESC LIMIT ?`),
+               ORDER BY ts DESC LIMIT ?`).raw(true),
       pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
                      AND extra IS NOT NULL AND json_valid(extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = ?)
-                     ORDER BY ts DESC LIMIT ?`),
+                     ORDER BY ts DESC LIMIT ?`).raw(true),
       buckets: p(`SELECT CAST(ts - @from AS INTEGER) / CAST(@size AS INTEGER) * @size + @from AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
                   FROM observations WHERE device_pk = @pk AND ts >= @from AND ts < @to GROUP BY b ORDER BY b`),
       setRetention: p('UPDATE solutions SET retention_days = ? WHERE group_id = ? AND name = ?'),
@@ -192,6 +225,17 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     if (this.db.open) this.flushQueued();
+    if (this.inFlight.length || this.queued.length) await new Promise<void>((r) => this.drained.push(r));
+    const w = this.writer;
+    if (w) {
+      this.writer = null;
+      await new Promise<void>((resolve) => {
+        w.once('exit', () => resolve());
+        w.once('message', () => void w.terminate());
+        w.ref(); // an unreferenced worker would let the event loop end while close() waits
+        w.postMessage({ close: true });
+      });
+    }
     if (this.db.open) this.db.close();
   }
 
@@ -204,7 +248,7 @@ export class SqliteStore implements Store {
   }
 
   private run<T>(f: () => T): Promise<T> {
-    if (this.queued.length) this.flushQueued();
+    if (this.queued.length && !this.writer) this.flushQueued();
     try {
       return Promise.resolve(f());
     } catch (e) {
@@ -340,48 +384,97 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Group commit: batches handed in during one turn of the event loop are written in one
-   * transaction at the next turn (setImmediate), so concurrent uploads share one commit and one
-   * fsync instead of one each. Each caller's promise settles only after the commit holding its
-   * batch (synchronous=FULL: on disk), so a 201 still means stored; each batch stays all or
-   * nothing, and one failing batch never fails the others (the group is retried one by one).
-   * Every other store call first writes what is queued (run()), so calls keep their order.
+   * Group commit: batches handed in during one turn of the event loop, or while the previous group
+   * was being committed, are written in one transaction: concurrent uploads share one commit and
+   * one fsync instead of one each. With a database file the commit runs on the writer thread
+   * (writer-thread.mjs) while this thread goes on parsing. Each caller's promise settles only after
+   * the commit holding its batch (synchronous=FULL: on disk), so a 201 still means stored; each
+   * batch stays all or nothing, and one failing batch never fails the others (the group is retried
+   * one by one). Without the thread, every other store call first writes what is queued (run()).
    */
   insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult> {
     return new Promise((resolve, reject) => {
       this.queued.push({ deviceId, batch, resolve, reject });
-      if (this.queued.length === 1) setImmediate(this.flushQueued);
+      if (this.queued.length === 1 && !this.inFlight.length) setImmediate(this.flushQueued);
     });
   }
 
-  private queued: { deviceId: string; batch: ObservationRecord[]; resolve: (r: InsertResult) => void; reject: (e: unknown) => void }[] = [];
+  private queued: Queued[] = [];
 
   private readonly flushQueued = (): void => {
+    if (!this.queued.length || this.inFlight.length || !this.db.open) {
+      if (!this.queued.length && !this.inFlight.length) this.drained.splice(0).forEach((r) => r());
+      if (this.queued.length && !this.db.open) this.queued.splice(0).forEach((it) => it.reject(translated(new TypeError('The database connection is not open'))));
+      return;
+    }
+    if (this.opts.writerThread !== false && this.opts.file !== ':memory:') return this.sendToWriter();
     const items = this.queued;
-    if (!items.length) return;
     this.queued = [];
-    const outcome = (it: (typeof items)[number]): InsertResult | ReefError => {
+    const outcome = (it: Queued): InsertResult | ReefError => {
       const pk = this.s.devicePk.get(it.deviceId) as number | undefined;
       if (pk === undefined) return new ReefError('DEVICE_NOT_FOUND');
       if (it.batch.length) this.writeBatch(pk, it.batch);
       return { written: it.batch.length };
     };
-    const settle = (it: (typeof items)[number], r: InsertResult | ReefError) => (r instanceof ReefError ? it.reject(r) : it.resolve(r));
+    const settle = (it: Queued, r: InsertResult | ReefError) => (r instanceof ReefError ? it.reject(r) : it.resolve(r));
     let results: (InsertResult | ReefError)[] | null = null;
     try {
       results = this.db.transaction(() => items.map(outcome))();
     } catch (e) {
-      if (items.length === 1) return items[0]!.reject(translated(e));
+      if (items.length === 1) items[0]!.reject(translated(e));
     }
-    if (results) return items.forEach((it, i) => settle(it, results![i]!));
-    for (const it of items) {
-      try {
-        settle(it, this.db.transaction(() => outcome(it))());
-      } catch (e) {
-        it.reject(translated(e));
+    if (results) items.forEach((it, i) => settle(it, results![i]!));
+    else if (items.length > 1) {
+      for (const it of items) {
+        try {
+          settle(it, this.db.transaction(() => outcome(it))());
+        } catch (e) {
+          it.reject(translated(e));
+        }
       }
     }
+    this.drained.splice(0).forEach((r) => r());
   };
+
+  private sendToWriter(): void {
+    const w = (this.writer ??= this.startWriter());
+    const items = this.queued;
+    this.queued = [];
+    this.inFlight = items;
+    const batches = items.map((it) => packBatch(it.deviceId, it.batch));
+    w.ref();
+    w.postMessage({ batches }, batches.flatMap((b) => [b.ts.buffer, b.temperature.buffer]));
+  }
+
+  private startWriter(): Worker {
+    const w = new Worker(new URL('./writer-thread.mjs', import.meta.url), { workerData: { file: this.opts.file, synchronous: this.opts.synchronous ?? 'FULL' } });
+    w.on('message', (m: { results?: (number | { code: string; message: string })[] }) => {
+      if (!m.results) return;
+      const items = this.inFlight;
+      this.inFlight = [];
+      m.results.forEach((r, i) => {
+        const it = items[i]!;
+        if (typeof r !== 'number') it.reject(translated(Object.assign(new Error(r.message), { code: r.code })));
+        else if (r < 0) it.reject(new ReefError('DEVICE_NOT_FOUND'));
+        else it.resolve({ written: r });
+      });
+      if (this.queued.length) this.sendToWriter();
+      else {
+        w.unref();
+        this.drained.splice(0).forEach((r) => r());
+      }
+    });
+    // A writer that dies takes no batch with it silently: what it held is refused (retry later),
+    // and later batches are written on this thread.
+    w.on('error', (e) => {
+      this.writer = null;
+      this.opts = { ...this.opts, writerThread: false };
+      this.inFlight.splice(0).forEach((it) => it.reject(new ReefError('STORE_UNAVAILABLE', 'the database writer failed; retry shortly', { retryAfter: 1, cause: e })));
+      if (this.queued.length) setImmediate(this.flushQueued);
+    });
+    w.unref();
+    return w;
+  }
 
   insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
     return this.run(() => {
@@ -448,10 +541,15 @@ export class SqliteStore implements Store {
       const from = q.from ?? 0;
       const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
       // One more than asked tells whether another page exists without a second query.
-      const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as Row[];
+      const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as [number, number | null, string | null][];
       const more = rows.length > q.limit;
       if (more) rows.pop();
-      return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+      const observations: ObservationRecord[] = new Array(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const [ts, temperature, extra] = rows[i]!;
+        observations[i] = { ts, temperature: temperature ?? null, extra: extra ? JSON.parse(extra) : null };
+      }
+      return { observations, nextBefore: more ? rows[rows.length - 1]![0] : null };
     });
   }
 
