@@ -102,6 +102,21 @@ interface Target {
   ok: number;
 }
 
+/**
+ * Waits until neither server uses more than 5 % of a core (InfluxDB compacts and snapshots its
+ * cache after a write burst; SQLite checkpoints), at most 60 s, so that each run is measured
+ * without the other's after-work. Returns the seconds waited.
+ */
+async function quiet(pids: number[]): Promise<number> {
+  const t0 = performance.now();
+  while (performance.now() - t0 < 60_000) {
+    const a = pids.map(cpuSeconds);
+    await new Promise((r) => setTimeout(r, 1000));
+    if (pids.every((p, i) => cpuSeconds(p) - a[i]! < 0.05)) break;
+  }
+  return (performance.now() - t0) / 1000;
+}
+
 /** Uploads every batch with `CONCURRENCY` in flight; bodies ready-made or encoded inside the window. */
 async function ingest(t: Target, plan: IngestBatch[], prebuilt: boolean) {
   const ready = prebuilt ? plan.map((b) => Buffer.from(t.encode(b))) : null;
@@ -164,9 +179,13 @@ try {
   const results: Record<string, Awaited<ReturnType<typeof ingest>>> = {};
   for (const [i, run] of runs.entries()) {
     const plan = ingestPlan(TOTAL, DEVICES, BATCH, Date.UTC(2025, 0, 1) + i * 400 * DAY);
+    const waited = await quiet([influx.pid, reef.child.pid].filter((p): p is number => p !== null && p !== undefined));
+    const other = targets[run.who === 'reef' ? 'influx' : 'reef'].pid;
+    const otherCpu0 = other ? cpuSeconds(other) : 0;
     const r = await ingest(targets[run.who], plan, run.prebuilt);
+    const otherCpu = other ? cpuSeconds(other) - otherCpu0 : NaN;
     results[`${run.who}/${run.prebuilt}`] = r;
-    console.log(`  ${targets[run.who].name.padEnd(8)} ${run.prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: ${fmt(r.rate).padStart(9)} obs/s (${fmt(r.secs, 2)} s; server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs, client CPU ${fmt(r.clientUsPerObs, 2)} µs/obs)`);
+    console.log(`  ${targets[run.who].name.padEnd(8)} ${run.prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: ${fmt(r.rate).padStart(9)} obs/s (${fmt(r.secs, 2)} s; server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs, client CPU ${fmt(r.clientUsPerObs, 2)} µs/obs; waited ${fmt(waited, 0)} s for quiet, the other server used ${fmt(otherCpu, 2)} CPU s meanwhile)`);
   }
   for (const prebuilt of [true, false]) {
     const a = results[`reef/${prebuilt}`]!, b = results[`influx/${prebuilt}`]!;
