@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
 import { isReefError } from '../core/errors.ts';
 import type { Account, ObservationRecord } from '../core/types.ts';
-import { latestJson } from '../core/observation-json.ts';
+import { latestJson, pageJson } from '../core/observation-json.ts';
 import type { Store } from './store.ts';
 
 export interface StoreFactory {
@@ -262,6 +262,24 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         ]);
       }
       assert.equal(await store.latestObservationsJson(a.groupId, 'fast'), latestJson(await store.latestObservations(a.groupId, 'fast')));
+    });
+
+    it("a device page's JSON fast path, where a backend has one, equals rendering the records, cursor included", async () => {
+      if (!store.observationPageJson) return;
+      const a = account('page');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'page', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(id, [
+        { ts: T0, temperature: null, extra: { '2': 'integer-like key', note: 'ü "q" \\ \u2028', nested: { a: [1, true, null] }, tags: ['x'] } },
+        { ts: T0 + 1, temperature: -0.0001, extra: {} },
+        { ts: T0 + 2, temperature: 1e21, extra: null },
+        { ts: T0 + 3, temperature: 21.5, extra: { tags: ['x', 'y'] } },
+      ]);
+      for (const q of [{ limit: 10 }, { limit: 2 }, { limit: 2, before: T0 + 2 }, { limit: 10, tag: 'x' }, { limit: 1, tag: 'x' }, { limit: 10, from: T0 + 1, to: T0 + 3 }]) {
+        const page = await store.queryObservations(id, q);
+        assert.deepEqual(await store.observationPageJson(id, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
+      }
+      await rejectsWith(store.observationPageJson(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');
     });
 
     it('a batch for an unknown device stores nothing and says DEVICE_NOT_FOUND', async () => {

@@ -148,6 +148,11 @@ export interface Store {
   latestObservationsJson?(groupId: string, solution: string): Promise<string>;
   /** One device, newest first, keyset-paged. */
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage>;
+  /**
+   * Optional fast path: queryObservations' page as the response body, exactly pageJson of its
+   * observations (the conformance suite checks), with the same cursor. Callers fall back when absent.
+   */
+  observationPageJson?(deviceId: string, q: ObservationQuery): Promise<{ json: string; nextBefore: number | null }>;
   /** Per-bucket min/avg/max of temperature over [from, to), oldest first, empty buckets omitted. */
   bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]>;
 

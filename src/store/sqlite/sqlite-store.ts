@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
-import { observationJson } from '../../core/observation-json.ts';
+import { observationJson, observationJsonText } from '../../core/observation-json.ts';
 import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
 import type { Bucket, BucketQuery, InsertResult, ManyInsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
 import { MIGRATIONS } from './migrations.ts';
@@ -534,22 +534,40 @@ export class SqliteStore implements Store {
     return this.run(() => this.s.latestJson.get(groupId, solution) as string);
   }
 
+  /** One more row than asked tells whether another page exists without a second query. */
+  private pageRows(deviceId: string, q: ObservationQuery) {
+    const pk = this.s.devicePk.get(deviceId) as number | undefined;
+    if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
+    const from = q.from ?? 0;
+    const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
+    const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as [number, number | null, string | null][];
+    const more = rows.length > q.limit;
+    if (more) rows.pop();
+    return { rows, nextBefore: more ? rows[rows.length - 1]![0] : null };
+  }
+
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage> {
     return this.run(() => {
-      const pk = this.s.devicePk.get(deviceId) as number | undefined;
-      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
-      const from = q.from ?? 0;
-      const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
-      // One more than asked tells whether another page exists without a second query.
-      const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as [number, number | null, string | null][];
-      const more = rows.length > q.limit;
-      if (more) rows.pop();
+      const { rows, nextBefore } = this.pageRows(deviceId, q);
       const observations: ObservationRecord[] = new Array(rows.length);
       for (let i = 0; i < rows.length; i++) {
         const [ts, temperature, extra] = rows[i]!;
         observations[i] = { ts, temperature: temperature ?? null, extra: extra ? JSON.parse(extra) : null };
       }
-      return { observations, nextBefore: more ? rows[rows.length - 1]![0] : null };
+      return { observations, nextBefore };
+    });
+  }
+
+  /** The page rendered straight from the rows: the stored free-field text is spliced in, not parsed. */
+  observationPageJson(deviceId: string, q: ObservationQuery) {
+    return this.run(() => {
+      const { rows, nextBefore } = this.pageRows(deviceId, q);
+      let json = '{"observations":[';
+      for (let i = 0; i < rows.length; i++) {
+        const [ts, temperature, extra] = rows[i]!;
+        json += (i ? ',' : '') + observationJsonText(ts, temperature ?? null, extra);
+      }
+      return { json: json + ']}', nextBefore };
     });
   }
 
