@@ -50,7 +50,7 @@ async function load(port: number, uri: string, seconds: number): Promise<number>
   // Requests lost on a full buffer are re-issued so the window stays full.
   const sweeper = setInterval(() => {
     const now = Date.now();
-    for (const [k, t] of outstanding) if (now - t > 500) (outstanding.delete(k), send());
+    for (const [k, t] of outstanding) if (now - t > 500) outstanding.delete(k), send();
   }, 100);
   for (let i = 0; i < WINDOW; i++) send();
   await new Promise((r) => setTimeout(r, 500));
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   const cli = fileURLToPath(new URL('../src/cli/device.ts', import.meta.url));
 
   // 1. One kit, its own process.
-  const kitProc = spawn(tsx, [cli, '--port', '0', '--log-level', '0', '--no-monitor', '--monitor-window', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const kitProc = spawn(tsx, [cli, '--port', '0', '--log-level', '0', '--no-monitor', '--monitor-window', '0', '--allow-direct'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await firstLine(kitProc);
   const kitPort = Number(/:(\d+)\//.exec(line)![1]);
   const kitRps = await load(kitPort, '/snsr/arduino/temp?sens', SECONDS);

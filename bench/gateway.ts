@@ -102,7 +102,9 @@ async function main(): Promise<void> {
   console.log(`\n1. GET ?sens, NON, ${REQUESTS} sequential + ${REQUESTS} pipelined (16 in flight) each way`);
   console.log(`   straight to the kit : p50 ${ms(pct(dLat, 50))}  p99 ${ms(pct(dLat, 99))}  ${dRps.toFixed(0)} req/s`);
   console.log(`   through the gateway : p50 ${ms(pct(gLat, 50))}  p99 ${ms(pct(gLat, 99))}  ${gRps.toFixed(0)} req/s`);
-  console.log(`   gateway adds        : p50 +${ms(pct(gLat, 50) - pct(dLat, 50))}  p99 +${ms(pct(gLat, 99) - pct(dLat, 99))}  ratio p50 ${(pct(gLat, 50) / pct(dLat, 50)).toFixed(2)}×, throughput ${(gRps / dRps).toFixed(2)}× (target: ≤ +1 ms at p50)`);
+  console.log(
+    `   gateway adds        : p50 +${ms(pct(gLat, 50) - pct(dLat, 50))}  p99 +${ms(pct(gLat, 99) - pct(dLat, 99))}  ratio p50 ${(pct(gLat, 50) / pct(dLat, 50)).toFixed(2)}×, throughput ${(gRps / dRps).toFixed(2)}× (target: ≤ +1 ms at p50)`,
+  );
   await kit.stop();
   await gateway.stop();
 
@@ -137,7 +139,14 @@ async function main(): Promise<void> {
   // Registrations go out 100 at a time: a client's own socket buffer holds only so many answers.
   for (let i = 0; i < macs.length; i += 100) {
     const regs = await Promise.all(
-      macs.slice(i, i + 100).map((m) => watcher.observe(gw2, { options: [stringOption(Option.PROXY_URI, proxyUri(m, DOMAIN, '/snsr/arduino/temp?sens'))], confirmable: false, timeoutMs: 30_000 }, () => received++).first.then(() => 1, () => 0)),
+      macs.slice(i, i + 100).map((m) =>
+        watcher
+          .observe(gw2, { options: [stringOption(Option.PROXY_URI, proxyUri(m, DOMAIN, '/snsr/arduino/temp?sens'))], confirmable: false, timeoutMs: 30_000 }, () => received++)
+          .first.then(
+            () => 1,
+            () => 0,
+          ),
+      ),
     );
     watching += regs.reduce((a: number, b: number) => a + b, 0);
   }
@@ -149,7 +158,7 @@ async function main(): Promise<void> {
   const s1 = { ...g2.stats };
   const rate = (a: number, b: number) => ((b - a) / dt).toFixed(0);
   console.log(`   one client observing all ${watching} through the gateway, measured over ${dt.toFixed(1)} s:`);
-  console.log(`   notifications in from kits : ${rate(s0.notificationsIn, s1.notificationsIn)}/s (ideal ${(KITS * 1000 / PERIOD).toFixed(0)}/s)`);
+  console.log(`   notifications in from kits : ${rate(s0.notificationsIn, s1.notificationsIn)}/s (ideal ${((KITS * 1000) / PERIOD).toFixed(0)}/s)`);
   console.log(`   relayed to the client      : ${rate(s0.notificationsRelayed, s1.notificationsRelayed)}/s (client received ${((received - r0) / dt).toFixed(0)}/s)`);
   console.log(`   stored as observations     : ${rate(s0.readingsStored, s1.readingsStored)}/s (store errors ${s1.storeErrors - s0.storeErrors}, ${services.store.kind})`);
   const mem = process.memoryUsage();
@@ -165,7 +174,20 @@ async function main(): Promise<void> {
 
 /** The child: a fleet of kits announcing to the gateway. */
 async function fleetChild(base: string, count: number, gwPort: number, period: number, keyFile: string): Promise<void> {
-  const fleet = new Fleet(loadDeviceConfig({ mac: base, count, port: 0, gateway: { address: '127.0.0.1', port: gwPort }, monitorWindowMs: 0, logLevel: 0, periodMs: period, announceIntervalMs: 60_000, timeSyncIntervalMs: 0, keyFile }));
+  const fleet = new Fleet(
+    loadDeviceConfig({
+      mac: base,
+      count,
+      port: 0,
+      gateway: { address: '127.0.0.1', port: gwPort },
+      monitorWindowMs: 0,
+      logLevel: 0,
+      periodMs: period,
+      announceIntervalMs: 60_000,
+      timeSyncIntervalMs: 0,
+      keyFile,
+    }),
+  );
   await fleet.start();
   process.stdout.write('ready\n');
   process.once('SIGTERM', () => void fleet.stop().then(() => process.exit(0)));

@@ -35,7 +35,11 @@ async function overHttp(plan: Batch[]) {
     const h = { authorization: tok, 'content-type': 'application/json' };
     const ids: string[] = [];
     for (let i = 0; i < DEVICES; i++) {
-      const r = await request(`${server.url}/api/solutions/StudioSimulation/devices`, { method: 'POST', headers: h, body: JSON.stringify({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 45, longitude: 7 } } }) });
+      const r = await request(`${server.url}/api/solutions/StudioSimulation/devices`, {
+        method: 'POST',
+        headers: h,
+        body: JSON.stringify({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 45, longitude: 7 } } }),
+      });
       ids.push(JSON.parse(r.body).id);
     }
     // Bodies are made before the clock starts: the bench measures the service, not JSON.stringify here.
@@ -73,8 +77,12 @@ function straightIntoSqlite(plan: Batch[]) {
     const insDev = db.prepare("INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at) VALUES (?, 'T', 'G', 'S', 'VirtualDevice', '{}', 0)");
     for (let i = 0; i < DEVICES; i++) insDev.run(`d${i}`);
     // The same multi-row upsert the store uses: the fastest plain better-sqlite3 way we know.
-    const up = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(100).fill('(?, ?, ?, NULL)').join(', ')} ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
-    const latest = db.prepare('INSERT INTO latest (device_pk, ts, temperature, wire) VALUES (?, ?, ?, ?) ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire WHERE excluded.ts >= latest.ts');
+    const up = db.prepare(
+      `INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(100).fill('(?, ?, ?, NULL)').join(', ')} ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`,
+    );
+    const latest = db.prepare(
+      'INSERT INTO latest (device_pk, ts, temperature, wire) VALUES (?, ?, ?, ?) ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire WHERE excluded.ts >= latest.ts',
+    );
     const tx = db.transaction((b: Batch) => {
       const pk = b.device + 1;
       for (let i = 0; i < b.rows.length; i += 100) {

@@ -35,13 +35,15 @@ try {
   });
   const post = async (bodies: { path: string; body: Buffer }[]) => {
     let next = 0;
-    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-      while (next < bodies.length) {
-        const b = bodies[next++]!;
-        const r = await request(b.path, { method: 'POST', headers: h, body: b.body });
-        if (r.status !== 201) throw new Error(`upload failed: ${r.status} ${r.body}`);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < bodies.length) {
+          const b = bodies[next++]!;
+          const r = await request(b.path, { method: 'POST', headers: h, body: b.body });
+          if (r.status !== 201) throw new Error(`upload failed: ${r.status} ${r.body}`);
+        }
+      }),
+    );
   };
   // Warm-up in an earlier time range: the JIT has compiled the upload path before counting.
   await post(ingestPlan(TOTAL, DEVICES, BATCH, Date.UTC(2025, 0, 1)).map(body));
@@ -49,7 +51,11 @@ try {
   execFileSync('callgrind_control', ['-z', String(pid)]);
   await post(measured);
   execFileSync('callgrind_control', ['-d', String(pid)]);
-  const dumps = fs.readdirSync(dir).filter((f) => f.startsWith('callgrind.out')).map((f) => path.join(dir, f)).sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  const dumps = fs
+    .readdirSync(dir)
+    .filter((f) => f.startsWith('callgrind.out'))
+    .map((f) => path.join(dir, f))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
   const text = fs.readFileSync(dumps[0]!, 'utf8');
   const m = /^(?:summary|totals): (\d+)/m.exec(text);
   if (!m) throw new Error(`no totals in ${dumps[0]}`);

@@ -48,7 +48,9 @@ async function startInflux(): Promise<Influx> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-influx-'));
   const [httpPort, rpcPort] = [await freePort(), await freePort()];
   // Only what must differ from the defaults: where the data goes and which loopback ports.
-  fs.writeFileSync(path.join(dir, 'influxdb.conf'), `reporting-disabled = true
+  fs.writeFileSync(
+    path.join(dir, 'influxdb.conf'),
+    `reporting-disabled = true
 bind-address = "127.0.0.1:${rpcPort}"
 [meta]
   dir = "${dir}/meta"
@@ -57,7 +59,8 @@ bind-address = "127.0.0.1:${rpcPort}"
   wal-dir = "${dir}/wal"
 [http]
   bind-address = "127.0.0.1:${httpPort}"
-`);
+`,
+  );
   const child: ChildProcess = spawn('influxd', ['-config', path.join(dir, 'influxdb.conf')], { stdio: ['ignore', 'ignore', fs.openSync(path.join(dir, 'influxd.log'), 'a')] });
   const url = `http://127.0.0.1:${httpPort}`;
   for (let i = 0; ; i++) {
@@ -137,11 +140,16 @@ async function ingest(t: Target, plan: IngestBatch[], prebuilt: boolean) {
   const secs = (performance.now() - start) / 1000;
   const c = process.cpuUsage(client0);
   const n = plan.reduce((s, b) => s + b.rows.length, 0);
-  return { rate: n / secs, secs, serverUsPerObs: t.pid ? ((cpuSeconds(t.pid) - cpu0) * 1e6) / n : NaN, clientUsPerObs: ((c.user + c.system) / n) };
+  return { rate: n / secs, secs, serverUsPerObs: t.pid ? ((cpuSeconds(t.pid) - cpu0) * 1e6) / n : NaN, clientUsPerObs: (c.user + c.system) / n };
 }
 
 console.log(`bench:peers — ${fmt(TOTAL)} observations of ${fmt(DEVICES)} devices, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight: Reef vs InfluxDB`);
-console.log(`machine: ${machine()}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+console.log(
+  `machine: ${machine()}; load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
 
 const influx = await startInflux();
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-peers-'));
@@ -167,14 +175,23 @@ try {
   const reefUrl = reef.url;
   const targets: Record<'influx' | 'reef', Target> = {
     influx: { name: 'InfluxDB', pid: influx.pid, path: () => `${influx.url}/write?db=${db}&precision=ms`, headers: { 'content-type': 'text/plain' }, encode: lineBody, ok: 204 },
-    reef: { name: 'Reef', pid: reef.child.pid!, path: (b) => `${reefUrl}/api/solutions/StudioSimulation/devices/${ids[b.device]}/observations`, headers: { authorization: tok, 'content-type': 'application/json' }, encode: jsonBody, ok: 201 },
+    reef: {
+      name: 'Reef',
+      pid: reef.child.pid!,
+      path: (b) => `${reefUrl}/api/solutions/StudioSimulation/devices/${ids[b.device]}/observations`,
+      headers: { authorization: tok, 'content-type': 'application/json' },
+      encode: jsonBody,
+      ok: 201,
+    },
   };
 
   // Each run writes the same shape of data into its own time range (new points, not overwrites),
   // in the order InfluxDB, Reef, Reef, InfluxDB so that drift in the machine's load cancels out.
   const runs: { who: 'influx' | 'reef'; prebuilt: boolean }[] = [
-    { who: 'influx', prebuilt: true }, { who: 'reef', prebuilt: true },
-    { who: 'reef', prebuilt: false }, { who: 'influx', prebuilt: false },
+    { who: 'influx', prebuilt: true },
+    { who: 'reef', prebuilt: true },
+    { who: 'reef', prebuilt: false },
+    { who: 'influx', prebuilt: false },
   ];
   const results: Record<string, Awaited<ReturnType<typeof ingest>>> = {};
   for (const [i, run] of runs.entries()) {
@@ -185,11 +202,16 @@ try {
     const r = await ingest(targets[run.who], plan, run.prebuilt);
     const otherCpu = other ? cpuSeconds(other) - otherCpu0 : NaN;
     results[`${run.who}/${run.prebuilt}`] = r;
-    console.log(`  ${targets[run.who].name.padEnd(8)} ${run.prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: ${fmt(r.rate).padStart(9)} obs/s (${fmt(r.secs, 2)} s; server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs, client CPU ${fmt(r.clientUsPerObs, 2)} µs/obs; waited ${fmt(waited, 0)} s for quiet, the other server used ${fmt(otherCpu, 2)} CPU s meanwhile)`);
+    console.log(
+      `  ${targets[run.who].name.padEnd(8)} ${run.prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: ${fmt(r.rate).padStart(9)} obs/s (${fmt(r.secs, 2)} s; server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs, client CPU ${fmt(r.clientUsPerObs, 2)} µs/obs; waited ${fmt(waited, 0)} s for quiet, the other server used ${fmt(otherCpu, 2)} CPU s meanwhile)`,
+    );
   }
   for (const prebuilt of [true, false]) {
-    const a = results[`reef/${prebuilt}`]!, b = results[`influx/${prebuilt}`]!;
-    console.log(`ingest, ${prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: Reef ${fmt(a.rate)} obs/s, InfluxDB ${fmt(b.rate)} pts/s → ratio ${fmt(a.rate / b.rate, 2)}  (target ≥ 2: ${a.rate / b.rate >= 2 ? 'met' : 'NOT met'}); server CPU per observation ${fmt(a.serverUsPerObs, 2)} vs ${fmt(b.serverUsPerObs, 2)} µs`);
+    const a = results[`reef/${prebuilt}`]!,
+      b = results[`influx/${prebuilt}`]!;
+    console.log(
+      `ingest, ${prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: Reef ${fmt(a.rate)} obs/s, InfluxDB ${fmt(b.rate)} pts/s → ratio ${fmt(a.rate / b.rate, 2)}  (target ≥ 2: ${a.rate / b.rate >= 2 ? 'met' : 'NOT met'}); server CPU per observation ${fmt(a.serverUsPerObs, 2)} vs ${fmt(b.serverUsPerObs, 2)} µs`,
+    );
   }
 
   // Reads, interleaved request by request so both see the same machine.
@@ -215,13 +237,17 @@ try {
     async () => void (await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)),
     QUERIES,
   );
-  console.log(`one device's newest 1,000: Reef p50 ${fmt(newest.b.p50, 2)} ms (p99 ${fmt(newest.b.p99, 2)}), InfluxDB p50 ${fmt(newest.a.p50, 2)} ms (p99 ${fmt(newest.a.p99, 2)}) → ratio ${fmt(newest.b.p50 / newest.a.p50, 2)}  (target ≤ 0.5: ${newest.b.p50 / newest.a.p50 <= 0.5 ? 'met' : 'NOT met'})`);
+  console.log(
+    `one device's newest 1,000: Reef p50 ${fmt(newest.b.p50, 2)} ms (p99 ${fmt(newest.b.p99, 2)}), InfluxDB p50 ${fmt(newest.a.p50, 2)} ms (p99 ${fmt(newest.a.p99, 2)}) → ratio ${fmt(newest.b.p50 / newest.a.p50, 2)}  (target ≤ 0.5: ${newest.b.p50 / newest.a.p50 <= 0.5 ? 'met' : 'NOT met'})`,
+  );
   const all = await interleaved(
     () => influxQuery('SELECT last(temperature) FROM obs GROUP BY device', null),
     async () => void (await reefGet('/api/solutions/StudioSimulation/observations')),
     Math.max(10, Math.round(QUERIES / 10)),
   );
-  console.log(`latest of all ${fmt(DEVICES)} devices: Reef p50 ${fmt(all.b.p50, 2)} ms (p99 ${fmt(all.b.p99, 2)}), InfluxDB p50 ${fmt(all.a.p50, 2)} ms (p99 ${fmt(all.a.p99, 2)}) → ratio ${fmt(all.b.p50 / all.a.p50, 2)}`);
+  console.log(
+    `latest of all ${fmt(DEVICES)} devices: Reef p50 ${fmt(all.b.p50, 2)} ms (p99 ${fmt(all.b.p99, 2)}), InfluxDB p50 ${fmt(all.a.p50, 2)} ms (p99 ${fmt(all.a.p99, 2)}) → ratio ${fmt(all.b.p50 / all.a.p50, 2)}`,
+  );
 } finally {
   await reef?.stop();
   await influx.stop();
@@ -233,9 +259,13 @@ try {
 async function interleaved(a: () => Promise<void>, b: () => Promise<void>, n: number) {
   await latency(a, 0, 10);
   await latency(b, 0, 10);
-  const xa: number[] = [], xb: number[] = [];
+  const xa: number[] = [],
+    xb: number[] = [];
   for (let i = 0; i < n; i++) {
-    for (const [f, xs] of [[a, xa], [b, xb]] as const) {
+    for (const [f, xs] of [
+      [a, xa],
+      [b, xb],
+    ] as const) {
       const t = performance.now();
       await f();
       xs.push(performance.now() - t);

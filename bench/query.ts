@@ -40,25 +40,47 @@ const ids: string[] = [];
 for (let d = 0; d < DEVICES; d++) {
   const id = randomUUID();
   ids.push(id);
-  await store.createDevice({ id, tenantId: account.tenantId, groupId: account.groupId, solution: 'StudioSimulation', deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 40 + (d % 100) / 10, longitude: (d % 360) - 180 } } });
+  await store.createDevice({
+    id,
+    tenantId: account.tenantId,
+    groupId: account.groupId,
+    solution: 'StudioSimulation',
+    deviceType: 'VirtualDevice',
+    domainInfo: { location: { latitude: 40 + (d % 100) / 10, longitude: (d % 360) - 180 } },
+  });
   const rows = Array.from({ length: PER_DEVICE }, (_, i) => ({ ts: T0 + i * 10_000, temperature: Math.round((15 + 10 * Math.sin((i + d) / 100)) * 10000) / 10000, extra: null }));
   await store.insertObservations(id, rows);
 }
 for (let k = 0; k < SANDBOX_KITS; k++) {
   await store.createDevice({
-    id: randomUUID(), tenantId: account.tenantId, groupId: account.groupId, solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {},
+    id: randomUUID(),
+    tenantId: account.tenantId,
+    groupId: account.groupId,
+    solution: 'sandbox',
+    deviceType: 'NICDevKit',
+    domainInfo: {},
     provisioningInfo: { status: 'provisioned', timestamp: new Date(T0).toISOString(), vendorMacAddress: (0x1000000000000 + k).toString(16).padStart(16, '0'), vendorNetworkDeviceType: 'MILLI' },
     mac: (0x1000000000000 + k).toString(16).padStart(16, '0'),
   });
 }
-const bytes = pgDb ? Number((await (store as import('../src/store/postgres/postgres-store.ts').PostgresStore).pool.query('SELECT pg_database_size(current_database()) AS n')).rows[0].n) : fs.statSync(path.join(dir, 'reef.db')).size;
+const bytes = pgDb
+  ? Number((await (store as import('../src/store/postgres/postgres-store.ts').PostgresStore).pool.query('SELECT pg_database_size(current_database()) AS n')).rows[0].n)
+  : fs.statSync(path.join(dir, 'reef.db')).size;
 await store.close();
 console.log(`loaded in ${fmt((performance.now() - t) / 1000, 1)} s; ${pgDb ? 'database' : 'file'} ${fmt(bytes / 2 ** 20)} MiB`);
 
 const server = await serve(pgDb ? { REEF_DATA_DIR: dir, REEF_DATABASE_URL: pgDb.url } : { REEF_DATA_DIR: dir });
 const bare = spawn(process.execPath, [path.join(ROOT, 'node_modules/.bin/tsx'), path.join(ROOT, 'bench/bare-server.ts')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env } });
 try {
-  const token = JSON.parse((await request(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ clientId: creds.clientId, clientSecret: creds.clientSecret }) })).body).accessToken as string;
+  const token = JSON.parse(
+    (
+      await request(`${server.url}/api/tokens`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ clientId: creds.clientId, clientSecret: creds.clientSecret }),
+      })
+    ).body,
+  ).accessToken as string;
   const h = { authorization: token };
   const get = (p: string) => async () => {
     const r = await request(`${server.url}${p}`, { headers: h });
@@ -76,16 +98,23 @@ try {
 
   const devicesBody = (await request(`${server.url}/api/solutions/sandbox/devices`, { headers: h })).body;
   bare.kill();
-  const bare2 = spawn(process.execPath, [path.join(ROOT, 'node_modules/.bin/tsx'), path.join(ROOT, 'bench/bare-server.ts')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BARE_PAYLOAD: devicesBody } });
+  const bare2 = spawn(process.execPath, [path.join(ROOT, 'node_modules/.bin/tsx'), path.join(ROOT, 'bench/bare-server.ts')], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, BARE_PAYLOAD: devicesBody },
+  });
   let out = '';
   bare2.stdout!.on('data', (c) => (out += c));
   while (!/listening (\d+)/.test(out)) await new Promise((r) => setTimeout(r, 50));
   const barePort = /listening (\d+)/.exec(out)![1];
   const reefRun = await load(get('/api/solutions/sandbox/devices'), CONCURRENCY, SECONDS * 1000);
-  const bareRun = await load(async () => {
-    const r = await request(`http://127.0.0.1:${barePort}/devices`);
-    if (r.status !== 200) throw new Error('bare failed');
-  }, CONCURRENCY, SECONDS * 1000);
+  const bareRun = await load(
+    async () => {
+      const r = await request(`http://127.0.0.1:${barePort}/devices`);
+      if (r.status !== 200) throw new Error('bare failed');
+    },
+    CONCURRENCY,
+    SECONDS * 1000,
+  );
   bare2.kill('SIGTERM');
   console.log(`GET devices (${SANDBOX_KITS} kits):        ${fmt(reefRun.rps)} req/s, p50 ${fmt(reefRun.p50, 2)} ms`);
   console.log(`bare Fastify, same JSON:      ${fmt(bareRun.rps)} req/s, p50 ${fmt(bareRun.p50, 2)} ms`);

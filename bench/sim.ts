@@ -126,14 +126,18 @@ async function backfill(dir: string) {
   const t1 = performance.now();
   const cpu0 = process.cpuUsage();
   let lastShown = 0;
-  await waitFor('backfill', () => {
-    if (process.stderr.isTTY && performance.now() - lastShown > 1000) {
-      lastShown = performance.now();
-      const done = run.progress.backfillCursor - (Date.parse(sim.startedAt) - perDevice * INTERVAL_MS);
-      process.stderr.write(`\r  backfill ${((done / (perDevice * INTERVAL_MS)) * 100).toFixed(0)}%`);
-    }
-    return !run.backfilling;
-  }, 3_600_000);
+  await waitFor(
+    'backfill',
+    () => {
+      if (process.stderr.isTTY && performance.now() - lastShown > 1000) {
+        lastShown = performance.now();
+        const done = run.progress.backfillCursor - (Date.parse(sim.startedAt) - perDevice * INTERVAL_MS);
+        process.stderr.write(`\r  backfill ${((done / (perDevice * INTERVAL_MS)) * 100).toFixed(0)}%`);
+      }
+      return !run.backfilling;
+    },
+    3_600_000,
+  );
   const t2 = performance.now();
   const cpu = process.cpuUsage(cpu0);
   if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
@@ -189,7 +193,9 @@ try {
   console.log(`\n2. Backfill: ${fmt(DEVICES)} devices × ${fmt(Math.ceil(BACKFILL / DEVICES))} readings`);
   const b = await backfill(path.join(root, 'backfill'));
   console.log(`   provisioning: ${b.provisionS.toFixed(1)} s`);
-  console.log(`   backfill: ${fmt(b.total)} readings in ${b.seconds.toFixed(1)} s = ${fmt(b.rate)} readings/s (target ≥ 100,000)  ${b.rate >= 100_000 ? 'OK' : 'UNDER'}; CPU ${b.cores.toFixed(2)} cores`);
+  console.log(
+    `   backfill: ${fmt(b.total)} readings in ${b.seconds.toFixed(1)} s = ${fmt(b.rate)} readings/s (target ≥ 100,000)  ${b.rate >= 100_000 ? 'OK' : 'UNDER'}; CPU ${b.cores.toFixed(2)} cores`,
+  );
   console.log(`   store alone (insertObservations, ${fmt(b.perDevice)} per call, ready-made): ${fmt(b.baselineN)} in ${(b.baselineN / b.baseline).toFixed(1)} s = ${fmt(b.baseline)} readings/s`);
   console.log(`   ratio backfill / store alone: ${(b.rate / b.baseline).toFixed(2)}`);
   console.log(`   database file: ${(b.dbBytes / 1e9).toFixed(2)} GB`);

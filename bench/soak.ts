@@ -136,8 +136,11 @@ const demoToken = await tokenFor({ clientId: demoId, clientSecret: demoSecret })
 let kitMac: string | undefined;
 for (let i = 0; i < 100 && !kitMac; i++) {
   const list = JSON.parse((await call('GET', '/api/solutions/sandbox/devices', demoToken)).body) as unknown;
-  const devices = (Array.isArray(list) ? list : (list as { devices?: unknown[] }).devices ?? []) as { provisioningInfo?: Record<string, unknown> }[];
-  kitMac = devices.flatMap((d) => Object.values(d.provisioningInfo ?? {})).map(String).find((v) => /^[0-9a-f]{16}$/.test(v));
+  const devices = (Array.isArray(list) ? list : ((list as { devices?: unknown[] }).devices ?? [])) as { provisioningInfo?: Record<string, unknown> }[];
+  kitMac = devices
+    .flatMap((d) => Object.values(d.provisioningInfo ?? {}))
+    .map(String)
+    .find((v) => /^[0-9a-f]{16}$/.test(v));
   if (!kitMac) await new Promise((r) => setTimeout(r, 100));
 }
 if (!kitMac) console.log('soak: no demo kit found; the CoAP clients are idle');
@@ -211,7 +214,11 @@ async function streamer(a: Acct): Promise<void> {
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
-          events += (Buffer.from(value).toString().match(/event: observations/g) ?? []).length;
+          events += (
+            Buffer.from(value)
+              .toString()
+              .match(/event: observations/g) ?? []
+          ).length;
         }
       }
       clearInterval(stop);
@@ -233,7 +240,12 @@ async function coapClient(): Promise<void> {
         const open = await ep.request(gw, { method: Code.POST, uri: '/sessions', payload: Buffer.from(demoToken), timeoutMs: 5000 });
         session = open.code === Code.CREATED;
       }
-      const r = await ep.request(gw, { method: Code.GET, options: [stringOption(Option.PROXY_URI, proxyUri(kitMac, 'mesh.reef.local', '/snsr/arduino/temp?sens'))], confirmable: false, timeoutMs: 5000 });
+      const r = await ep.request(gw, {
+        method: Code.GET,
+        options: [stringOption(Option.PROXY_URI, proxyUri(kitMac, 'mesh.reef.local', '/snsr/arduino/temp?sens'))],
+        confirmable: false,
+        timeoutMs: 5000,
+      });
       if (r.code === Code.CONTENT) coapOk++;
       else {
         coapFail++;
@@ -248,7 +260,9 @@ async function coapClient(): Promise<void> {
   await ep.close();
 }
 
-console.log(`soak: ${CLIENTS} clients, ${MINUTES} min, store ${STORE}, kill -9 every ${KILL_EVERY || '—'} min${STORE === 'postgres' ? `, PostgreSQL restart every ${PG_RESTART_EVERY || '—'} min` : ''}`);
+console.log(
+  `soak: ${CLIENTS} clients, ${MINUTES} min, store ${STORE}, kill -9 every ${KILL_EVERY || '—'} min${STORE === 'postgres' ? `, PostgreSQL restart every ${PG_RESTART_EVERY || '—'} min` : ''}`,
+);
 console.log(`machine: ${machine()}`);
 const workers: Promise<void>[] = [];
 for (let i = 0; i < CLIENTS; i++) {

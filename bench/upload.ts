@@ -105,7 +105,9 @@ try {
   if (cli.code !== 0) throw new Error(`reef observations upload failed: ${cli.stderr}`);
   const summary = JSON.parse(cli.stdout);
   if (summary.stored !== TOTAL) throw new Error(`the CLI stored ${summary.stored} of ${TOTAL}`);
-  const check = await json(`${server.url}/api/solutions/sandbox/devices/${cliDevice}/observations?bucket=1d&from=2025-12-31T00:00:00Z&to=2027-01-01T00:00:00Z`, { headers: { authorization: accessToken } });
+  const check = await json(`${server.url}/api/solutions/sandbox/devices/${cliDevice}/observations?bucket=1d&from=2025-12-31T00:00:00Z&to=2027-01-01T00:00:00Z`, {
+    headers: { authorization: accessToken },
+  });
   const counted = (check.buckets as { count: number }[]).reduce((a, b) => a + b.count, 0);
   if (counted !== TOTAL) throw new Error(`the service holds ${counted} of the CLI's ${TOTAL} observations`);
 
@@ -114,7 +116,9 @@ try {
   const uploadRate = summary.observationsPerSecond as number;
   console.log(`file: ${fmt(bytes / 2 ** 20, 1)} MiB CSV`);
   console.log(`fetch baseline (bench:ingest's HTTP path): ${fmt(baseRate)} obs/s  (${fmt(baseSecs, 2)} s)`);
-  console.log(`reef observations upload, end to end:      ${fmt(cliRate)} obs/s  (${fmt(cli.secs, 2)} s: start ${fmt(cli.secs - summary.checkSeconds - summary.uploadSeconds, 2)} s, check ${fmt(summary.checkSeconds, 2)} s, upload ${fmt(summary.uploadSeconds, 2)} s in ${summary.batches} batches)`);
+  console.log(
+    `reef observations upload, end to end:      ${fmt(cliRate)} obs/s  (${fmt(cli.secs, 2)} s: start ${fmt(cli.secs - summary.checkSeconds - summary.uploadSeconds, 2)} s, check ${fmt(summary.checkSeconds, 2)} s, upload ${fmt(summary.uploadSeconds, 2)} s in ${summary.batches} batches)`,
+  );
   console.log(`reef observations upload, upload pass:     ${fmt(uploadRate)} obs/s`);
   console.log(`ratio CLI end to end / baseline:           ${fmt(cliRate / baseRate, 2)}`);
   console.log(`ratio CLI upload pass / baseline:          ${fmt(uploadRate / baseRate, 2)}`);

@@ -34,7 +34,12 @@ async function main(): Promise<void> {
   // The first paint is what index.html names (its script and modulepreloads); the rest loads on demand.
   const html = fs.readFileSync(path.join(dist, 'index.html'), 'utf8');
   const first = new Set([...html.matchAll(/(?:src|href)="\/(assets\/[^"]+\.js)"/g)].map((m) => m[1]!));
-  let js = 0, jsGz = 0, lazyGz = 0, dataGz = 0, css = 0, cssGz = 0;
+  let js = 0,
+    jsGz = 0,
+    lazyGz = 0,
+    dataGz = 0,
+    css = 0,
+    cssGz = 0;
   for (const f of fs.readdirSync(path.join(dist, 'assets'))) {
     const b = fs.readFileSync(path.join(dist, 'assets', f));
     const gz = gzipSync(b, { level: 9 }).length;
@@ -55,7 +60,8 @@ async function main(): Promise<void> {
     const tok = await fetch(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(c) });
     const token = ((await tok.json()) as { accessToken: string }).accessToken;
     const dev = await fetch(`${server.url}/api/solutions/StudioSimulation/devices`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: token },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: token },
       body: JSON.stringify({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 38.72, longitude: -9.14 } } }),
     });
     const id = ((await dev.json()) as { id: string }).id;
@@ -67,7 +73,9 @@ async function main(): Promise<void> {
     }
     for (let i = 0; i < obs.length; i += 10_000) {
       const r = await fetch(`${server.url}/api/solutions/StudioSimulation/devices/${id}/observations`, {
-        method: 'POST', headers: { 'content-type': 'application/json', authorization: token }, body: JSON.stringify({ observations: obs.slice(i, i + 10_000) }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: token },
+        body: JSON.stringify({ observations: obs.slice(i, i + 10_000) }),
       });
       if (r.status !== 201) throw new Error(`upload failed: ${r.status}`);
     }
@@ -75,8 +83,12 @@ async function main(): Promise<void> {
 
     // Raw vs bucketed, as the app asks for them (raw: pages of 10 000 following next_page).
     const q = `from=${new Date(from).toISOString()}&to=${new Date(now + 1).toISOString()}`;
-    const raw: number[] = [], rawBytes: number[] = [], bucketed: number[] = [], bucketBytes: number[] = [];
-    let rawCount = 0, bucketCount = 0;
+    const raw: number[] = [],
+      rawBytes: number[] = [],
+      bucketed: number[] = [],
+      bucketBytes: number[] = [];
+    let rawCount = 0,
+      bucketCount = 0;
     for (let run = 0; run < RUNS; run++) {
       let t0 = performance.now();
       let url: string | null = `${server.url}/api/solutions/StudioSimulation/devices/${id}/observations?${q}&limit=10000`;
@@ -98,9 +110,12 @@ async function main(): Promise<void> {
       bucketed.push(performance.now() - t0);
       bucketBytes.push(text.length);
     }
-    const rm = median(raw), bm = median(bucketed);
+    const rm = median(raw),
+      bm = median(bucketed);
     console.log(`Fetch 7 days raw (baseline): ${rm.toFixed(0)} ms median of ${RUNS}, ${rawCount} observations, ${kb(median(rawBytes))} JSON`);
-    console.log(`Fetch 7 days bucketed (5m):  ${bm.toFixed(0)} ms median of ${RUNS}, ${bucketCount} buckets, ${kb(median(bucketBytes))} JSON → ${(rm / bm).toFixed(1)}× faster, ${(median(rawBytes) / median(bucketBytes)).toFixed(0)}× smaller`);
+    console.log(
+      `Fetch 7 days bucketed (5m):  ${bm.toFixed(0)} ms median of ${RUNS}, ${bucketCount} buckets, ${kb(median(bucketBytes))} JSON → ${(rm / bm).toFixed(1)}× faster, ${(median(rawBytes) / median(bucketBytes)).toFixed(0)}× smaller`,
+    );
 
     // Connect → plotted 7-day range in Chromium (a fresh page each run; the 7 d preset remembered).
     const times: number[] = [];
@@ -118,17 +133,25 @@ async function main(): Promise<void> {
         (document.getElementById('connect-btn') as HTMLButtonElement).click();
         return t;
       });
-      const t1 = (await (await page.waitForFunction(() => {
-        const info = document.getElementById('plot-info');
-        return info?.dataset.state === 'ready' && info.dataset.bucketed === 'true' && Number(info.dataset.points) > 0 ? performance.now() : 0;
-      }, null, { polling: 'raf', timeout: 60_000 })).jsonValue()) as number;
+      const t1 = (await (
+        await page.waitForFunction(
+          () => {
+            const info = document.getElementById('plot-info');
+            return info?.dataset.state === 'ready' && info.dataset.bucketed === 'true' && Number(info.dataset.points) > 0 ? performance.now() : 0;
+          },
+          null,
+          { polling: 'raf', timeout: 60_000 },
+        )
+      ).jsonValue()) as number;
       times.push(t1 - t0);
       const obsShown = Number(await page.getAttribute('#plot-info', 'data-observations'));
       // The page's 7 days end a little later than the upload's: the oldest few may fall outside.
       if (obsShown < obs.length - 100 || obsShown > obs.length) throw new Error(`the plot stands for ${obsShown} observations, not about ${obs.length}`);
       await context.close();
     }
-    console.log(`Connect → plotted 7 days in Chromium: ${median(times).toFixed(0)} ms median of ${RUNS} (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)}) — target well under 1 s`);
+    console.log(
+      `Connect → plotted 7 days in Chromium: ${median(times).toFixed(0)} ms median of ${RUNS} (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)}) — target well under 1 s`,
+    );
 
     if (WALL_MINUTES > 0) await wallScreen(server.url, c, token, browser);
   } finally {
@@ -145,7 +168,8 @@ async function main(): Promise<void> {
  */
 async function wallScreen(url: string, c: { clientId: string; clientSecret: string }, token: string, browser: import('playwright-core').Browser): Promise<void> {
   const r = await fetch(`${url}/api/solutions/StudioSimulation/simulations`, {
-    method: 'POST', headers: { 'content-type': 'application/json', authorization: token },
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: token },
     body: JSON.stringify({ name: 'wall', devices: WALL_DEVICES, interval: '5s', backfill: '1h', area: { center: { latitude: 38.72, longitude: -9.14 }, radiusKm: 30 } }),
   });
   if (r.status !== 201) throw new Error(`simulation: ${r.status} ${await r.text()}`);
@@ -167,7 +191,13 @@ async function wallScreen(url: string, c: { clientId: string; clientSecret: stri
     const m = (await cdp.send('Performance.getMetrics')) as { metrics: { name: string; value: number }[] };
     const get = (n: string) => m.metrics.find((x) => x.name === n)?.value ?? 0;
     const lastX = Number(await page.getAttribute('#plot-info', 'data-last-x'));
-    return { heapMB: heap.usedSize / 2 ** 20, nodes: get('Nodes'), listeners: get('JSEventListeners'), points: Number(await page.getAttribute('#plot-info', 'data-points')), lagS: Date.now() / 1000 - lastX };
+    return {
+      heapMB: heap.usedSize / 2 ** 20,
+      nodes: get('Nodes'),
+      listeners: get('JSEventListeners'),
+      points: Number(await page.getAttribute('#plot-info', 'data-points')),
+      lagS: Date.now() / 1000 - lastX,
+    };
   };
   console.log(`\nWall screen: ${WALL_DEVICES} devices every 5 s, one followed live (1 h view), ${WALL_MINUTES} min`);
   console.log('min  heap MB  DOM nodes  listeners  plot points  newest point age');
@@ -176,11 +206,14 @@ async function wallScreen(url: string, c: { clientId: string; clientSecret: stri
     if (minute > 0) await new Promise((res) => setTimeout(res, 60_000));
     const s = await sample();
     rows.push(s);
-    console.log(`${String(minute).padStart(3)}  ${s.heapMB.toFixed(2).padStart(7)}  ${String(s.nodes).padStart(9)}  ${String(s.listeners).padStart(9)}  ${String(s.points).padStart(11)}  ${s.lagS.toFixed(0).padStart(6)} s`);
+    console.log(
+      `${String(minute).padStart(3)}  ${s.heapMB.toFixed(2).padStart(7)}  ${String(s.nodes).padStart(9)}  ${String(s.listeners).padStart(9)}  ${String(s.points).padStart(11)}  ${s.lagS.toFixed(0).padStart(6)} s`,
+    );
   }
   // The first minute settles (backfill, first draws); compare minute 1–3 with the last three.
   const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  const head = rows.slice(1, 4), tail = rows.slice(-3);
+  const head = rows.slice(1, 4),
+    tail = rows.slice(-3);
   const dh = avg(tail.map((x) => x.heapMB)) - avg(head.map((x) => x.heapMB));
   const dn = avg(tail.map((x) => x.nodes)) - avg(head.map((x) => x.nodes));
   console.log(`Heap change (last 3 min vs minutes 1–3): ${dh >= 0 ? '+' : ''}${dh.toFixed(2)} MB; DOM nodes: ${dn >= 0 ? '+' : ''}${dn.toFixed(0)}`);

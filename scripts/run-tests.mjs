@@ -12,7 +12,17 @@ const unit = process.argv.includes('--unit');
 const filters = process.argv.slice(2).filter((a) => a !== '--unit');
 
 /** The pure tests: code and documents only. A new pure test file goes here. */
-const UNIT = ['test/core/', 'test/coap/', 'test/config/', 'test/errors-doc.test.ts', 'test/readme-config.test.ts', 'test/architecture.test.ts', 'test/wire-types.test.ts', 'test/sim/model.test.ts'];
+const UNIT = [
+  'test/core/',
+  'test/coap/',
+  'test/config/',
+  'test/errors-doc.test.ts',
+  'test/readme-config.test.ts',
+  'test/architecture.test.ts',
+  'test/wire-types.test.ts',
+  'test/protocol-doc.test.ts',
+  'test/sim/model.test.ts',
+];
 
 function walk(dir, out) {
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {

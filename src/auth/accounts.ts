@@ -34,7 +34,8 @@ const TENANT_ID = /^TN[0-9A-F]{20}$/i;
 export async function createAccount(store: Store, opts: { name: string; group?: string; joinGroup?: string }): Promise<NewCredentials> {
   const name = opts.name.trim();
   if (!name || name.length > 200) throw new ReefError('VALIDATION_FAILED', 'account name must be 1-200 characters', { field: 'name' });
-  if (opts.group !== undefined && opts.joinGroup !== undefined) throw new ReefError('VALIDATION_FAILED', 'give either group (a new group) or joinGroup (an existing one), not both', { field: 'group' });
+  if (opts.group !== undefined && opts.joinGroup !== undefined)
+    throw new ReefError('VALIDATION_FAILED', 'give either group (a new group) or joinGroup (an existing one), not both', { field: 'group' });
   const named = opts.group ?? opts.joinGroup;
   const field = opts.group !== undefined ? 'group' : 'joinGroup';
   if (named !== undefined) {

@@ -37,7 +37,10 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
   const [, n, r, p, saltB64, keyB64] = parts as [string, string, string, string, string, string];
   const expected = Buffer.from(keyB64, 'base64url');
   const got = await scrypt(secret, Buffer.from(saltB64, 'base64url'), expected.length, {
-    N: Number(n), r: Number(r), p: Number(p), maxmem: 64 * 1024 * 1024,
+    N: Number(n),
+    r: Number(r),
+    p: Number(p),
+    maxmem: 64 * 1024 * 1024,
   });
   return got.length === expected.length && timingSafeEqual(got, expected);
 }

@@ -33,7 +33,10 @@ const MAX_KEYS = 100_000;
 export class LoginThrottle {
   private counters = new Map<string, Counter>();
 
-  constructor(private readonly limits: ThrottleLimits, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly limits: ThrottleLimits,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** Starts an attempt or throws RATE_LIMITED (429 with Retry-After). */
   begin(source: string, clientId: string): Attempt {

@@ -43,7 +43,12 @@ export async function run(argv: string[]): Promise<number> {
       }
       case 'list': {
         const rows = (await store.listAccounts()).map((a) => ({
-          tenantId: a.tenantId, name: a.name, group: a.groupId, clientId: a.clientId, disabled: a.disabled, created: new Date(a.createdAt).toISOString(),
+          tenantId: a.tenantId,
+          name: a.name,
+          group: a.groupId,
+          clientId: a.clientId,
+          disabled: a.disabled,
+          created: new Date(a.createdAt).toISOString(),
         }));
         if (json) printJson(rows);
         else printTable(rows, ['tenantId', 'name', 'group', 'clientId', 'disabled', 'created']);

@@ -80,6 +80,10 @@ export function printJson(v: unknown): void {
 export function printTable(rows: Record<string, unknown>[], columns: string[], write: (s: string) => void = (s) => void process.stdout.write(s)): void {
   const cells = rows.map((r) => columns.map((c) => String(r[c] ?? '')));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i]!.length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+  const line = (vals: string[]) =>
+    vals
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
   write([line(columns.map((c) => c.toUpperCase())), ...cells.map(line)].join('\n') + '\n');
 }

@@ -112,7 +112,7 @@ export async function run(argv: string[]): Promise<number> {
     if (!endpointRaw) throw new UsageError('--endpoint is required');
     if (!clientId) throw new UsageError('--client-id is required');
     const endpoint = normalizeEndpoint(endpointRaw);
-    const solution = args.flags.solution && args.flags.solution !== 'true' ? args.flags.solution : stored.solution ?? 'sandbox';
+    const solution = args.flags.solution && args.flags.solution !== 'true' ? args.flags.solution : (stored.solution ?? 'sandbox');
     const clientSecret = await obtainSecret(env);
 
     // Nothing is stored unless the service accepts the credentials.
@@ -148,4 +148,3 @@ export async function runLogout(argv: string[]): Promise<number> {
     return 0;
   });
 }
-

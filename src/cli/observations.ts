@@ -263,7 +263,13 @@ async function get(args: ReturnType<typeof parseArgs>): Promise<number> {
         if (format === 'table') {
           const flat = page.observations.slice(0, 100).map((o) => flatten(o));
           widths = columns.map((c) => Math.max(c.length, ...flat.map((f) => tableCell(f[c], 0).length)));
-          if (page.observations.length) await writeOut(columns.map((c, i) => c.toUpperCase().padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
+          if (page.observations.length)
+            await writeOut(
+              columns
+                .map((c, i) => c.toUpperCase().padEnd(widths[i]!))
+                .join('  ')
+                .trimEnd() + '\n',
+            );
         }
       }
       let chunk = '';
@@ -272,9 +278,13 @@ async function get(args: ReturnType<typeof parseArgs>): Promise<number> {
         else if (format === 'json') chunk += (count ? ',\n' : '\n') + JSON.stringify(o);
         else {
           const f = flatten(o);
-          chunk += format === 'csv'
-            ? columns.map((c) => csvCell(f[c])).join(',') + '\n'
-            : columns.map((c, i) => tableCell(f[c], widths[i]!)).join('  ').trimEnd() + '\n';
+          chunk +=
+            format === 'csv'
+              ? columns.map((c) => csvCell(f[c])).join(',') + '\n'
+              : columns
+                  .map((c, i) => tableCell(f[c], widths[i]!))
+                  .join('  ')
+                  .trimEnd() + '\n';
         }
         count++;
       }

@@ -146,7 +146,15 @@ export async function run(argv: string[], io: SimulateIo = {}): Promise<number> 
         if (json) out(JSON.stringify(simulations, null, 2) + '\n');
         else if (!simulations.length) out('No simulations.\n');
         else {
-          const rows = simulations.map((s) => ({ id: s.id, status: s.status, devices: s.devices, interval: formatDuration(s.params.intervalMs), readings: formatCount(s.observationsProduced), started: s.startedAt, name: s.name ?? '' }));
+          const rows = simulations.map((s) => ({
+            id: s.id,
+            status: s.status,
+            devices: s.devices,
+            interval: formatDuration(s.params.intervalMs),
+            readings: formatCount(s.observationsProduced),
+            started: s.startedAt,
+            name: s.name ?? '',
+          }));
           printTable(rows, ['id', 'status', 'devices', 'interval', 'readings', 'started', 'name'], out);
         }
         return 0;

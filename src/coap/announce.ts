@@ -35,9 +35,24 @@ export interface Announcement {
   seq: number;
   boot: number;
   period: number;
+  /**
+   * Added sensors the kit serves (src/device/sensors.ts): type name and path after the prefix.
+   * Present only when the kit has some, so a kit without added sensors signs what it always did.
+   */
+  sensors?: AnnouncedSensor[];
   /** HMAC-SHA256 of the canonical payload under the kit key, base64url (43 characters). */
   sig?: string;
 }
+
+export interface AnnouncedSensor {
+  type: string;
+  path: string;
+}
+
+/** At most this many added sensors per kit; type names and paths as src/device/sensors.ts allows. */
+export const MAX_ANNOUNCED_SENSORS = 16;
+const SENSOR_TYPE = /^[a-z][a-z0-9_]{0,31}$/;
+const SENSOR_PATH = /^[A-Za-z0-9._~-]{1,32}(\/[A-Za-z0-9._~-]{1,32}){0,3}$/;
 
 /** A kit key: 32 bytes, written as 64 hex digits (what `reef provision` prints). */
 export const KIT_KEY_BYTES = 32;
@@ -57,8 +72,9 @@ export class AnnouncementError extends Error {
 
 /** The signed part of an announcement: its fields in a fixed order, without `sig`. */
 function canonical(a: Announcement): string {
-  const { v, mac, host, port, prefix, fw, cf, seq, boot, period } = a;
-  return JSON.stringify({ v, mac, host, port, prefix, fw, cf, seq, boot, period });
+  const { v, mac, host, port, prefix, fw, cf, seq, boot, period, sensors } = a;
+  if (sensors === undefined) return JSON.stringify({ v, mac, host, port, prefix, fw, cf, seq, boot, period });
+  return JSON.stringify({ v, mac, host, port, prefix, fw, cf, seq, boot, period, sensors: sensors.map((x) => ({ type: x.type, path: x.path })) });
 }
 
 function signature(a: Announcement, key: Buffer): Buffer {
@@ -110,6 +126,16 @@ export function decodeAnnouncement(payload: Uint8Array): Announcement {
   int('seq', 0, Number.MAX_SAFE_INTEGER);
   int('boot', 0, 0xffffffff);
   int('period', 1, 0xffffffff);
+  if (
+    o.sensors !== undefined &&
+    (!Array.isArray(o.sensors) ||
+      o.sensors.length > MAX_ANNOUNCED_SENSORS ||
+      !o.sensors.every((x: unknown) => {
+        const e = x as Record<string, unknown>;
+        return typeof e === 'object' && e !== null && typeof e.type === 'string' && SENSOR_TYPE.test(e.type) && typeof e.path === 'string' && SENSOR_PATH.test(e.path);
+      }))
+  )
+    bad.push('sensors');
   if (o.sig !== undefined && (typeof o.sig !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(o.sig))) bad.push('sig');
   if (bad.length) throw new AnnouncementError(`announcement fields invalid: ${bad.join(', ')}`);
   return o as unknown as Announcement;
@@ -129,4 +155,41 @@ export function announcementMessage(a: Announcement, mid: number, token: Buffer)
 export function isAnnouncement(m: CoapMessage): boolean {
   const p = uriPath(m);
   return m.code === Code.POST && p.length === 1 && p[0] === ANNOUNCE_PATH[0] && (getUintOption(m, Option.CONTENT_FORMAT) ?? ContentFormat.JSON) === ContentFormat.JSON;
+}
+
+/**
+ * The gateway's answer to an accepted announcement: 2.04 with the JSON payload
+ * `{"seq":<the announcement's seq>,"from":<port>,"sig":"<base64url>"}`. `from` is the UDP port the
+ * gateway's requests to kits come from (its kit-facing socket, not the port announcements go to);
+ * a kit that answers only its gateway (seed §5) answers that port of the gateway's address and
+ * nothing else. `sig` is the HMAC-SHA256 under the kit key of `ack|<mac>|<seq>|<from>`, so nobody
+ * without the key can point a kit at another port, and an old answer does not fit a new `seq`.
+ */
+export interface AnnouncementAck {
+  seq: number;
+  from: number;
+}
+
+function ackSignature(mac: string, ack: AnnouncementAck, key: Buffer): Buffer {
+  return createHmac('sha256', key).update(`ack|${mac}|${ack.seq}|${ack.from}`).digest();
+}
+
+export function encodeAnnouncementAck(mac: string, ack: AnnouncementAck, key: Buffer): Buffer {
+  return Buffer.from(JSON.stringify({ seq: ack.seq, from: ack.from, sig: ackSignature(mac, ack, key).toString('base64url') }), 'utf8');
+}
+
+/** The ack in `payload` when it is well formed, answers announcement `seq` and is signed with `key`; else undefined. */
+export function verifyAnnouncementAck(payload: Uint8Array, mac: string, seq: number, key: Buffer): AnnouncementAck | undefined {
+  let o: unknown;
+  try {
+    o = JSON.parse(Buffer.from(payload).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof o !== 'object' || o === null) return undefined;
+  const { seq: s, from, sig } = o as Record<string, unknown>;
+  if (s !== seq || typeof from !== 'number' || !Number.isInteger(from) || from < 1 || from > 65535 || typeof sig !== 'string') return undefined;
+  const got = Buffer.from(sig, 'base64url');
+  const want = ackSignature(mac, { seq, from }, key);
+  return got.length === want.length && timingSafeEqual(got, want) ? { seq, from } : undefined;
 }

@@ -79,9 +79,9 @@ export function decodeCbor(buf: Uint8Array): CborValue {
   };
   const arg = (ai: number): number | bigint => {
     if (ai < 24) return ai;
-    if (ai === 24) return need(1), b[i++];
-    if (ai === 25) return need(2), (i += 2), b.readUInt16BE(i - 2);
-    if (ai === 26) return need(4), (i += 4), b.readUInt32BE(i - 4);
+    if (ai === 24) return (need(1), b.readUInt8(i++));
+    if (ai === 25) return (need(2), (i += 2), b.readUInt16BE(i - 2));
+    if (ai === 26) return (need(4), (i += 4), b.readUInt32BE(i - 4));
     if (ai === 27) {
       need(8);
       const v = b.readBigUInt64BE(i);
@@ -93,7 +93,7 @@ export function decodeCbor(buf: Uint8Array): CborValue {
   const dec = (depth: number): CborValue => {
     if (depth > 32) throw new CborError('CBOR nested too deeply');
     need(1);
-    const ib = b[i++];
+    const ib = b.readUInt8(i++);
     const major = ib >> 5;
     const ai = ib & 0x1f;
     if (major === 7) {
@@ -101,9 +101,9 @@ export function decodeCbor(buf: Uint8Array): CborValue {
       if (ai === 21) return true;
       if (ai === 22) return null;
       if (ai === 23) return undefined;
-      if (ai === 25) return need(2), (i += 2), halfToNumber(b.readUInt16BE(i - 2));
-      if (ai === 26) return need(4), (i += 4), b.readFloatBE(i - 4);
-      if (ai === 27) return need(8), (i += 8), b.readDoubleBE(i - 8);
+      if (ai === 25) return (need(2), (i += 2), halfToNumber(b.readUInt16BE(i - 2)));
+      if (ai === 26) return (need(4), (i += 4), b.readFloatBE(i - 4));
+      if (ai === 27) return (need(8), (i += 8), b.readDoubleBE(i - 8));
       throw new CborError(`unsupported simple value ${ai}`);
     }
     const n = arg(ai);

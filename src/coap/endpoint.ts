@@ -41,6 +41,11 @@ export interface EndpointOptions {
   trace?: (dir: 'in' | 'out', msg: CoapMessage, peer: Peer) => void;
   /** Called for every datagram refused, with the reason (format error, bad option, oversized). */
   onRefused?: (reason: string, peer: Peer, action: 'reset' | 'ignore' | 'respond') => void;
+  /**
+   * Which peers may be heard at all. A datagram from any other peer is dropped before it is parsed:
+   * no answer, no RST, no ACK (a kit reached only through its gateway, seed §5). Default: everyone.
+   */
+  accept?: (peer: Peer) => boolean;
 }
 
 export interface RequestOptions {
@@ -79,6 +84,8 @@ export interface EndpointStats {
   duplicates: number;
   refused: number;
   resets: number;
+  /** Datagrams from peers `accept` turned away, dropped unanswered. */
+  filtered: number;
 }
 
 interface Transaction {
@@ -120,7 +127,7 @@ export class CoapEndpoint extends EventEmitter {
   readonly socket: dgram.Socket;
   readonly params: TransmissionParams;
   readonly times: DerivedTimes;
-  readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0 };
+  readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0, filtered: 0 };
   private handler: RequestHandler | undefined;
   private mid: number;
   private readonly random: () => number;
@@ -129,6 +136,7 @@ export class CoapEndpoint extends EventEmitter {
   private readonly dedupCap: number;
   private readonly traceFn: EndpointOptions['trace'];
   private readonly refusedFn: EndpointOptions['onRefused'];
+  private readonly acceptFn: EndpointOptions['accept'];
   private readonly transactions = new Map<string, Transaction>();
   private readonly pending = new Map<string, Pending>();
   private readonly seen = new Map<string, Remembered>();
@@ -148,6 +156,7 @@ export class CoapEndpoint extends EventEmitter {
     this.dedupCap = opts.dedupCapacity ?? 8192;
     this.traceFn = opts.trace;
     this.refusedFn = opts.onRefused;
+    this.acceptFn = opts.accept;
     socket.on('message', (buf, rinfo) => this.receive(buf, { address: rinfo.address, port: rinfo.port }));
     socket.on('error', (e) => this.emit('error', e));
   }
@@ -204,7 +213,8 @@ export class CoapEndpoint extends EventEmitter {
    * Sends a CON and retransmits it (RFC 7252 §4.2) until an ACK or RST arrives or MAX_RETRANSMIT
    * is exhausted. Resolves 'ack', 'reset' or 'timeout'.
    */
-  sendCon(peer: Peer, msg: CoapMessage): Promise<{ result: DeliveryResult; ack?: CoapMessage }> {
+  sendCon(peer: Peer, msg: CoapMessage, o: { maxRetransmit?: number } = {}): Promise<{ result: DeliveryResult; ack?: CoapMessage }> {
+    const maxRetransmit = o.maxRetransmit ?? this.params.maxRetransmit;
     msg.type = CON;
     const key = `${peerKey(peer)}|${msg.mid}`;
     return new Promise((resolve) => {
@@ -224,7 +234,7 @@ export class CoapEndpoint extends EventEmitter {
       this.transactions.set(key, t);
       const fire = (): void => {
         if (this.closed) return t.done('timeout');
-        if (t.tries > this.params.maxRetransmit) return t.done('timeout');
+        if (t.tries > maxRetransmit) return t.done('timeout');
         if (t.tries > 0) this.stats.retransmitted++;
         this.write(peer, t.data, t.tries === 0 ? msg : undefined);
         t.tries++;
@@ -349,6 +359,10 @@ export class CoapEndpoint extends EventEmitter {
 
   private receive(buf: Buffer, peer: Peer): void {
     if (this.closed) return;
+    if (this.acceptFn && !this.acceptFn(peer)) {
+      this.stats.filtered++;
+      return;
+    }
     this.stats.received++;
     if (buf.length > this.maxSize) return this.oversized(buf, peer);
     const c = classifyDatagram(buf, this.recognized);
@@ -385,7 +399,10 @@ export class CoapEndpoint extends EventEmitter {
     if (m && isRequestCode(m.code) && (m.type === CON || m.type === NON)) {
       this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'respond');
       // §5.9.2.9: 4.13 with Size1 telling the largest acceptable size.
-      return this.sendRaw(peer, responseTo(m, Code.REQUEST_ENTITY_TOO_LARGE, () => this.nextMid(), [uintOption(Option.SIZE1, this.maxSize)]));
+      return this.sendRaw(
+        peer,
+        responseTo(m, Code.REQUEST_ENTITY_TOO_LARGE, () => this.nextMid(), [uintOption(Option.SIZE1, this.maxSize)]),
+      );
     }
     this.refuse(`datagram of ${buf.length} bytes exceeds ${this.maxSize}`, peer, 'ignore');
   }

@@ -58,10 +58,11 @@ export const MAX_MESSAGE_SIZE = 65507;
 export function parseMessage(buf: Uint8Array): CoapMessage {
   const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   if (b.length < 4) throw new CoapFormatError(`datagram of ${b.length} bytes is shorter than the 4-byte header`, 'ignore');
-  const version = b[0] >> 6;
-  const type = ((b[0] >> 4) & 3) as MessageType;
-  const tkl = b[0] & 0x0f;
-  const code = b[1];
+  const b0 = b.readUInt8(0);
+  const version = b0 >> 6;
+  const type = ((b0 >> 4) & 3) as MessageType;
+  const tkl = b0 & 0x0f;
+  const code = b.readUInt8(1);
   const mid = b.readUInt16BE(2);
   // §3: messages with unknown version numbers MUST be silently ignored.
   if (version !== 1) throw new CoapFormatError(`unknown CoAP version ${version}`, 'ignore', mid, type);
@@ -86,7 +87,7 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
   let num = 0;
   let payload = Buffer.alloc(0);
   while (i < b.length) {
-    const byte = b[i];
+    const byte = b.readUInt8(i);
     if (byte === 0xff) {
       // §3: a marker followed by a zero-length payload MUST be processed as a format error.
       if (i + 1 >= b.length) fail('payload marker followed by an empty payload');
@@ -101,7 +102,7 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
     if (len === 15) fail('option length 15 is reserved');
     if (delta === 13) {
       if (i >= b.length) fail('truncated extended option delta');
-      delta = b[i++] + 13;
+      delta = b.readUInt8(i++) + 13;
     } else if (delta === 14) {
       if (i + 1 >= b.length) fail('truncated extended option delta');
       delta = b.readUInt16BE(i) + 269;
@@ -109,7 +110,7 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
     }
     if (len === 13) {
       if (i >= b.length) fail('truncated extended option length');
-      len = b[i++] + 13;
+      len = b.readUInt8(i++) + 13;
     } else if (len === 14) {
       if (i + 1 >= b.length) fail('truncated extended option length');
       len = b.readUInt16BE(i) + 269;

@@ -95,3 +95,33 @@ export function celsiusToFahrenheit(c: number): number {
 export function fahrenheitToCelsius(f: number): number {
   return ((f - 32) * 5) / 9;
 }
+
+/**
+ * A reading of an added sensor (seed §4.4: "a resource URI of an added sensor must be registered in
+ * the server's configuration header"): the temperature's form with the sensor's own unit,
+ * `<epoch seconds>,<value>,<unit>` (e.g. `1553212345,45.2,%`), or in CBOR {0: "<type>", 1: text}.
+ */
+export interface SensorReading {
+  epoch: number;
+  value: number;
+  unit: string;
+}
+
+/** A unit of an added sensor: 1..8 printable characters, no comma or space (`%`, `lx`, `V`, `hPa`). */
+export const SENSOR_UNIT = /^[^\s,]{1,8}$/;
+
+export function encodeSensorReading(r: SensorReading, decimals: number, cbor: boolean, type: string): EncodedPayload {
+  const text = `${Math.floor(r.epoch)},${r.value.toFixed(decimals)},${r.unit}`;
+  return cbor ? { payload: wrapCbor(text, type), contentFormat: ContentFormat.CBOR } : { payload: Buffer.from(text, 'utf8'), contentFormat: ContentFormat.TEXT_PLAIN };
+}
+
+const SENSOR_READING = /^(\d{1,12}),(-?\d+(?:\.\d+)?),([^\s,]{1,8})$/;
+
+/** Decodes an added sensor's reading in either form; throws ReadingFormatError otherwise. */
+export function decodeSensorReading(payload: Uint8Array, contentFormat?: number): SensorReading {
+  const cbor = contentFormat === ContentFormat.CBOR || ((contentFormat === undefined || contentFormat === ContentFormat.LEGACY_KIT) && payload[0] === 0xa2);
+  const text = (cbor ? unwrapCbor(payload).text : Buffer.from(payload).toString('utf8')).trim();
+  const m = SENSOR_READING.exec(text);
+  if (!m) throw new ReadingFormatError(`not a sensor reading: ${JSON.stringify(text.slice(0, 64))}`);
+  return { epoch: Number(m[1]), value: Number(m[2]), unit: m[3]! };
+}

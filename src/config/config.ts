@@ -187,7 +187,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
 function parseKits(v: string, problems: string[]): { mac: string; host: string; port: number }[] {
   if (!v) return [];
   const kits: { mac: string; host: string; port: number }[] = [];
-  for (const entry of v.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of v
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const m = /^([0-9a-fA-F:-]{16,23})=(.+):(\d{1,5})$/.exec(entry);
     const mac = m ? m[1]!.replace(/[:-]/g, '').toLowerCase() : '';
     const port = m ? Number(m[3]) : 0;

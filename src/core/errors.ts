@@ -76,11 +76,7 @@ export class ReefError extends Error {
   /** Allowed methods (405). */
   readonly allow?: string[];
 
-  constructor(
-    code: ErrorCode,
-    message?: string,
-    extra: { field?: string; retryAfter?: number; allow?: string[]; cause?: unknown } = {},
-  ) {
+  constructor(code: ErrorCode, message?: string, extra: { field?: string; retryAfter?: number; allow?: string[]; cause?: unknown } = {}) {
     super(message ?? ERRORS[code].title, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.name = 'ReefError';
     this.code = code;

@@ -13,11 +13,9 @@ export const MAC16 = /^[0-9a-fA-F]{16}$/;
 
 export function solutionName(name: string): string {
   if (!SOLUTION_NAME.test(name) || name.includes('..')) {
-    throw new ReefError(
-      'INVALID_SOLUTION_NAME',
-      `solution name ${JSON.stringify(name.slice(0, 80))} is not allowed: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit`,
-      { field: 'solution' },
-    );
+    throw new ReefError('INVALID_SOLUTION_NAME', `solution name ${JSON.stringify(name.slice(0, 80))} is not allowed: use 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit`, {
+      field: 'solution',
+    });
   }
   return name;
 }
@@ -52,7 +50,7 @@ const DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22];
 
 // Top-level helpers rather than closures: a closure per call costs an allocation per observation.
 function digitsBad(s: string): boolean {
-  for (let i = 0; i < DIGITS.length; i++) if (s.charCodeAt(DIGITS[i]!) - 48 >>> 0 > 9) return true;
+  for (let i = 0; i < DIGITS.length; i++) if ((s.charCodeAt(DIGITS[i]!) - 48) >>> 0 > 9) return true;
   return false;
 }
 function two(s: string, i: number): number {
@@ -60,15 +58,30 @@ function two(s: string, i: number): number {
 }
 
 function canonicalIso(s: string): number {
-  if (s.length !== 24 || s.charCodeAt(23) !== 90 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 ||
-    s.charCodeAt(13) !== 58 || s.charCodeAt(16) !== 58 || s.charCodeAt(19) !== 46 || digitsBad(s)) return -1;
-  const y = two(s, 0) * 100 + two(s, 2), mo = two(s, 5), d = two(s, 8);
-  const h = two(s, 11), mi = two(s, 14), sec = two(s, 17), ms = two(s, 20) * 10 + s.charCodeAt(22) - 48;
+  if (
+    s.length !== 24 ||
+    s.charCodeAt(23) !== 90 ||
+    s.charCodeAt(4) !== 45 ||
+    s.charCodeAt(7) !== 45 ||
+    s.charCodeAt(10) !== 84 ||
+    s.charCodeAt(13) !== 58 ||
+    s.charCodeAt(16) !== 58 ||
+    s.charCodeAt(19) !== 46 ||
+    digitsBad(s)
+  )
+    return -1;
+  const y = two(s, 0) * 100 + two(s, 2),
+    mo = two(s, 5),
+    d = two(s, 8);
+  const h = two(s, 11),
+    mi = two(s, 14),
+    sec = two(s, 17),
+    ms = two(s, 20) * 10 + s.charCodeAt(22) - 48;
   if (y < 1970 || h > 23 || mi > 59 || sec > 59) return -1;
   const date = y * 10000 + mo * 100 + d;
   if (date !== lastDate) {
     if (mo < 1 || mo > 12 || d < 1) return -1;
-    const leap = mo === 2 && (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0)) ? 1 : 0;
+    const leap = mo === 2 && y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 1 : 0;
     if (d > DAYS[mo - 1]! + leap) return -1;
     lastDayMs = Date.UTC(y, mo - 1, d);
     lastDate = date;

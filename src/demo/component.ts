@@ -43,7 +43,7 @@ export function demoKitComponent(gateway: () => GatewayComponent | null | undefi
         const a = gw.address();
         const uri = `coap://${a.address === '0.0.0.0' ? '127.0.0.1' : a.address}:${a.port}`;
         return [
-          `  Demo dev kit ${c.demoMac} (in sandbox); with TOKEN set to an access token of the demo account:`,
+          `  Demo dev kit ${c.demoMac} (in sandbox; like a real kit it answers only through this gateway); with TOKEN set to an access token of the demo account:`,
           `    coap-client-notls -p 50000 -m post -e "$TOKEN" ${uri}/sessions`,
           `    coap-client-notls -p 50000 -P ${uri} "${proxyUri(c.demoMac, s.config.gateway.meshDomain, '/snsr/arduino/temp?sens')}"`,
         ];

@@ -23,7 +23,7 @@ export interface DeviceConfig {
   /** Application processor version shown by GET / of the bare prefix. */
   appVersion: string;
   gateway: GatewayAddress | undefined;
-  /** LOG_LEVEL 0..7 (0 mutes; 7 traces every HDLC frame and CoAP message). */
+  /** LOG_LEVEL 0..7 (0 mutes; 7 traces every HDLC frame and CoAP message); names like LOG_DEBUG accepted. */
   logLevel: number;
   /** UART_TIMEOUT_IN_MS: HDLC response and inter-byte timeout. */
   uartTimeoutMs: number;
@@ -52,12 +52,28 @@ export interface DeviceConfig {
   /** CoAP ACK_TIMEOUT of the module's CON notifications (RFC 7252 §4.8). */
   ackTimeoutMs: number;
   maxRetransmit: number;
-  /** HDLC over two serial/pty paths "module-side,sensor-side" instead of in process. */
+  /** HDLC over two serial/pty paths "module-side,sensor-side" instead of in process (UART_PTR). */
   serial: [string, string] | undefined;
+  /** The firmware's UART_PTR: the same choice of the UART that carries HDLC, by the firmware's name. */
+  uartPtr: [string, string] | undefined;
+  /** SER_MON_PTR: the serial path of the serial monitor (else the terminal of `reef device`). */
+  serMonPtr: string | undefined;
+  /** The network module's diagnostic port (seed §4.4, §8): a serial/pty path, 115200 baud. */
+  diag: string | undefined;
+  /** Mesh domain of the kit's host name SSN<MAC>.<domain> (a system variable of the module). */
+  meshDomain: string;
+  /** Directory of the kits' preference files (`<mac>.json`, written by the console's `save`). */
+  stateDir: string | undefined;
   /** The kit key `reef provision` printed (64 hex digits): signs announcements (docs/security.md). */
   key: string | undefined;
   /** A file of `<mac> <key>` lines, one per kit of a fleet (`#` comments allowed). */
   keyFile: string | undefined;
+  /** Answer peers other than the gateway (lab use). Off: only the gateway reaches the kit (seed §5). */
+  allowDirect: boolean;
+  /** The sensor configuration file registering added sensors (src/device/sensors.ts). */
+  sensors: string | undefined;
+  /** Answer observe registrations 2.03 with Observe, as the Sensor API firmware (default 2.05, RFC 7641). */
+  observe203: boolean;
 }
 
 export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
@@ -87,12 +103,47 @@ export const DEVICE_DEFAULTS: Readonly<DeviceConfig> = Object.freeze({
   ackTimeoutMs: 2000,
   maxRetransmit: 4,
   serial: undefined,
+  uartPtr: undefined,
+  serMonPtr: undefined,
+  diag: undefined,
+  stateDir: undefined,
+  meshDomain: 'mesh.reef.local',
   key: undefined,
   keyFile: undefined,
+  allowDirect: false,
+  sensors: undefined,
+  observe203: false,
 });
 
 type Key = keyof DeviceConfig;
 type Parser = (s: string) => unknown;
+
+/**
+ * LOG_LEVEL by name as the firmware's constants are written (seed §4.4: `LOG_DEBUG`), in syslog's
+ * numbering (RFC 5424 §6.2.1), which the kit's levels follow: 0 mutes, 7 is the most verbose. The
+ * kit's own short names (wire §2: EMRG..DEBG) and `LOG_NONE` are accepted too, in any case.
+ */
+export const LOG_LEVEL_NAMES: Record<string, number> = {
+  LOG_NONE: 0,
+  LOG_EMERG: 0,
+  LOG_ALERT: 1,
+  LOG_CRIT: 2,
+  LOG_ERR: 3,
+  LOG_WARNING: 4,
+  LOG_NOTICE: 5,
+  LOG_INFO: 6,
+  LOG_DEBUG: 7,
+};
+const SHORT_LEVELS = ['EMRG', 'ALRT', 'CRIT', 'ERR', 'WARN', 'NOTE', 'INFO', 'DEBG'];
+
+export function parseLogLevel(s: string): number {
+  const t = s.trim().toUpperCase();
+  if (/^\d+$/.test(t)) return Number(t);
+  const named = LOG_LEVEL_NAMES[t] ?? LOG_LEVEL_NAMES[`LOG_${t}`];
+  if (named !== undefined) return named;
+  const short = SHORT_LEVELS.indexOf(t.replace(/^LOG_/, ''));
+  return short >= 0 ? short : NaN;
+}
 
 function parseBool(s: string): boolean | undefined {
   if (/^(1|true|yes|on)$/i.test(s)) return true;
@@ -104,7 +155,8 @@ function parseHostPort(s: string): GatewayAddress | undefined | null {
   if (s === '' || s === 'none') return undefined;
   const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(s.trim());
   if (!m) return null;
-  return { address: m[1] === 'localhost' ? '127.0.0.1' : m[1], port: Number(m[2]) };
+  const [, host = '', port] = m;
+  return { address: host === 'localhost' ? '127.0.0.1' : host, port: Number(port) };
 }
 
 /** Every setting: its environment name and how its text is read. */
@@ -116,7 +168,7 @@ export const DEVICE_SETTINGS: Record<Key, { env: string; parse: Parser }> = {
   firmware: { env: 'REEF_DEVICE_FIRMWARE', parse: (s) => s },
   appVersion: { env: 'REEF_DEVICE_APP_VERSION', parse: (s) => s },
   gateway: { env: 'REEF_DEVICE_GATEWAY', parse: parseHostPort },
-  logLevel: { env: 'REEF_DEVICE_LOG_LEVEL', parse: Number },
+  logLevel: { env: 'REEF_DEVICE_LOG_LEVEL', parse: parseLogLevel },
   uartTimeoutMs: { env: 'REEF_DEVICE_UART_TIMEOUT_IN_MS', parse: (s) => parseDuration(s, 'ms') },
   maxAgeSec: { env: 'REEF_DEVICE_COAP_MSG_MAX_AGE_IN_SECS', parse: Number },
   periodMs: { env: 'REEF_DEVICE_PERIOD', parse: (s) => parseDuration(s, 's') },
@@ -135,8 +187,16 @@ export const DEVICE_SETTINGS: Record<Key, { env: string; parse: Parser }> = {
   ackTimeoutMs: { env: 'REEF_DEVICE_ACK_TIMEOUT', parse: (s) => parseDuration(s, 'ms') },
   maxRetransmit: { env: 'REEF_DEVICE_MAX_RETRANSMIT', parse: Number },
   serial: { env: 'REEF_DEVICE_SERIAL', parse: (s) => (s === '' ? undefined : s.split(',')) },
+  uartPtr: { env: 'REEF_DEVICE_UART_PTR', parse: (s) => (s === '' ? undefined : s.split(',')) },
+  serMonPtr: { env: 'REEF_DEVICE_SER_MON_PTR', parse: (s) => (s === '' ? undefined : s) },
+  diag: { env: 'REEF_DEVICE_DIAG', parse: (s) => (s === '' ? undefined : s) },
+  stateDir: { env: 'REEF_DEVICE_STATE_DIR', parse: (s) => (s === '' ? undefined : s) },
+  meshDomain: { env: 'REEF_DEVICE_MESH_DOMAIN', parse: (s) => s.trim().toLowerCase() },
   key: { env: 'REEF_DEVICE_KEY', parse: (s) => (s === '' ? undefined : s.trim().toLowerCase()) },
   keyFile: { env: 'REEF_DEVICE_KEY_FILE', parse: (s) => (s === '' ? undefined : s) },
+  allowDirect: { env: 'REEF_DEVICE_ALLOW_DIRECT', parse: parseBool },
+  sensors: { env: 'REEF_DEVICE_SENSORS', parse: (s) => (s === '' ? undefined : s) },
+  observe203: { env: 'REEF_DEVICE_OBSERVE_203', parse: parseBool },
 };
 
 const int = (v: unknown, min: number, max: number): boolean => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
@@ -155,13 +215,16 @@ export function deviceConfigProblems(c: Record<Key, unknown>): string[] {
   need(typeof c.firmware === 'string' && /^\d+\.\d+\.\d+\.\d+$/.test(c.firmware), 'firmware', 'must look like 1.2.1000.117958');
   need(typeof c.appVersion === 'string' && c.appVersion.length > 0 && c.appVersion.length <= 32, 'appVersion', 'must be 1..32 characters');
   need(c.gateway === undefined || (typeof c.gateway === 'object' && c.gateway !== null && int((c.gateway as GatewayAddress).port, 1, 65535)), 'gateway', 'must be host:port');
-  need(int(c.logLevel, 0, 7), 'logLevel', 'must be 0..7');
+  need(int(c.logLevel, 0, 7), 'logLevel', `must be 0..7 or a name (${Object.keys(LOG_LEVEL_NAMES).join(', ')})`);
   need(int(c.uartTimeoutMs, 1, 600_000), 'uartTimeoutMs', 'must be 1 ms..600 s');
   need(int(c.maxAgeSec, 0, 0xffffffff), 'maxAgeSec', 'must be 0..4294967295 seconds');
   need(int(c.periodMs, 10, 86_400_000), 'periodMs', 'must be a duration 10 ms..24 h');
   need(int(c.conEvery, 0, 1000), 'conEvery', 'must be 0..1000');
   need(int(c.observeLimit, 1, 64), 'observeLimit', 'must be 1..64');
   need(typeof c.cbor === 'boolean', 'cbor', 'must be true or false');
+  need(typeof c.allowDirect === 'boolean', 'allowDirect', 'must be true or false');
+  need(typeof c.observe203 === 'boolean', 'observe203', 'must be true or false');
+  need(c.sensors === undefined || (typeof c.sensors === 'string' && c.sensors.length > 0), 'sensors', 'must be a path');
   need(int(c.announceIntervalMs, 0, 86_400_000), 'announceIntervalMs', 'must be a duration up to 24 h (0 disables repeats)');
   need(int(c.timeSyncIntervalMs, 0, 86_400_000 * 7), 'timeSyncIntervalMs', 'must be a duration up to 7 d (0 disables repeats)');
   need(int(c.monitorWindowMs, 0, 600_000), 'monitorWindowMs', 'must be a duration up to 600 s');
@@ -176,7 +239,24 @@ export function deviceConfigProblems(c: Record<Key, unknown>): string[] {
   need(c.key === undefined || (typeof c.key === 'string' && /^[0-9a-f]{64}$/.test(c.key)), 'key', 'must be the 64 hex digits `reef provision` printed');
   need(c.key === undefined || c.count === 1, 'key', 'is for one kit: give a fleet its keys with --key-file');
   need(c.keyFile === undefined || (typeof c.keyFile === 'string' && c.keyFile.length > 0), 'keyFile', 'must be a path');
-  need(c.serial === undefined || (Array.isArray(c.serial) && c.serial.length === 2 && c.serial.every((s) => typeof s === 'string' && s.length > 0)), 'serial', 'must be two paths "module-side,sensor-side"');
+  need(
+    c.serial === undefined || (Array.isArray(c.serial) && c.serial.length === 2 && c.serial.every((s) => typeof s === 'string' && s.length > 0)),
+    'serial',
+    'must be two paths "module-side,sensor-side"',
+  );
+  need(
+    c.uartPtr === undefined || (Array.isArray(c.uartPtr) && c.uartPtr.length === 2 && c.uartPtr.every((s) => typeof s === 'string' && s.length > 0)),
+    'uartPtr',
+    'must be two paths "module-side,sensor-side"',
+  );
+  need(c.uartPtr === undefined || c.serial === undefined || String(c.uartPtr) === String(c.serial), 'uartPtr', 'names other paths than serial: give one of them');
+  need(
+    typeof c.meshDomain === 'string' && /^[a-z0-9]([a-z0-9-]{0,62}\.)*[a-z0-9-]{1,63}$/.test(c.meshDomain) && c.meshDomain.length <= 200,
+    'meshDomain',
+    'must be a domain name like mesh.reef.local',
+  );
+  for (const k of ['serMonPtr', 'diag', 'stateDir'] as const) need(c[k] === undefined || (typeof c[k] === 'string' && (c[k] as string).length > 0), k, 'must be a path');
+  need((c.diag === undefined && c.serMonPtr === undefined) || c.count === 1, 'diag', 'and serMonPtr serve one kit: run one kit per console');
   return p;
 }
 
@@ -194,7 +274,11 @@ export function loadDeviceConfig(values: Partial<Record<Key, unknown>> = {}, env
     if (v === undefined) continue;
     if (typeof v === 'string') {
       v = s.parse(v);
-      if (v === null || (typeof v === 'number' && Number.isNaN(v)) || (v === undefined && !['gateway', 'serial', 'key', 'keyFile'].includes(key))) {
+      if (
+        v === null ||
+        (typeof v === 'number' && Number.isNaN(v)) ||
+        (v === undefined && !['gateway', 'serial', 'key', 'keyFile', 'sensors', 'uartPtr', 'serMonPtr', 'diag', 'stateDir'].includes(key))
+      ) {
         bad.push(`${key} (${s.env}) is not readable: ${JSON.stringify(key in values ? values[key] : fromEnv)}`);
         continue;
       }
@@ -202,7 +286,9 @@ export function loadDeviceConfig(values: Partial<Record<Key, unknown>> = {}, env
     out[key] = v;
   }
   const problems = [...bad, ...deviceConfigProblems(out as Record<Key, unknown>).filter((p) => !bad.some((b) => b.startsWith(p.split(' ')[0] + ' ')))];
-  if (problems.length) throw new ReefError('VALIDATION_FAILED', `device configuration invalid: ${problems.join('; ')}`, { field: problems.length === 1 ? problems[0].split(' ')[0] : 'device' });
+  if (problems.length) throw new ReefError('VALIDATION_FAILED', `device configuration invalid: ${problems.join('; ')}`, { field: problems.length === 1 ? problems[0]!.split(' ')[0] : 'device' });
+  // UART_PTR is the firmware's name for the choice `serial` makes: one setting, two names.
+  if (out.uartPtr !== undefined) out.serial = out.uartPtr;
   return out as unknown as DeviceConfig;
 }
 

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import { DeviceConfig, loadKitKeys, macPlus } from './config.ts';
 import { Kit, KitOptions } from './kit.ts';
 import { LogSink } from './log.ts';
+import { loadSensorConfig } from './sensors.ts';
 
 export class Fleet {
   readonly kits: Kit[] = [];
@@ -14,8 +15,9 @@ export class Fleet {
   ) {
     if (config.serial && config.count > 1) throw new Error('a serial HDLC path serves one kit only');
     const keys = loadKitKeys(config, (f) => fs.readFileSync(f, 'utf8'));
+    const sensors = config.sensors ? loadSensorConfig(config.sensors, (f) => fs.readFileSync(f, 'utf8')) : [];
     for (let i = 0; i < config.count; i++) {
-      const ko: KitOptions = { index: i };
+      const ko: KitOptions = { index: i, sensors };
       if (o.monitor) ko.monitor = o.monitor;
       if (o.random) ko.random = o.random;
       if (o.onGateway) ko.onGateway = o.onGateway;

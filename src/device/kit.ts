@@ -12,6 +12,7 @@ import { ByteStream, duplexPair, openSerialPort } from './hdlc/transport.ts';
 import { DeviceLog, LogSink } from './log.ts';
 import { NetworkModule, prefixFor } from './module.ts';
 import { Sensor } from './sensor.ts';
+import { AddedSensorSpec, loadSensorConfig } from './sensors.ts';
 import { seedFrom, TemperatureModel } from './temperature-model.ts';
 
 export interface KitOptions {
@@ -24,6 +25,8 @@ export interface KitOptions {
   key?: Buffer;
   /** Told whether the gateway acknowledged the kit's announcements (`reef device` prints it). */
   onGateway?: (mac: string, accepted: boolean) => void;
+  /** Added sensors (a fleet reads its file once); else from config.sensors. */
+  sensors?: AddedSensorSpec[];
 }
 
 export class Kit {
@@ -34,9 +37,14 @@ export class Kit {
   readonly primary: PrimaryStation;
   readonly secondary: SecondaryStation;
   readonly streams: [ByteStream, ByteStream];
+  readonly addedSensors: AddedSensorSpec[];
   private resetAt = 0;
   private monitorWaiter: (() => void) | undefined;
   private started = false;
+  /** SER_MON_PTR: the serial monitor's line, when it is a path rather than the terminal. */
+  private readonly monitorLine: ByteStream | undefined;
+  /** Monitors that tried to connect after the window (their output stays off until the next reset). */
+  monitorRefused = 0;
 
   constructor(
     readonly config: DeviceConfig,
@@ -46,11 +54,26 @@ export class Kit {
     this.mac = macPlus(config.mac, i);
     this.log = new DeviceLog(config.logLevel, config.count > 1 ? `[${this.mac}] ` : '');
     if (o.monitor) this.log.sink = o.monitor;
-    const trace = (side: string): FrameTrace => (dir, f) => {
-      if (this.log.on(7)) this.log.debug(`hdlc ${side} ${dir} ${describeFrame(f)}`);
-    };
+    if (config.serMonPtr) {
+      // A monitor "connects" when it sends anything on the line (the software analogue of the USB
+      // port's DTR): within the window after reset the log goes to that line; after it, nothing.
+      const line = openSerialPort(config.serMonPtr);
+      this.monitorLine = line;
+      line.onData(() => {
+        if (this.log.sink) return;
+        if (this.attachMonitor((l) => line.write(Buffer.from(l + '\r\n')))) this.log.note(`serial monitor attached on ${config.serMonPtr}`);
+        else this.monitorRefused++;
+      });
+    }
+    const trace =
+      (side: string): FrameTrace =>
+      (dir, f) => {
+        if (this.log.on(7)) this.log.debug(`hdlc ${side} ${dir} ${describeFrame(f)}`);
+      };
     this.streams = config.serial ? [openSerialPort(config.serial[0]), openSerialPort(config.serial[1])] : duplexPair();
     const bootEpoch = Date.now();
+    const added = o.sensors ?? (config.sensors ? loadSensorConfig(config.sensors, (f) => fs.readFileSync(f, 'utf8')) : []);
+    this.addedSensors = added;
     this.sensor = new Sensor({
       version: config.appVersion,
       prefix: prefixFor(config.firmware),
@@ -66,6 +89,11 @@ export class Kit {
       model: new TemperatureModel({ seed: config.seed || seedFrom(this.mac), baseC: config.baseC, swingC: config.swingC, noiseC: config.noiseC, sensorPresent: config.sensorPresent }),
       log: this.log,
       ...(o.random ? { random: o.random } : {}),
+      added: added.map((spec) => ({
+        spec,
+        model: new TemperatureModel({ seed: seedFrom(`${this.mac}/${spec.type}`), baseC: spec.base, swingC: spec.swing, noiseC: spec.noise, spread: 0 }),
+      })),
+      observe203: config.observe203,
     });
     this.secondary = new SecondaryStation(this.streams[1], {
       timeoutMs: config.uartTimeoutMs,
@@ -98,6 +126,8 @@ export class Kit {
       bootEpoch,
       ...withKey(o.key ?? loadKitKeys(config, (f) => fs.readFileSync(f, 'utf8')).get(this.mac)),
       onGateway: (accepted) => o.onGateway?.(this.mac, accepted),
+      allowDirect: config.allowDirect,
+      sensors: added.map((a) => ({ type: a.type, path: a.path.join('/') })),
     });
   }
 
@@ -128,7 +158,10 @@ export class Kit {
     this.started = true;
     await this.module.start();
     await this.primary.connect();
-    this.log.note(`kit ${this.mac} up on ${this.address().address}:${this.address().port} (prefix /${this.module.prefix}, firmware ${this.config.firmware})`);
+    const at = `${this.address().address}:${this.address().port} (prefix /${this.module.prefix}, firmware ${this.config.firmware})`;
+    // With a gateway the kit is "up" only once the gateway accepts it (the module says which, item 7 of issue 16).
+    if (this.config.gateway) this.log.note(`kit ${this.mac} started on ${at}; announcing to the gateway ${this.config.gateway.address}:${this.config.gateway.port}`);
+    else this.log.note(`kit ${this.mac} up on ${at}`);
   }
 
   address(): Peer {
@@ -136,6 +169,7 @@ export class Kit {
   }
 
   async stop(): Promise<void> {
+    this.monitorLine?.close();
     this.sensor.stop();
     await this.module.stop();
     this.primary.close();

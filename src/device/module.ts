@@ -5,6 +5,13 @@
 // peer. Messages the application processor starts arrive by wake-and-poll; requests among them go
 // upstream to the configured gateway (only logged without one). It also announces the kit to the
 // gateway (src/coap/announce.ts).
+//
+// Reach (seed §4.4, §5: direct-to-device CoAP is not supported): like a mesh node behind its border
+// router, the module hears only its gateway — the address it announces to, from that port or the
+// one the gateway's signed answer names — and drops every other datagram unanswered. `allowDirect`
+// (lab use) lets anyone in; such a direct peer then never gets an answer larger than its request
+// (RFC 7252 §11.3: no amplification toward a forged source) and cannot take the observe slot the
+// gateway holds.
 import dgram from 'node:dgram';
 import {
   ACK,
@@ -18,19 +25,28 @@ import {
   encodeAnnouncement,
   emptyMessage,
   EndpointOptions,
+  blockSize,
+  codeClass,
+  CoapOption,
+  decodeBlock,
+  encodeBlock,
   getUintOption,
   isRequestCode,
+  verifyAnnouncementAck,
   NON,
   Option,
   parseMessage,
   Peer,
+  peerKey,
   ResponseSpec,
   RST,
   serializeMessage,
   signAnnouncement,
+  szxForSize,
   TransmissionParams,
   uintOption,
   uriPath,
+  uriQuery,
 } from '../coap/index.ts';
 import { PrimaryStation } from './hdlc/link.ts';
 import { DeviceLog } from './log.ts';
@@ -40,10 +56,10 @@ export type Prefix = 'snsr' | 'sensor';
 /** Firmware "1.2.1000.117958" → prefix (seed §9): `sensor` up to 1.2.1000.112738, `snsr` after. */
 export function prefixFor(firmware: string): Prefix {
   const v = firmware.split('.').map(Number);
-  const ref = [1, 2, 1000, 112738];
-  for (let i = 0; i < 4; i++) {
-    if ((v[i] ?? 0) < ref[i]) return 'sensor';
-    if ((v[i] ?? 0) > ref[i]) return 'snsr';
+  const ref = [1, 2, 1000, 112738] as const;
+  for (const [i, r] of ref.entries()) {
+    if ((v[i] ?? 0) < r) return 'sensor';
+    if ((v[i] ?? 0) > r) return 'snsr';
   }
   return 'sensor';
 }
@@ -67,6 +83,10 @@ export interface ModuleOptions {
   key?: Buffer;
   /** Told after each announcement whether the gateway acknowledged it (accepted) or stayed silent. */
   onGateway?: (accepted: boolean) => void;
+  /** Answer peers other than the gateway too (lab use; docs/device.md "Reach"). */
+  allowDirect?: boolean;
+  /** Added sensors, announced so the gateway bridges their readings too. */
+  sensors?: { type: string; path: string }[];
 }
 
 interface Forward {
@@ -80,12 +100,16 @@ interface Mapping {
   token: Buffer;
   local: Buffer;
   observing: boolean;
+  /** The resource (path?query) the mapping's latest request named: one observe slot each. */
+  resource: string;
+  /** A CON notification to a not yet validated direct peer is awaiting its ACK. */
+  probing?: boolean;
 }
 
 export class NetworkModule {
   readonly prefix: Prefix;
   endpoint!: CoapEndpoint;
-  readonly stats = { forwarded: 0, wrongPrefix: 0, timeouts: 0, notifications: 0, upstream: 0, announcements: 0, tooLarge: 0 };
+  readonly stats = { forwarded: 0, wrongPrefix: 0, timeouts: 0, notifications: 0, upstream: 0, announcements: 0, tooLarge: 0, withheld: 0, observeRefused: 0 };
   private localMid = Math.floor(Math.random() * 0x10000);
   private localToken = Math.floor(Math.random() * 0xffffffff);
   private readonly forwards = new Map<string, Forward>();
@@ -100,6 +124,10 @@ export class NetworkModule {
   private announcedHost = '';
   /** Whether the gateway acknowledged the last announcement (undefined before the first answer or silence). */
   gatewayAccepted: boolean | undefined;
+  /** Direct peers (allowDirect) that acknowledged a notification: they receive what is sent to them. */
+  private readonly validated = new Set<string>();
+  /** The port the gateway's requests come from, from its signed answer to an announcement. */
+  gatewayFrom: number | undefined;
 
   constructor(private readonly o: ModuleOptions) {
     this.prefix = prefixFor(o.firmware);
@@ -111,6 +139,7 @@ export class NetworkModule {
       host: this.o.host,
       port: this.o.port,
       onRefused: (reason, peer, action) => log.info(`udp ${peer.address}:${peer.port} refused (${action}): ${reason}`),
+      accept: (peer) => this.o.allowDirect === true || this.isGateway(peer),
     };
     if (this.o.transmission) opts.transmission = this.o.transmission;
     if (log.on(7)) opts.trace = (dir, m, p) => log.debug(`udp ${dir} ${p.address}:${p.port} ${describeMessage(m)}`);
@@ -130,6 +159,13 @@ export class NetworkModule {
 
   address(): Peer {
     return this.endpoint.address();
+  }
+
+  /** The gateway: its address, from the port announcements go to or the one its signed answer named. */
+  isGateway(peer: Peer): boolean {
+    const gw = this.o.gateway;
+    if (!gw || peer.address !== gw.address) return false;
+    return peer.port === gw.port || peer.port === this.gatewayFrom;
   }
 
   async stop(): Promise<void> {
@@ -156,6 +192,7 @@ export class NetworkModule {
       seq: this.announceSeq,
       boot: Math.floor(this.o.bootEpoch / 1000),
       period: Math.max(1, Math.round(this.o.announceIntervalMs / 1000)),
+      ...(this.o.sensors?.length ? { sensors: this.o.sensors } : {}),
     };
     return this.o.key ? signAnnouncement(plain, this.o.key) : plain;
   }
@@ -168,7 +205,8 @@ export class NetworkModule {
   private announce(): void {
     const gw = this.o.gateway;
     if (!gw) return;
-    const payload = encodeAnnouncement(this.announcement());
+    const ann = this.announcement();
+    const payload = encodeAnnouncement(ann);
     this.announceSeq++;
     this.stats.announcements++;
     this.endpoint
@@ -180,7 +218,16 @@ export class NetworkModule {
         timeoutMs: 5000,
       })
       .then(
-        (m) => this.gatewayAnswered(m.code === Code.CHANGED),
+        (m) => {
+          if (m.code === Code.CHANGED && this.o.key) {
+            const ack = verifyAnnouncementAck(m.payload, this.o.mac, ann.seq, this.o.key);
+            if (ack && ack.from !== this.gatewayFrom) {
+              this.gatewayFrom = ack.from;
+              this.o.log.info(`gateway requests come from ${gw.address}:${ack.from}`);
+            } else if (!ack) this.o.log.warn('the gateway answered without a valid signed ack: only its announcement port is answered');
+          }
+          this.gatewayAnswered(m.code === Code.CHANGED);
+        },
         () => this.gatewayAnswered(false),
       );
   }
@@ -213,7 +260,7 @@ export class NetworkModule {
     const key = `${peer.address}|${peer.port}|${token.toString('hex')}`;
     let m = this.byClient.get(key);
     if (!m) {
-      m = { peer, token, local: this.nextLocalToken(), observing: false };
+      m = { peer, token, local: this.nextLocalToken(), observing: false, resource: '' };
       this.byClient.set(key, m);
       this.byLocal.set(m.local.toString('hex'), m);
     }
@@ -234,6 +281,27 @@ export class NetworkModule {
   }
 
   private async onRequest(req: CoapMessage, peer: Peer): Promise<ResponseSpec | undefined> {
+    if (this.isGateway(peer)) return this.serve(req, peer, true);
+    // A direct peer (only with allowDirect) may be a forged source address: it is never answered
+    // more than AMPLIFICATION_LIMIT times the bytes it sent (RFC 7252 §11.3; the factor is QUIC's
+    // limit before address validation, RFC 9000 §8.1). A GET is asked in blocks small enough to fit.
+    const budget = AMPLIFICATION_LIMIT * serializeMessage(req).length;
+    const res = await this.serve(req, peer, false, budget);
+    if (!res) return res;
+    const size = serializeMessage({ type: ACK, code: res.code, mid: 0, token: req.token, options: res.options ?? [], payload: res.payload ?? Buffer.alloc(0) }).length;
+    if (size <= budget) return res;
+    const bare = size - (res.payload?.length ?? 0) - (res.payload?.length ? 1 : 0);
+    if (codeClass(res.code) !== 2 && bare <= budget) {
+      // An error's diagnostic is cut to fit, as the endpoint does for its own refusals.
+      const room = budget - bare - 1;
+      return { code: res.code, options: res.options ?? [], ...(room > 0 ? { payload: (res.payload ?? Buffer.alloc(0)).subarray(0, room) } : {}) };
+    }
+    this.stats.withheld++;
+    this.o.log.note(`answer of ${size} bytes to direct peer ${peer.address}:${peer.port} withheld: larger than its ${budget}-byte request (RFC 7252 §11.3); ask through the gateway`);
+    return undefined;
+  }
+
+  private async serve(req: CoapMessage, peer: Peer, fromGateway: boolean, budget = Infinity): Promise<ResponseSpec | undefined> {
     const path = uriPath(req);
     let rest: string[];
     // Discovery lives at the well-known location (RFC 6690 §4), outside any prefix.
@@ -244,14 +312,27 @@ export class NetworkModule {
       return { code: Code.NOT_FOUND, payload: Buffer.from(`resources live under /${this.prefix}`) };
     }
     const map = this.mapping(peer, req.token);
-    const observe = getUintOption(req, Option.OBSERVE);
+    const resource = `${rest.join('/')}?${uriQuery(req).join('&')}`;
+    map.resource = resource;
+    let observe = getUintOption(req, Option.OBSERVE);
+    let options = req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT);
+    if (observe === 0 && !fromGateway && this.gatewayObserves(resource)) {
+      // The application processor has one observe slot per resource (wire §2); the gateway's
+      // observation is what every user and the readings bridge rely on, so a direct peer does not
+      // take it. It gets the current representation without Observe: not added (RFC 7641 §4.1).
+      this.stats.observeRefused++;
+      this.o.log.note(`observe registration of direct peer ${peer.address}:${peer.port} refused: the gateway holds the slot`);
+      options = options.filter((o) => o.number !== Option.OBSERVE);
+      observe = undefined;
+    }
+    if (req.code === Code.GET && observe === undefined) options = fitBlock2(options, budget - (4 + req.token.length + 1 + RESPONSE_OPTIONS_BYTES));
     const localMid = this.nextLocalMid();
     const fwd: CoapMessage = {
       type: req.type === CON ? CON : NON,
       code: req.code,
       mid: localMid,
       token: map.local,
-      options: [...req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT), ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) }))],
+      options: [...options, ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) }))],
       payload: req.payload,
     };
     const key = map.local.toString('hex');
@@ -288,6 +369,11 @@ export class NetworkModule {
     return { code: res.code, options: res.options, payload: res.payload };
   }
 
+  private gatewayObserves(resource: string): boolean {
+    for (const m of this.byLocal.values()) if (m.observing && m.resource === resource && this.isGateway(m.peer)) return true;
+    return false;
+  }
+
   /** Everything the application processor sends over the link. */
   fromLink(bytes: Buffer): void {
     let m: CoapMessage;
@@ -320,6 +406,7 @@ export class NetworkModule {
   private notify(map: Mapping, m: CoapMessage): void {
     this.stats.notifications++;
     const out: CoapMessage = { type: m.type, code: m.code, mid: this.endpoint.nextMid(), token: map.token, options: m.options, payload: m.payload };
+    if (!this.isGateway(map.peer) && !this.validated.has(peerKey(map.peer))) return this.probe(map, m, out);
     if (m.type === CON) {
       void this.endpoint.sendCon(map.peer, out).then(({ result }) => {
         if (result === 'ack') this.toLink(emptyMessage(ACK, m.mid));
@@ -337,6 +424,32 @@ export class NetworkModule {
       if (this.nonRelay.size > 256) this.nonRelay.delete(this.nonRelay.keys().next().value as string);
       this.endpoint.sendNon(map.peer, out);
     }
+  }
+
+  /**
+   * A notification for a direct peer that has not yet shown it receives what is sent to it (its
+   * address may be forged): sent CON, once, without retransmission, and nothing else meanwhile.
+   * Its ACK validates the peer (later notifications go as usual); silence or RST ends the
+   * observation. So a forged registration draws its answer and one notification, within the 3x
+   * budget (RFC 7252 §11.3; the address validation of RFC 9000 §8.1 in CoAP terms).
+   */
+  private probe(map: Mapping, m: CoapMessage, out: CoapMessage): void {
+    if (map.probing) return; // one unacknowledged datagram at a time toward an unvalidated peer
+    map.probing = true;
+    void this.endpoint.sendCon(map.peer, { ...out, type: CON }, { maxRetransmit: 0 }).then(({ result }) => {
+      map.probing = false;
+      if (result === 'ack') {
+        if (this.validated.size >= 1024) this.validated.clear();
+        this.validated.add(peerKey(map.peer));
+        if (m.type === CON) this.toLink(emptyMessage(ACK, m.mid));
+        return;
+      }
+      this.o.log.note(`direct observer ${map.peer.address}:${map.peer.port} did not acknowledge a notification: observation ended`);
+      map.observing = false;
+      this.unmap(map);
+      // The AP remembers the MIDs of its notifications, NON ones too: a RST to it drops the observer.
+      this.toLink(emptyMessage(RST, m.mid));
+    });
   }
 
   private onPeerReset(mid: number, peer: Peer): void {
@@ -368,6 +481,36 @@ export class NetworkModule {
   }
 }
 
+/** Answers to a direct peer are at most this many times the size of its request (RFC 7252 §11.3). */
+export const AMPLIFICATION_LIMIT = 3;
+/** Room the options of a 2.05 take at most (Content-Format, Max-Age, Block2, Size2, ETag-less). */
+const RESPONSE_OPTIONS_BYTES = 14;
+/** The application processor's own block size (sensor.ts SENSOR_BLOCK_SZX: 128 bytes). */
+const AP_BLOCK = 128;
+
+/**
+ * The request's options with a Block2 option whose blocks fit in `room` payload bytes (RFC 7959
+ * §2.4: the client's own smaller size is kept). Unchanged when the kit's blocks fit anyway or no
+ * block (16 bytes at least) can.
+ */
+function fitBlock2(options: CoapOption[], room: number): CoapOption[] {
+  if (room >= AP_BLOCK || room < 16) return options;
+  const fit = szxForSize(room);
+  const asked = options.find((o) => o.number === Option.BLOCK2);
+  let num = 0;
+  let szx = fit;
+  if (asked) {
+    let b;
+    try {
+      b = decodeBlock(asked.value.length ? asked.value.readUIntBE(0, asked.value.length) : 0);
+    } catch {
+      return options; // SZX 7: the application processor answers 4.00
+    }
+    if (b.szx <= fit) return options;
+    num = (b.num * blockSize(b.szx)) / blockSize(fit);
+  }
+  return [...options.filter((o) => o.number !== Option.BLOCK2), uintOption(Option.BLOCK2, encodeBlock({ num, more: false, szx }))];
+}
 
 /**
  * The source address datagrams from `bound` toward `to` carry: `bound` itself, or, when bound to

@@ -5,8 +5,11 @@
 //   GET  /arduino/temp?sens       2.05 the reading; Observe=0 registers, Observe=1 deregisters
 //   GET  /arduino/temp?cfg        2.05 "<epoch>,<C|F>"
 //   PUT  /arduino/temp?cfg=C|F    2.04 (the unit comes from the query; the payload is ignored)
+//   PUT  /arduino/temp?cfg        5.01 (the value in the payload: the firmware does not implement it)
 //   GET  /system/time, /sys/time  2.05 4-byte big-endian epoch, content-format 42
 //   PUT  /system/time, /sys/time  2.04 with the 10-byte time TLV; 4.06 when malformed
+//   GET  /sys/stats?mod=coap      2.05 the CoAP statistics, text `rx=..,tx=..,...`
+//   GET  /<added uri>?sens        2.05 an added sensor's reading (src/device/sensors.ts); observable
 // Any method on /arduino/temp without a query 4.05, an unknown query 5.01 (as the original), an
 // unknown resource 4.04, other methods 4.05. It also starts messages of its own: notifications,
 // the reboot event `PUT /sys/snsr?ev=rbt` at boot and the clock `PUT /sensor/arduino/time`.
@@ -44,8 +47,10 @@ import {
   uriQuery,
   celsiusToFahrenheit,
 } from '../coap/index.ts';
+import { encodeSensorReading } from '../coap/index.ts';
 import { DeviceLog } from './log.ts';
 import { Observer, ObserverRegistry } from './observe.ts';
+import type { AddedSensorSpec } from './sensors.ts';
 import { TemperatureModel } from './temperature-model.ts';
 
 export const SERVER_NAME = 'Reef Reference CoAP Server';
@@ -72,10 +77,21 @@ export interface SensorOptions {
   random?: () => number;
   /** The host clock; the kit's own clock is this plus an offset set by PUT. */
   hostNow?: () => number;
+  /** Sensors registered by the kit's sensor configuration, each with its value model. */
+  added?: { spec: AddedSensorSpec; model: TemperatureModel }[];
+  /** Answer an observe registration 2.03 with Observe, as the Sensor API firmware did (default 2.05, RFC 7641 §4.1). */
+  observe203?: boolean;
 }
 
 export interface SensorStats {
+  /** CoAP messages received from the link, and sent onto it. */
+  rx: number;
+  tx: number;
   requests: number;
+  /** Responses by class. */
+  ok: number;
+  clientErrors: number;
+  serverErrors: number;
   notifications: number;
   conNotifications: number;
   observersDropped: number;
@@ -84,7 +100,7 @@ export interface SensorStats {
 
 export class Sensor {
   readonly observers: ObserverRegistry;
-  readonly stats: SensorStats = { requests: 0, notifications: 0, conNotifications: 0, observersDropped: 0, upstream: 0 };
+  readonly stats: SensorStats = { rx: 0, tx: 0, requests: 0, ok: 0, clientErrors: 0, serverErrors: 0, notifications: 0, conNotifications: 0, observersDropped: 0, upstream: 0 };
   unit: TempUnit;
   private offsetMs = 0;
   private mid: number;
@@ -157,6 +173,7 @@ export class Sensor {
   }
 
   private send(m: CoapMessage): void {
+    this.stats.tx++;
     if (this.o.log.on(7)) this.o.log.debug(`coap tx ${describeMessage(m)}`);
     this.out?.(serializeMessage(m));
   }
@@ -175,6 +192,7 @@ export class Sensor {
 
   /** One CoAP message from the link. */
   receive(bytes: Buffer): void {
+    this.stats.rx++;
     const c = classifyDatagram(bytes);
     if (c.kind === 'ignore') return this.o.log.info(`coap dropped: ${c.reason}`);
     if (c.kind === 'reset') return this.send(emptyMessage(RST, c.mid));
@@ -191,6 +209,10 @@ export class Sensor {
     if (!isRequestCode(m.code) && m.code !== 0) return;
     this.stats.requests++;
     const res = this.handle(m);
+    const cls = res.code >> 5;
+    if (cls === 2) this.stats.ok++;
+    else if (cls === 4) this.stats.clientErrors++;
+    else if (cls === 5) this.stats.serverErrors++;
     this.send(responseTo(m, res.code, () => this.nextMid(), res.options, res.payload));
   }
 
@@ -220,7 +242,11 @@ export class Sensor {
     else if (path === '.well-known/core') res = m.code === Code.GET ? this.linkFormat() : { code: Code.METHOD_NOT_ALLOWED };
     else if (path === TEMP) res = this.temp(m, query);
     else if (path === 'system/time' || path === 'sys/time') res = this.time(m);
-    else res = { code: Code.NOT_FOUND };
+    else if (path === 'sys/stats') res = this.statsResource(m, query);
+    else {
+      const added = this.o.added?.find((a) => a.spec.path.join('/') === path);
+      res = added ? this.addedSensor(m, query, added.spec) : { code: Code.NOT_FOUND };
+    }
     return this.block2(m, res);
   }
 
@@ -250,8 +276,73 @@ export class Sensor {
       `<${p}/arduino/temp>;rt="temperature";if="sensor";obs;ct=${cf}`,
       `<${p}/system/time>;rt="clock";ct=42`,
       `<${p}/sys/time>;rt="clock";ct=42`,
+      `<${p}/sys/stats>;rt="stats";ct=0`,
+      ...(this.o.added ?? []).map(
+        ({ spec }) => `<${p}/${spec.path.join('/')}>;rt="${spec.type}";if="sensor";obs;ct=${this.addedCbor(spec, this.o.cbor) ? ContentFormat.CBOR : ContentFormat.TEXT_PLAIN}`,
+      ),
     ].join(',');
     return { code: Code.CONTENT, options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.LINK_FORMAT)], payload: Buffer.from(links) };
+  }
+
+  /** The representation an observer of `resource` gets: the temperature or an added sensor's reading. */
+  private representation(resource: string, cbor: boolean): { payload: Buffer; contentFormat: number } {
+    if (resource === TEMP) return this.readingFor(cbor);
+    const added = this.o.added?.find((a) => a.spec.path.join('/') === resource);
+    return added ? this.addedReading(added.spec, cbor) : this.readingFor(cbor);
+  }
+
+  private addedCbor(spec: AddedSensorSpec, cbor: boolean): boolean {
+    return spec.payload === 'kit' ? cbor : spec.payload === 'cbor';
+  }
+
+  private addedReading(spec: AddedSensorSpec, cbor: boolean): { payload: Buffer; contentFormat: number } {
+    const now = this.now();
+    const model = this.o.added!.find((a) => a.spec === spec)!.model;
+    const value = Math.min(spec.max, Math.max(spec.min, model.celsius(now)));
+    return encodeSensorReading({ epoch: Math.floor(now / 1000), value, unit: spec.unit }, spec.decimals, cbor, spec.type);
+  }
+
+  /** GET <uri>?sens of an added sensor: its reading; Observe=0/1 (un)registers as for the temperature. */
+  private addedSensor(m: CoapMessage, query: string[], spec: AddedSensorSpec): { code: number; options?: CoapOption[]; payload?: Buffer } {
+    if (query.length === 0) return { code: Code.METHOD_NOT_ALLOWED };
+    if (query[0] !== 'sens') return { code: Code.NOT_IMPLEMENTED };
+    if (m.code !== Code.GET) return { code: Code.METHOD_NOT_ALLOWED };
+    const accept = getUintOption(m, Option.ACCEPT);
+    let cbor = this.addedCbor(spec, this.o.cbor);
+    if (accept === ContentFormat.CBOR) cbor = true;
+    else if (accept === ContentFormat.TEXT_PLAIN) cbor = false;
+    else if (accept !== undefined) return { code: Code.NOT_ACCEPTABLE };
+    return this.observable(m, spec.path.join('/'), cbor, this.addedReading(spec, cbor));
+  }
+
+  /** A reading answer, registering or deregistering an observer of `resource` (RFC 7641 §4.1). */
+  private observable(m: CoapMessage, resource: string, cbor: boolean, r: { payload: Buffer; contentFormat: number }): { code: number; options?: CoapOption[]; payload?: Buffer } {
+    const options: CoapOption[] = [uintOption(Option.CONTENT_FORMAT, r.contentFormat), uintOption(Option.MAX_AGE, this.o.maxAgeSec)];
+    const obs = getUintOption(m, Option.OBSERVE);
+    if (obs === 0) {
+      const displaced = this.observers.add({ token: m.token, resource, cbor, registeredAt: this.now(), sent: 0 });
+      for (const d of displaced) this.o.log.note(`observer ${d.token.toString('hex')} replaced by ${m.token.toString('hex')}`);
+      this.o.log.info(`observer ${m.token.toString('hex')} registered on /${resource}`);
+      options.push(uintOption(Option.OBSERVE, this.observers.nextSeq()));
+      this.syncNotifyTimer();
+      // The Sensor API firmware answered a registration 2.03 with Observe (wire §2); an option.
+      if (this.o.observe203) return { code: Code.VALID, options: options.filter((o) => o.number === Option.OBSERVE) };
+    } else if (obs === 1) {
+      if (this.observers.remove(m.token, resource)) this.o.log.info(`observer ${m.token.toString('hex')} deregistered`);
+      this.syncNotifyTimer();
+    }
+    return { code: Code.CONTENT, options, payload: r.payload };
+  }
+
+  /** GET /sys/stats?mod=coap: the CoAP statistics of the application processor, as the firmware's. */
+  private statsResource(m: CoapMessage, query: string[]): { code: number; options?: CoapOption[]; payload?: Buffer } {
+    if (m.code !== Code.GET) return { code: Code.METHOD_NOT_ALLOWED };
+    if (query.length === 0) return { code: Code.BAD_REQUEST, payload: Buffer.from('name a module: ?mod=coap') };
+    if (query[0] !== 'mod=coap') return { code: Code.NOT_IMPLEMENTED };
+    const s = this.stats;
+    return text(
+      `rx=${s.rx},tx=${s.tx},req=${s.requests},2xx=${s.ok},4xx=${s.clientErrors},5xx=${s.serverErrors},ntf=${s.notifications},con=${s.conNotifications},obs=${this.observers.size},obsdrop=${s.observersDropped},up=${s.upstream}`,
+    );
   }
 
   private readingFor(cbor: boolean): { payload: Buffer; contentFormat: number } {
@@ -262,8 +353,8 @@ export class Sensor {
   }
 
   private temp(m: CoapMessage, query: string[]): { code: number; options?: CoapOption[]; payload?: Buffer } {
-    if (query.length === 0) return { code: Code.METHOD_NOT_ALLOWED };
     const q = query[0];
+    if (q === undefined) return { code: Code.METHOD_NOT_ALLOWED };
     if (q === 'sens') {
       if (m.code !== Code.GET) return { code: Code.METHOD_NOT_ALLOWED };
       const accept = getUintOption(m, Option.ACCEPT);
@@ -271,23 +362,12 @@ export class Sensor {
       if (accept === ContentFormat.CBOR) cbor = true;
       else if (accept === ContentFormat.TEXT_PLAIN) cbor = false;
       else if (accept !== undefined) return { code: Code.NOT_ACCEPTABLE };
-      const r = this.readingFor(cbor);
-      const options: CoapOption[] = [uintOption(Option.CONTENT_FORMAT, r.contentFormat), uintOption(Option.MAX_AGE, this.o.maxAgeSec)];
-      const obs = getUintOption(m, Option.OBSERVE);
-      if (obs === 0) {
-        // RFC 7641 §4.1: 2.05 with an Observe option (the original answered 2.03; docs/device.md).
-        const displaced = this.observers.add({ token: m.token, resource: TEMP, cbor, registeredAt: this.now(), sent: 0 });
-        for (const d of displaced) this.o.log.note(`observer ${d.token.toString('hex')} replaced by ${m.token.toString('hex')}`);
-        this.o.log.info(`observer ${m.token.toString('hex')} registered`);
-        options.push(uintOption(Option.OBSERVE, this.observers.nextSeq()));
-        this.syncNotifyTimer();
-      } else if (obs === 1) {
-        if (this.observers.remove(m.token, TEMP)) this.o.log.info(`observer ${m.token.toString('hex')} deregistered`);
-        this.syncNotifyTimer();
-      }
-      return { code: Code.CONTENT, options, payload: r.payload };
+      return this.observable(m, TEMP, cbor, this.readingFor(cbor));
     }
     if (q === 'cfg') {
+      // The original firmware takes the unit only from the query: a PUT with the value in the
+      // payload is not implemented there, 5.01.
+      if (m.code === Code.PUT) return { code: Code.NOT_IMPLEMENTED, payload: Buffer.from('use ?cfg=C or ?cfg=F') };
       if (m.code !== Code.GET) return { code: Code.METHOD_NOT_ALLOWED };
       return text(encodeUnitConfig(Math.floor(this.now() / 1000), this.unit));
     }
@@ -339,7 +419,7 @@ export class Sensor {
   }
 
   private notify(ob: Observer): void {
-    const r = this.readingFor(ob.cbor);
+    const r = this.representation(ob.resource, ob.cbor);
     const con = this.observers.confirmable(ob);
     const mid = this.nextMid();
     this.stats.notifications++;

@@ -13,10 +13,11 @@ export interface TemperatureModelOptions {
   /** Hour (0..24, UTC) of the daily maximum. */
   peakHourUtc?: number;
   sensorPresent?: boolean;
+  /** Width of the per-kit spread of the base around baseC (default 4: ±2 °C); 0 keeps baseC. */
+  spread?: number;
 }
 
 export const MISSING_SENSOR_C = 100.0;
-
 
 /** A stable 32-bit seed from a string (FNV-1a), e.g. from a kit's MAC. */
 export function seedFrom(s: string): number {
@@ -36,7 +37,7 @@ export class TemperatureModel {
   constructor(o: TemperatureModelOptions) {
     this.rnd = mulberry32(o.seed);
     // Each kit gets its own base within ±2 °C of the configured one, from the seed.
-    this.baseC = (o.baseC ?? 21) + (this.rnd() - 0.5) * 4;
+    this.baseC = (o.baseC ?? 21) + (this.rnd() - 0.5) * (o.spread ?? 4);
     this.swingC = o.swingC ?? 3;
     this.noiseC = o.noiseC ?? 0.2;
     this.peakHourUtc = o.peakHourUtc ?? 15;

@@ -180,7 +180,10 @@ export class PgEventBus implements EventBus {
           const large = batch.filter(isBare);
           let envelopes = batch;
           if (large.length) {
-            const ids = await this.opts.pool.query('INSERT INTO event_payloads (created_at, payload) SELECT $1, p FROM unnest($2::text[]) WITH ORDINALITY AS u(p, i) ORDER BY i RETURNING id', [Date.now(), large]);
+            const ids = await this.opts.pool.query('INSERT INTO event_payloads (created_at, payload) SELECT $1, p FROM unnest($2::text[]) WITH ORDINALITY AS u(p, i) ORDER BY i RETURNING id', [
+              Date.now(),
+              large,
+            ]);
             let k = 0;
             envelopes = batch.map((s) => (isBare(s) ? JSON.stringify({ n: this.nodeId, ref: ids.rows[k++]!.id as number }) : s));
             if (Date.now() - this.lastSweep > 60_000) {

@@ -28,6 +28,7 @@ import {
   codeToString,
   decodeAnnouncement,
   decodeTimeTlv,
+  encodeAnnouncementAck,
   encodeTimeTlv,
   getUintOption,
   isAnnouncement,
@@ -53,7 +54,7 @@ import { failure, text, upstreamFailure } from './answers.ts';
 import { ClockKeeper } from './clock.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
-import { readingObservation, tryReading } from './readings.ts';
+import { readingObservation, sensorObservation, tryReading, trySensorReading } from './readings.ts';
 import { SessionTable, type Session } from './sessions.ts';
 import { isProxyRequest, kitMac, requestTarget, TargetError } from './target.ts';
 
@@ -99,17 +100,7 @@ export interface KitRequest {
 }
 
 /** Options a proxy passes on to the kit (RFC 7252 §5.7.2: the Uri-* come from the target). */
-const FORWARD_REQUEST = new Set<number>([
-  Option.IF_MATCH,
-  Option.ETAG,
-  Option.IF_NONE_MATCH,
-  Option.CONTENT_FORMAT,
-  Option.ACCEPT,
-  Option.BLOCK2,
-  Option.BLOCK1,
-  Option.SIZE2,
-  Option.SIZE1,
-]);
+const FORWARD_REQUEST = new Set<number>([Option.IF_MATCH, Option.ETAG, Option.IF_NONE_MATCH, Option.CONTENT_FORMAT, Option.ACCEPT, Option.BLOCK2, Option.BLOCK1, Option.SIZE2, Option.SIZE1]);
 
 const TEMP_PATH = ['arduino', 'temp'];
 const SEPARATE = Symbol('separate');
@@ -147,6 +138,8 @@ export class Gateway {
   /** (client address, port, token) → the answer in progress: a re-sent request is not forwarded twice. */
   private readonly inflight = new Map<string, Promise<ResponseSpec>>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
+  /** The last reading timestamp per kit MAC (see stamp()). */
+  private readonly lastStamp = new Map<string, number>();
   private readonly kitKeys: KitKeyCache;
   private readonly log: Logger;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
@@ -176,13 +169,16 @@ export class Gateway {
       front: () => this.front,
       back: () => this.back,
       stopping: () => this.stopping,
-      onBridgeNotification: (mac, m) => this.storeReading(mac, m),
+      onBridgeNotification: (mac, m, sensor) => (sensor ? this.storeSensorReading(mac, sensor, m) : this.storeReading(mac, m)),
       upstreamError: (e) => this.upstreamError(e),
       deadlineMs: this.o.deadlineMs,
       confirmableUpstream: this.o.confirmableUpstream,
     });
-    this.clock = new ClockKeeper(deps.store, { maxSkewMs: this.o.maxClockSkewMs, minIntervalMs: this.o.clockMinIntervalMs }, (mac) => this.setKitClock(mac), (e) =>
-      this.log.warn({ err: e }, 'gateway clock keeping failed'),
+    this.clock = new ClockKeeper(
+      deps.store,
+      { maxSkewMs: this.o.maxClockSkewMs, minIntervalMs: this.o.clockMinIntervalMs },
+      (mac) => this.setKitClock(mac),
+      (e) => this.log.warn({ err: e }, 'gateway clock keeping failed'),
     );
   }
 
@@ -399,11 +395,7 @@ export class Gateway {
   /** Sends one request to a kit under the application deadline; rejects CoapTimeoutError / CoapResetError. */
   forward(kit: KitEntry, r: KitRequest): Promise<CoapMessage> {
     this.stats.forwarded++;
-    const options: CoapOption[] = [
-      ...kitPath(kit, r.path).map((s) => stringOption(Option.URI_PATH, s)),
-      ...r.query.map((q) => stringOption(Option.URI_QUERY, q)),
-      ...(r.options ?? []),
-    ];
+    const options: CoapOption[] = [...kitPath(kit, r.path).map((s) => stringOption(Option.URI_PATH, s)), ...r.query.map((q) => stringOption(Option.URI_QUERY, q)), ...(r.options ?? [])];
     return this.back.request(kit.peer, {
       method: r.method,
       options,
@@ -464,9 +456,18 @@ export class Gateway {
     }
     this.stats.announcements++;
     if (outcome !== 'refreshed') this.log.info({ mac: entry.mac, at: peerKey(entry.peer), prefix: entry.prefix, outcome }, 'gateway learned a kit');
-    if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
-    else this.ensureBridge(entry);
-    return { code: Code.CHANGED };
+    // After the answer has left: it tells the kit the port our requests come from (a kit answers
+    // only its gateway, docs/device.md), so a request sent before it would be dropped.
+    setImmediate(() => {
+      if (this.stopping) return;
+      if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
+      else this.ensureBridge(entry);
+    });
+    return {
+      code: Code.CHANGED,
+      options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)],
+      payload: encodeAnnouncementAck(ann.mac, { seq: ann.seq, from: this.back.address().port }, key),
+    };
   }
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */
@@ -478,11 +479,16 @@ export class Gateway {
   /** The readings bridge: one observation of the kit's temperature, held while the kit is reachable. */
   private ensureBridge(kit: KitEntry): void {
     if (!this.o.readings || this.stopping) return;
-    const up = this.relay.upstream(kit, [kit.prefix, ...TEMP_PATH], ['sens'], undefined);
-    up.bridge = true;
-    // A registration that went quiet (the kit lost it without rebooting): register again.
-    const quietMs = 3 * Math.max(kit.periodMs === Number.POSITIVE_INFINITY ? 0 : kit.periodMs, (getUintOption(up.latest?.msg ?? EMPTY, Option.MAX_AGE) ?? 60) * 1000);
-    if (up.state === 'active' && Date.now() - up.lastNotified > quietMs) this.relay.register(up);
+    // The temperature, and every added sensor the kit announced (each stored as its own field).
+    const targets: { path: string[]; sensor?: string }[] = [{ path: TEMP_PATH }, ...kit.sensors.map((s) => ({ path: s.path.split('/'), sensor: s.type }))];
+    for (const t of targets) {
+      const up = this.relay.upstream(kit, [kit.prefix, ...t.path], ['sens'], undefined);
+      up.bridge = true;
+      if (t.sensor) up.sensor = t.sensor;
+      // A registration that went quiet (the kit lost it without rebooting): register again.
+      const quietMs = 3 * Math.max(kit.periodMs === Number.POSITIVE_INFINITY ? 0 : kit.periodMs, (getUintOption(up.latest?.msg ?? EMPTY, Option.MAX_AGE) ?? 60) * 1000);
+      if (up.state === 'active' && Date.now() - up.lastNotified > quietMs) this.relay.register(up);
+    }
   }
 
   private onKitMessage(kit: KitEntry, req: CoapMessage, path: string[]): void {
@@ -510,7 +516,13 @@ export class Gateway {
     if (!kit) return false;
     this.stats.clockSets++;
     try {
-      const m = await this.forward(kit, { method: Code.PUT, path: [kit.prefix, 'system', 'time'], query: [], options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.OCTET_STREAM)], payload: encodeTimeTlv(Date.now()) });
+      const m = await this.forward(kit, {
+        method: Code.PUT,
+        path: [kit.prefix, 'system', 'time'],
+        query: [],
+        options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.OCTET_STREAM)],
+        payload: encodeTimeTlv(Date.now()),
+      });
       const ok = m.code === Code.CHANGED;
       this.log.info({ mac, ok, code: codeToString(m.code) }, 'gateway set a kit clock');
       return ok;
@@ -523,7 +535,7 @@ export class Gateway {
     const kit = this.kits.get(mac);
     const r = tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? kit?.cf);
     if (!r) return;
-    const at = Date.now();
+    const at = this.stamp(mac);
     this.clock.report(mac, r.epoch * 1000, 'reading', at);
     void this.device(mac)
       .then(async (d) => {
@@ -534,6 +546,36 @@ export class Gateway {
       .catch((e: unknown) => {
         this.stats.storeErrors++;
         this.log.warn({ err: e, mac: mac }, 'gateway could not store a reading');
+      });
+  }
+
+  /**
+   * The receive time of a kit's reading, one millisecond past the kit's previous one when they
+   * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
+   * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
+   */
+  private stamp(mac: string): number {
+    const now = Date.now();
+    const last = this.lastStamp.get(mac) ?? 0;
+    const t = now > last ? now : last + 1;
+    this.lastStamp.set(mac, t);
+    return t;
+  }
+
+  /** An added sensor's notification (src/device/sensors.ts) stored as an observation with its own field. */
+  private storeSensorReading(mac: string, type: string, m: CoapMessage): void {
+    const r = trySensorReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT));
+    if (!r) return;
+    const at = this.stamp(mac);
+    void this.device(mac)
+      .then(async (d) => {
+        if (!d || d.solution !== SANDBOX) return;
+        await storeObservations(this.deps.store, this.deps.events, d, [sensorObservation(type, r, at, mac)]);
+        this.stats.readingsStored++;
+      })
+      .catch((e: unknown) => {
+        this.stats.storeErrors++;
+        this.log.warn({ err: e, mac: mac, sensor: type }, 'gateway could not store a sensor reading');
       });
   }
 }
@@ -547,4 +589,3 @@ const EMPTY: CoapMessage = { type: ACK, code: 0, mid: 0, token: Buffer.alloc(0),
 export function proxyUri(mac: string, meshDomain: string, pathAndQuery: string): string {
   return `coap://SSN${mac.toUpperCase()}.${meshDomain}:4849${pathAndQuery.startsWith('/') ? '' : '/'}${pathAndQuery}`;
 }
-

@@ -23,26 +23,29 @@ export interface KitStatus {
 
 export function kitStatusRoutes(deps: { gateway: () => Gateway; store: Store }): FastifyPluginAsync {
   return async (app: FastifyInstance) => {
-    app.get('/api/solutions/:solution/kits', {
-      schema: {
-        tags: ['coap'],
-        summary: "The solution's dev kits as the gateway sees them: reachable now, and when each was last heard",
-        params: { type: 'object', properties: { solution: { type: 'string' } }, required: ['solution'] },
-        response: {
-          200: {
-            type: 'object',
-            properties: {
-              kits: {
-                type: 'array',
-                items: {
-                  type: 'object',
-                  properties: {
-                    deviceId: { type: 'string' },
-                    mac: { type: 'string' },
-                    reachable: { type: 'boolean', description: 'A current announcement: the bridge would forward to it' },
-                    lastHeard: { type: ['string', 'null'], format: 'date-time', description: 'The last announcement this gateway received' },
-                    announcePeriodSeconds: { type: ['number', 'null'] },
-                    firmware: { type: ['string', 'null'] },
+    app.get(
+      '/api/solutions/:solution/kits',
+      {
+        schema: {
+          tags: ['coap'],
+          summary: "The solution's dev kits as the gateway sees them: reachable now, and when each was last heard",
+          params: { type: 'object', properties: { solution: { type: 'string' } }, required: ['solution'] },
+          response: {
+            200: {
+              type: 'object',
+              properties: {
+                kits: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      deviceId: { type: 'string' },
+                      mac: { type: 'string' },
+                      reachable: { type: 'boolean', description: 'A current announcement: the bridge would forward to it' },
+                      lastHeard: { type: ['string', 'null'], format: 'date-time', description: 'The last announcement this gateway received' },
+                      announcePeriodSeconds: { type: ['number', 'null'] },
+                      firmware: { type: ['string', 'null'] },
+                    },
                   },
                 },
               },
@@ -50,28 +53,29 @@ export function kitStatusRoutes(deps: { gateway: () => Gateway; store: Store }):
           },
         },
       },
-    }, async (request) => {
-      const { solution } = request.params as { solution: string };
-      const name = await resolveSolution(deps.store, request.account, solution);
-      const devices = await deps.store.listDevices(request.account.groupId, name, DEVICE_TYPE_DEVKIT);
-      const kits = deps.gateway().kits;
-      const now = Date.now();
-      const out: KitStatus[] = [];
-      for (const d of devices) {
-        if (!d.mac) continue;
-        const entry = kits.get(d.mac, now);
-        const heard = kits.lastHeard(d.mac);
-        out.push({
-          deviceId: d.id,
-          mac: d.mac,
-          reachable: entry !== undefined,
-          // A static kit (REEF_GATEWAY_KITS) is never announced: it counts as heard when configured.
-          lastHeard: heard !== null ? new Date(heard).toISOString() : entry ? new Date(entry.lastSeen).toISOString() : null,
-          announcePeriodSeconds: entry && Number.isFinite(entry.periodMs) ? entry.periodMs / 1000 : null,
-          firmware: entry?.fw || null,
-        });
-      }
-      return { kits: out };
-    });
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        const name = await resolveSolution(deps.store, request.account, solution);
+        const devices = await deps.store.listDevices(request.account.groupId, name, DEVICE_TYPE_DEVKIT);
+        const kits = deps.gateway().kits;
+        const now = Date.now();
+        const out: KitStatus[] = [];
+        for (const d of devices) {
+          if (!d.mac) continue;
+          const entry = kits.get(d.mac, now);
+          const heard = kits.lastHeard(d.mac);
+          out.push({
+            deviceId: d.id,
+            mac: d.mac,
+            reachable: entry !== undefined,
+            // A static kit (REEF_GATEWAY_KITS) is never announced: it counts as heard when configured.
+            lastHeard: heard !== null ? new Date(heard).toISOString() : entry ? new Date(entry.lastSeen).toISOString() : null,
+            announcePeriodSeconds: entry && Number.isFinite(entry.periodMs) ? entry.periodMs / 1000 : null,
+            firmware: entry?.fw || null,
+          });
+        }
+        return { kits: out };
+      },
+    );
   };
 }

@@ -20,6 +20,8 @@ export interface KitEntry {
   periodMs: number;
   lastSeen: number;
   source: 'announce' | 'static';
+  /** Added sensors the kit announced (type name, path after the prefix); their readings are bridged too. */
+  sensors: { type: string; path: string }[];
 }
 
 export interface StaticKit {
@@ -52,6 +54,7 @@ export class KitDirectory {
         periodMs: Number.POSITIVE_INFINITY,
         lastSeen: Date.now(),
         source: 'static',
+        sensors: [],
       });
     }
   }
@@ -102,16 +105,19 @@ export class KitDirectory {
       periodMs: a.period * 1000,
       lastSeen: now,
       source: 'announce',
+      sensors: a.sensors ?? [],
     };
     let outcome: AnnounceOutcome = 'new';
     if (old) {
       if (old.peer.address !== host || old.peer.port !== a.port) outcome = 'moved';
-      else if (old.boot !== a.boot) outcome = 'rebooted';
+      // Another firmware (a new prefix, seed §9) means a restart even within the boot second.
+      else if (old.boot !== a.boot || old.fw !== a.fw || old.prefix !== a.prefix) outcome = 'rebooted';
       else outcome = 'refreshed';
       if (outcome === 'refreshed') {
         old.lastSeen = now;
         old.periodMs = entry.periodMs;
         old.cf = entry.cf;
+        old.sensors = entry.sensors;
         return { outcome, entry: old };
       }
       this.delete(old);

@@ -54,6 +54,8 @@ export interface Upstream {
   seq: number;
   subscribers: Set<Subscriber>;
   bridge: boolean;
+  /** The added sensor (type name) a bridge upstream observes, when it is not the temperature. */
+  sensor?: string;
   retry: NodeJS.Timeout | undefined;
   retryMs: number;
 }
@@ -74,8 +76,8 @@ export interface ObserveRelayDeps {
   front(): CoapEndpoint;
   back(): CoapEndpoint;
   stopping(): boolean;
-  /** Every live notification of a readings-bridge upstream (the readings path stores it). */
-  onBridgeNotification(mac: string, m: CoapMessage): void;
+  /** Every live notification of a readings-bridge upstream (the readings path stores it); `sensor` names an added sensor. */
+  onBridgeNotification(mac: string, m: CoapMessage, sensor?: string): void;
   /** The answer to a failed exchange with a kit (counted and logged by the gateway). */
   upstreamError(e: unknown): ResponseSpec;
   deadlineMs: number;
@@ -215,7 +217,7 @@ export class ObserveRelay {
   private remember(up: Upstream, m: CoapMessage): void {
     up.latest = { msg: m, at: Date.now() };
     up.lastNotified = up.latest.at;
-    if (up.bridge) this.d.onBridgeNotification(up.mac, m);
+    if (up.bridge) this.d.onBridgeNotification(up.mac, m, up.sensor);
   }
 
   private notification(up: Upstream, m: CoapMessage): void {

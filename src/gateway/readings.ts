@@ -5,7 +5,7 @@
 // fields `rawValue` and `rawUnit`. The timestamp is the gateway's receive time (millisecond
 // precision, on the platform's clock); the kit's own epoch is kept as `kitEpoch`, since a kit's
 // clock may be off until the clock keeper sets it right.
-import { decodeReading, fahrenheitToCelsius, type Reading } from '../coap/index.ts';
+import { decodeReading, decodeSensorReading, fahrenheitToCelsius, type Reading, type SensorReading } from '../coap/index.ts';
 import type { ObservationRecord } from '../core/types.ts';
 
 export function round4(x: number): number {
@@ -30,6 +30,29 @@ export function tryReading(payload: Buffer, contentFormat: number | undefined): 
   if (payload.length === 0) return undefined;
   try {
     return decodeReading(payload, contentFormat);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * An added sensor's reading (docs/device.md "Added sensors") as an observation: its value under its
+ * sensor type name (`humidity: 45.2`), its unit as `<type>Unit`, and `sensor: <type>` so that a
+ * consumer (the MQTT bridge: topic per sensor type) knows which sensor spoke. No temperature.
+ */
+export function sensorObservation(type: string, r: SensorReading, receivedAt: number, mac: string): ObservationRecord {
+  return {
+    ts: receivedAt,
+    temperature: null,
+    extra: { [type]: r.value, [`${type}Unit`]: r.unit, sensor: type, kitEpoch: r.epoch, mac, source: 'gateway' },
+  };
+}
+
+/** Decodes an added sensor's notification payload; undefined when it is not a reading. */
+export function trySensorReading(payload: Buffer, contentFormat: number | undefined): SensorReading | undefined {
+  if (payload.length === 0) return undefined;
+  try {
+    return decodeSensorReading(payload, contentFormat);
   } catch {
     return undefined;
   }

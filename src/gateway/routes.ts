@@ -24,11 +24,29 @@ const MAX_PAYLOAD = 1024;
 const METHODS: Record<string, number> = { GET: Code.GET, POST: Code.POST, PUT: Code.PUT, DELETE: Code.DELETE };
 const TEXTUAL = new Set<number>([ContentFormat.TEXT_PLAIN, ContentFormat.LINK_FORMAT, ContentFormat.JSON, ContentFormat.XML]);
 const CODE_NAMES: Record<string, string> = {
-  '2.01': 'Created', '2.02': 'Deleted', '2.03': 'Valid', '2.04': 'Changed', '2.05': 'Content', '2.31': 'Continue',
-  '4.00': 'Bad Request', '4.01': 'Unauthorized', '4.02': 'Bad Option', '4.03': 'Forbidden', '4.04': 'Not Found',
-  '4.05': 'Method Not Allowed', '4.06': 'Not Acceptable', '4.08': 'Request Entity Incomplete', '4.12': 'Precondition Failed',
-  '4.13': 'Request Entity Too Large', '4.15': 'Unsupported Content-Format', '5.00': 'Internal Server Error',
-  '5.01': 'Not Implemented', '5.02': 'Bad Gateway', '5.03': 'Service Unavailable', '5.04': 'Gateway Timeout', '5.05': 'Proxying Not Supported',
+  '2.01': 'Created',
+  '2.02': 'Deleted',
+  '2.03': 'Valid',
+  '2.04': 'Changed',
+  '2.05': 'Content',
+  '2.31': 'Continue',
+  '4.00': 'Bad Request',
+  '4.01': 'Unauthorized',
+  '4.02': 'Bad Option',
+  '4.03': 'Forbidden',
+  '4.04': 'Not Found',
+  '4.05': 'Method Not Allowed',
+  '4.06': 'Not Acceptable',
+  '4.08': 'Request Entity Incomplete',
+  '4.12': 'Precondition Failed',
+  '4.13': 'Request Entity Too Large',
+  '4.15': 'Unsupported Content-Format',
+  '5.00': 'Internal Server Error',
+  '5.01': 'Not Implemented',
+  '5.02': 'Bad Gateway',
+  '5.03': 'Service Unavailable',
+  '5.04': 'Gateway Timeout',
+  '5.05': 'Proxying Not Supported',
 };
 
 /** The JSON form of a kit's CoAP response (docs/coap.md). */

@@ -48,8 +48,8 @@ export function parseProxyUri(uri: string): ProxyTarget {
   // "/" alone and a trailing slash name no extra empty segment for our purposes (§6.4 step 8).
   if (path.length === 1 && path[0] === '') path.length = 0;
   return {
-    scheme: m[1].toLowerCase(),
-    host: pct(m[2]),
+    scheme: (m[1] ?? '').toLowerCase(),
+    host: pct(m[2] ?? ''),
     port,
     path: path.map(pct),
     query: m[5] === undefined || m[5] === '' ? [] : m[5].split('&').map(pct),
@@ -82,10 +82,11 @@ export function requestTarget(m: CoapMessage): ProxyTarget {
 export function kitMac(t: ProxyTarget, meshDomain: string): string {
   if (t.scheme !== 'coap') throw new TargetError('unsupported', `only coap:// targets are proxied, not ${t.scheme.slice(0, 16)}://`);
   const m = /^ssn([0-9a-f]{16})\.(.+)$/i.exec(t.host);
-  if (!m || m[2].toLowerCase() !== meshDomain.toLowerCase() || (t.port !== undefined && t.port !== KIT_PORT)) {
+  const [, mac, domain] = m ?? [];
+  if (!mac || !domain || domain.toLowerCase() !== meshDomain.toLowerCase() || (t.port !== undefined && t.port !== KIT_PORT)) {
     throw new TargetError('unsupported', `only kits SSN<mac>.${meshDomain}:${KIT_PORT} are reachable`);
   }
-  return m[1].toLowerCase();
+  return mac.toLowerCase();
 }
 
 /** The host name of a kit as clients write it. */

@@ -53,7 +53,10 @@ export function errorBody(e: ReefError, requestId: string): ErrorBody {
 export function sendError(reply: FastifyReply, e: ReefError): FastifyReply {
   if (e.retryAfter !== undefined) reply.header('retry-after', String(e.retryAfter));
   if (e.allow) reply.header('allow', e.allow.join(', '));
-  return reply.code(e.status).type('application/json; charset=utf-8').send(errorBody(e, String(reply.request.id)));
+  return reply
+    .code(e.status)
+    .type('application/json; charset=utf-8')
+    .send(errorBody(e, String(reply.request.id)));
 }
 
 export function installErrorHandling(app: FastifyInstance): void {

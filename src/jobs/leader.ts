@@ -38,7 +38,10 @@ export abstract class JobRunner implements Leadership {
   private readonly listeners = new Set<(leader: boolean) => void>();
   private change: Promise<void> = Promise.resolve();
 
-  constructor(nodeId?: string, protected readonly onError: (e: unknown, what: string) => void = () => undefined) {
+  constructor(
+    nodeId?: string,
+    protected readonly onError: (e: unknown, what: string) => void = () => undefined,
+  ) {
     this.nodeId = nodeId ?? makeNodeId();
   }
 

@@ -70,9 +70,12 @@ export function upkeepJob(o: UpkeepOptions): Job {
     name: 'upkeep',
     start() {
       running = once();
-      timer = setInterval(() => {
-        if (!running) running = once().finally(() => (running = null));
-      }, o.intervalMs ?? 10 * 60_000);
+      timer = setInterval(
+        () => {
+          if (!running) running = once().finally(() => (running = null));
+        },
+        o.intervalMs ?? 10 * 60_000,
+      );
       timer.unref();
       void running.finally(() => (running = null));
     },

@@ -219,7 +219,14 @@ export class ReefClient {
   private async requestToken(c: Credentials): Promise<TokenResponse> {
     const r = await this.request<TokenResponse>('POST', '/api/tokens', { body: { clientId: c.clientId, clientSecret: c.clientSecret }, idempotent: false, auth: false });
     if (!r.data || typeof r.data.accessToken !== 'string') {
-      throw new ApiError({ status: r.status, code: 'BAD_TOKEN_RESPONSE', message: 'the token response carries no accessToken', requestId: r.headers.get('x-request-id'), method: 'POST', url: this.endpoint + '/api/tokens' });
+      throw new ApiError({
+        status: r.status,
+        code: 'BAD_TOKEN_RESPONSE',
+        message: 'the token response carries no accessToken',
+        requestId: r.headers.get('x-request-id'),
+        method: 'POST',
+        url: this.endpoint + '/api/tokens',
+      });
     }
     return r.data;
   }
@@ -342,7 +349,9 @@ export class ReefClient {
       while (inFlight.size >= concurrency) await Promise.race(inFlight);
       if (failure) return;
       const p: Promise<void> = send(batch).then(
-        () => { inFlight.delete(p); },
+        () => {
+          inFlight.delete(p);
+        },
         (error) => {
           inFlight.delete(p);
           failure ??= { error };
@@ -438,13 +447,15 @@ export class ReefClient {
     try {
       let res: Response;
       try {
-        res = (await this.request<null>('GET', this.coapPath(deviceId, resource, opts), {
-          idempotent: false,
-          signal: ctrl.signal,
-          raw: true,
-          accept: 'text/event-stream',
-          timeoutMs: this.opts.timeoutMs === 0 ? 0 : Math.max(this.opts.timeoutMs, 35_000),
-        })).response;
+        res = (
+          await this.request<null>('GET', this.coapPath(deviceId, resource, opts), {
+            idempotent: false,
+            signal: ctrl.signal,
+            raw: true,
+            accept: 'text/event-stream',
+            timeoutMs: this.opts.timeoutMs === 0 ? 0 : Math.max(this.opts.timeoutMs, 35_000),
+          })
+        ).response;
       } catch (e) {
         if (ctrl.signal.aborted) return;
         throw e;
@@ -477,8 +488,20 @@ export class ReefClient {
 
   private coapPath(deviceId: string, resource: string, opts: { solution?: string | undefined }): string {
     const q = resource.indexOf('?');
-    const path = (q < 0 ? resource : resource.slice(0, q)).split('/').filter((x) => x.length > 0).map(seg).join('/');
-    const query = q < 0 ? '' : resource.slice(q + 1).split('&').filter((x) => x.length > 0).map(seg).join('&');
+    const path = (q < 0 ? resource : resource.slice(0, q))
+      .split('/')
+      .filter((x) => x.length > 0)
+      .map(seg)
+      .join('/');
+    const query =
+      q < 0
+        ? ''
+        : resource
+            .slice(q + 1)
+            .split('&')
+            .filter((x) => x.length > 0)
+            .map(seg)
+            .join('&');
     return `${this.sol(opts)}/devices/${seg(deviceId)}/coap/${path}${query ? `?${query}` : ''}`;
   }
 
@@ -596,12 +619,13 @@ export class ReefClient {
     outer?.addEventListener('abort', onAbort, { once: true });
     let timedOut = false;
     const timeoutMs = init.timeoutMs ?? this.opts.timeoutMs;
-    const timer = timeoutMs > 0
-      ? setTimeout(() => {
-          timedOut = true;
-          ctrl.abort();
-        }, timeoutMs)
-      : null;
+    const timer =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            timedOut = true;
+            ctrl.abort();
+          }, timeoutMs)
+        : null;
     let keepLinked = false;
     const done = () => {
       if (timer) clearTimeout(timer);
@@ -631,7 +655,14 @@ export class ReefClient {
         try {
           data = JSON.parse(text) as T;
         } catch {
-          throw new ApiError({ status: response.status, code: 'BAD_RESPONSE', message: `the service answered ${response.status} with a body that is not JSON`, requestId: response.headers.get('x-request-id'), method, url });
+          throw new ApiError({
+            status: response.status,
+            code: 'BAD_RESPONSE',
+            message: `the service answered ${response.status} with a body that is not JSON`,
+            requestId: response.headers.get('x-request-id'),
+            method,
+            url,
+          });
         }
       }
       return { status: response.status, headers: response.headers, data, response };
@@ -666,7 +697,7 @@ function apiError(response: Response, text: string, method: string, url: string)
   return new ApiError({
     status: response.status,
     code: body?.code ?? `HTTP_${response.status}`,
-    message: body?.message ?? (`${response.status} ${response.statusText}`.trim() + (text && text.length < 200 && !/^\s*</.test(text) ? `: ${text.trim()}` : '')),
+    message: body?.message ?? `${response.status} ${response.statusText}`.trim() + (text && text.length < 200 && !/^\s*</.test(text) ? `: ${text.trim()}` : ''),
     requestId: body?.requestId ?? response.headers.get('x-request-id'),
     method,
     url,

@@ -111,9 +111,7 @@ export type StreamEvent =
 
 export type SimulationStatus = 'running' | 'backfilling' | 'stopped' | 'completed' | 'failed';
 
-export type SimulationArea =
-  | { center: { latitude: number; longitude: number }; radiusKm: number; kind?: 'circle' }
-  | { south: number; west: number; north: number; east: number; kind?: 'box' };
+export type SimulationArea = { center: { latitude: number; longitude: number }; radiusKm: number; kind?: 'circle' } | { south: number; west: number; north: number; east: number; kind?: 'box' };
 
 export type SimulationProfile = 'outdoor' | 'indoor' | { kind?: string; offsetC?: number; dailySwingC?: number; driftC?: number; noiseC?: number };
 
@@ -143,9 +141,7 @@ export interface Simulation {
     durationMs: number | null;
     backfillMs: number;
     /** The area as the server resolved it (a circle, or a box as "bbox"). */
-    area:
-      | { kind: 'circle'; center: Location; radiusKm: number }
-      | { kind: 'bbox'; south: number; west: number; north: number; east: number };
+    area: { kind: 'circle'; center: Location; radiusKm: number } | { kind: 'bbox'; south: number; west: number; north: number; east: number };
     seed: string;
     /** The climate profile with every parameter filled in. */
     profile: { kind: 'outdoor' | 'indoor'; offsetC: number; dailySwingC: number; driftC: number; noiseC: number };

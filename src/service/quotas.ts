@@ -97,7 +97,10 @@ export class QuotaService {
     await this.loadUsage();
     const have = this.observations(tenantId);
     if (have + adding > limit) {
-      throw new ReefError('QUOTA_EXCEEDED', `observation quota: this account may keep ${limit} observations and keeps about ${have}; ${adding} more would exceed it (delete devices, set a retention, or ask the operator)`);
+      throw new ReefError(
+        'QUOTA_EXCEEDED',
+        `observation quota: this account may keep ${limit} observations and keeps about ${have}; ${adding} more would exceed it (delete devices, set a retention, or ask the operator)`,
+      );
     }
   }
 

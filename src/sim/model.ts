@@ -13,9 +13,7 @@
 import type { Location } from '../core/types.ts';
 import { deviceRandom, hash01 } from './prng.ts';
 
-export type Area =
-  | { kind: 'circle'; center: Location; radiusKm: number }
-  | { kind: 'bbox'; south: number; west: number; north: number; east: number };
+export type Area = { kind: 'circle'; center: Location; radiusKm: number } | { kind: 'bbox'; south: number; west: number; north: number; east: number };
 
 export interface Profile {
   kind: 'outdoor' | 'indoor';

@@ -31,7 +31,6 @@ export function hash01(a: number, b: number, c = 0): number {
   return h / 4294967296;
 }
 
-
 /** The generator of one device's traits: a function of (simulation seed, device index) only. */
 export function deviceRandom(seed: number, index: number): () => number {
   return mulberry32(fmix32((seed ^ Math.imul(index + 1, 0x9e3779b9)) >>> 0));

@@ -77,58 +77,78 @@ export function simulationRoutes(manager: SimulationManager): FastifyPluginAsync
     app.addSchema(simulation);
     const base = '/api/solutions/:solution/simulations';
 
-    app.post(base, {
-      schema: {
-        tags: ['simulations'],
-        summary: 'Start a simulation: virtual devices in an area reporting temperatures',
-        params: solutionParams,
-        body: createBody,
-        response: { 201: { $ref: 'Simulation#' }, ...errors(400, 401, 403, 409, 415) },
+    app.post(
+      base,
+      {
+        schema: {
+          tags: ['simulations'],
+          summary: 'Start a simulation: virtual devices in an area reporting temperatures',
+          params: solutionParams,
+          body: createBody,
+          response: { 201: { $ref: 'Simulation#' }, ...errors(400, 401, 403, 409, 415) },
+        },
+        bodyLimit: 16 * 1024,
       },
-      bodyLimit: 16 * 1024,
-    }, async (request, reply) => {
-      const { solution } = request.params as { solution: string };
-      studio(solution);
-      const sim = await manager.create(request.account, request.body ?? {});
-      return reply.code(201).header('location', `/api/solutions/${STUDIO_SIMULATION}/simulations/${sim.id}`).send(sim);
-    });
-
-    app.get(base, {
-      schema: {
-        tags: ['simulations'],
-        summary: "The account's simulations, newest first",
-        params: solutionParams,
-        response: { 200: { type: 'object', properties: { simulations: { type: 'array', items: { $ref: 'Simulation#' } } } }, ...errors(400, 401) },
+      async (request, reply) => {
+        const { solution } = request.params as { solution: string };
+        studio(solution);
+        const sim = await manager.create(request.account, request.body ?? {});
+        return reply.code(201).header('location', `/api/solutions/${STUDIO_SIMULATION}/simulations/${sim.id}`).send(sim);
       },
-    }, async (request) => {
-      const { solution } = request.params as { solution: string };
-      studio(solution);
-      return { simulations: await manager.list(request.account) };
-    });
+    );
 
-    app.get(`${base}/:id`, {
-      schema: { tags: ['simulations'], summary: 'One simulation with its device ids and progress', params: simParams, response: { 200: { $ref: 'Simulation#' }, ...errors(400, 401, 404) } },
-    }, async (request) => {
-      const { solution, id } = request.params as { solution: string; id: string };
-      studio(solution);
-      return manager.get(request.account, id);
-    });
+    app.get(
+      base,
+      {
+        schema: {
+          tags: ['simulations'],
+          summary: "The account's simulations, newest first",
+          params: solutionParams,
+          response: { 200: { type: 'object', properties: { simulations: { type: 'array', items: { $ref: 'Simulation#' } } } }, ...errors(400, 401) },
+        },
+      },
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        studio(solution);
+        return { simulations: await manager.list(request.account) };
+      },
+    );
+
+    app.get(
+      `${base}/:id`,
+      {
+        schema: { tags: ['simulations'], summary: 'One simulation with its device ids and progress', params: simParams, response: { 200: { $ref: 'Simulation#' }, ...errors(400, 401, 404) } },
+      },
+      async (request) => {
+        const { solution, id } = request.params as { solution: string; id: string };
+        studio(solution);
+        return manager.get(request.account, id);
+      },
+    );
 
     const stop = async (request: { params: unknown; account: import('../core/types.ts').Account }) => {
       const { solution, id } = request.params as { solution: string; id: string };
       studio(solution);
       return manager.stop(request.account, id);
     };
-    app.delete(`${base}/:id`, {
-      schema: {
-        tags: ['simulations'],
-        summary: 'Stop a simulation (its devices and readings stay); answers the stopped simulation',
-        params: simParams,
-        response: { 200: { $ref: 'Simulation#' }, ...errors(400, 401, 404) },
+    app.delete(
+      `${base}/:id`,
+      {
+        schema: {
+          tags: ['simulations'],
+          summary: 'Stop a simulation (its devices and readings stay); answers the stopped simulation',
+          params: simParams,
+          response: { 200: { $ref: 'Simulation#' }, ...errors(400, 401, 404) },
+        },
       },
-    }, stop);
-    app.post(`${base}/:id/stop`, {
-      schema: { tags: ['simulations'], summary: 'Stop a simulation (same as DELETE)', params: simParams, response: { 200: { $ref: 'Simulation#' }, ...errors(400, 401, 404) } },
-    }, stop);
+      stop,
+    );
+    app.post(
+      `${base}/:id/stop`,
+      {
+        schema: { tags: ['simulations'], summary: 'Stop a simulation (same as DELETE)', params: simParams, response: { 200: { $ref: 'Simulation#' }, ...errors(400, 401, 404) } },
+      },
+      stop,
+    );
   };
 }

@@ -379,4 +379,3 @@ export class SimulationRun {
     return this.progress.state !== 'active';
   }
 }
-

@@ -86,7 +86,9 @@ describe('reef login / logout', () => {
   it('--no-store-secret keeps the secret nowhere; REEF_CLIENT_SECRET then supplies it', async () => {
     const cfg = dir();
     const c = await s.account();
-    const r = await reef(['login', '--endpoint', s.url, '--client-id', c.clientId, '--no-store-secret', '--solution', 'StudioSimulation'], { env: { REEF_CONFIG_DIR: cfg, REEF_CLIENT_SECRET: c.clientSecret } });
+    const r = await reef(['login', '--endpoint', s.url, '--client-id', c.clientId, '--no-store-secret', '--solution', 'StudioSimulation'], {
+      env: { REEF_CONFIG_DIR: cfg, REEF_CLIENT_SECRET: c.clientSecret },
+    });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /secret not stored/);
     assert.deepEqual(fs.readdirSync(cfg), ['config.json']);
@@ -97,7 +99,11 @@ describe('reef login / logout', () => {
     assert.equal(withEnv.code, 0, withEnv.stderr);
     const d = JSON.parse(withEnv.stdout);
     const sim = await s.request('GET', '/api/solutions/StudioSimulation/devices', { token: await s.token(c) });
-    assert.deepEqual(((await sim.json()) as { devices: { id: string }[] }).devices.map((x) => x.id), [d.id], 'the stored solution is used');
+    assert.deepEqual(
+      ((await sim.json()) as { devices: { id: string }[] }).devices.map((x) => x.id),
+      [d.id],
+      'the stored solution is used',
+    );
   });
 
   it('a secret file others can read is refused', async () => {
@@ -157,7 +163,10 @@ describe('reef devices and observations', () => {
     assert.match(table.stdout, /Weather\s+52\.5,13\.4/);
 
     const filtered = JSON.parse((await reef(['devices', 'list', '--type', 'Weather', '--json'], { env })).stdout);
-    assert.deepEqual(filtered.map((x: { id: string }) => x.id), [d.id]);
+    assert.deepEqual(
+      filtered.map((x: { id: string }) => x.id),
+      [d.id],
+    );
     const got = await reef(['devices', 'get', d.id, '--json'], { env });
     assert.deepEqual(JSON.parse(got.stdout), d);
 
@@ -186,7 +195,12 @@ describe('reef devices and observations', () => {
     assert.equal(lines[0], 'timestamp,temperature,humidity');
     assert.equal(lines.length, 2501);
     // Newest first; sorted, it is the uploaded file (numbers as the service keeps them).
-    const original = csv(2500).trim().split('\n').slice(1).map((l) => l.replace(/\.0,/, ',')).sort();
+    const original = csv(2500)
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.replace(/\.0,/, ','))
+      .sort();
     assert.deepEqual(lines.slice(1).sort(), original);
 
     const asJson = await reef(['observations', 'get', '--device', id, '--json', '--limit', '10'], { env });
@@ -195,7 +209,10 @@ describe('reef devices and observations', () => {
     assert.deepEqual(arr[0], { timestamp: new Date(Date.UTC(2026, 0, 1) + 2499 * 1000).toISOString(), temperature: 29.9, humidity: 40 + (2499 % 7) });
 
     const nd = await reef(['observations', 'get', '--device', id, '--format', 'ndjson', '--from', '2026-01-01T00:00:10Z', '--to', '2026-01-01T00:00:20Z'], { env });
-    const rows = nd.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const rows = nd.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     assert.equal(rows.length, 10);
     assert.equal(rows[0].timestamp, '2026-01-01T00:00:19.000Z');
     assert.equal(rows[9].timestamp, '2026-01-01T00:00:10.000Z');
@@ -223,11 +240,14 @@ describe('reef devices and observations', () => {
     const id = await newDevice();
     const dirp = dir();
     const nd = path.join(dirp, 'data.ndjson');
-    fs.writeFileSync(nd, [
-      JSON.stringify({ timestamp: '2026-02-01T00:00:00.000Z', temperature: '72.50', accelerometer: { x: 1, y: 2, z: 3 } }),
-      '',
-      JSON.stringify({ timestamp: '2026-02-01T00:00:01Z', temperature: 21, note: 'hi' }),
-    ].join('\n'));
+    fs.writeFileSync(
+      nd,
+      [
+        JSON.stringify({ timestamp: '2026-02-01T00:00:00.000Z', temperature: '72.50', accelerometer: { x: 1, y: 2, z: 3 } }),
+        '',
+        JSON.stringify({ timestamp: '2026-02-01T00:00:01Z', temperature: 21, note: 'hi' }),
+      ].join('\n'),
+    );
     const r1 = await reef(['observations', 'upload', nd, '--device', id, '--json'], { env });
     assert.equal(r1.code, 0, r1.stderr);
     assert.equal(JSON.parse(r1.stdout).stored, 2);
@@ -236,7 +256,10 @@ describe('reef devices and observations', () => {
     fs.writeFileSync(cf, '\ufefftimestamp,temperature,accelerometer.x,accelerometer.y,note\r\n2026-02-02T00:00:00Z,"21.5",1,2,"hello, ""world""\nsecond line"\r\n2026-02-02T00:00:01Z,,0.5,,plain\r\n');
     const r2 = await reef(['observations', 'upload', cf, '--device', id], { env });
     assert.equal(r2.code, 0, r2.stderr);
-    const got = (await reef(['observations', 'get', '--device', id, '--format', 'ndjson'], { env })).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const got = (await reef(['observations', 'get', '--device', id, '--format', 'ndjson'], { env })).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     assert.deepEqual(got, [
       { timestamp: '2026-02-02T00:00:01.000Z', accelerometer: { x: 0.5 }, note: 'plain' },
       { timestamp: '2026-02-02T00:00:00.000Z', temperature: 21.5, accelerometer: { x: 1, y: 2 }, note: 'hello, "world"\nsecond line' },
@@ -250,14 +273,25 @@ describe('reef devices and observations', () => {
     fs.writeFileSync(back, out.stdout);
     const id2 = await newDevice();
     assert.equal((await reef(['observations', 'upload', back, '--device', id2], { env })).code, 0);
-    const again = (await reef(['observations', 'get', '--device', id2, '--format', 'ndjson'], { env })).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const again = (await reef(['observations', 'get', '--device', id2, '--format', 'ndjson'], { env })).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     assert.deepEqual(again, got);
   });
 
   it('get streams a long range; a reader that stops early (| head) ends it with exit 0', async () => {
     const id = await newDevice();
     const client = new ReefClient({ endpoint: s.url, credentials: creds });
-    await client.uploadObservations(id, csv(30_000).trim().split('\n').slice(1).map((l) => ({ timestamp: l.split(',')[0]!, temperature: Number(l.split(',')[1]) })), { batchSize: 10_000 });
+    await client.uploadObservations(
+      id,
+      csv(30_000)
+        .trim()
+        .split('\n')
+        .slice(1)
+        .map((l) => ({ timestamp: l.split(',')[0]!, temperature: Number(l.split(',')[1]) })),
+      { batchSize: 10_000 },
+    );
     const full = await reef(['observations', 'get', '--device', id, '--format', 'csv'], { env });
     assert.equal(full.code, 0, full.stderr);
     assert.equal(full.stdout.trim().split('\n').length, 30_001);
@@ -279,7 +313,13 @@ describe('reef devices and observations', () => {
       // The bad line is the very last of 25,001: all earlier batches would have gone out if the
       // file were not checked whole first.
       ['late.csv', csv(25_000) + 'yesterday,20.0,40\n', /late\.csv line 25002: timestamp must be an ISO-8601 date-time with a time zone/],
-      ['temp.csv', csv(3).replace(/,21\.0,/, ',warm,').replace(/(\n[^\n]*),20\.1,/, '$1,hot,'), /temp\.csv line 3: temperature must be a number or a numeric string/],
+      [
+        'temp.csv',
+        csv(3)
+          .replace(/,21\.0,/, ',warm,')
+          .replace(/(\n[^\n]*),20\.1,/, '$1,hot,'),
+        /temp\.csv line 3: temperature must be a number or a numeric string/,
+      ],
       ['fields.csv', csv(5).replace(/\n([^\n]*)\n$/, '\n$1,extra\n'), /fields\.csv line 6: expected 3 fields as in the header, found 4/],
       ['nozone.csv', 'timestamp,temperature\n2026-01-01T00:00:00Z,1\n2026-01-01T00:00:01,2\n', /nozone\.csv line 3: timestamp must be an ISO-8601 date-time with a time zone/],
       ['header.csv', 'time,temperature\n2026-01-01T00:00:00Z,1\n', /header\.csv line 1: the header must name a timestamp column/],
@@ -344,7 +384,14 @@ describe('reef devices and observations', () => {
     const top = await reef(['--help']);
     assert.equal(top.code, 0);
     for (const c of ['login', 'logout', 'devices', 'observations']) assert.match(top.stdout, new RegExp(`\\n  ${c} `));
-    for (const args of [['login', '--help'], ['logout', '--help'], ['devices', '--help'], ['devices', 'list', '--help'], ['observations', '--help'], ['observations', 'upload', '--help']]) {
+    for (const args of [
+      ['login', '--help'],
+      ['logout', '--help'],
+      ['devices', '--help'],
+      ['devices', 'list', '--help'],
+      ['observations', '--help'],
+      ['observations', 'upload', '--help'],
+    ]) {
       const r = await reef(args);
       assert.equal(r.code, 0, args.join(' '));
       assert.match(r.stdout, /^Usage/);

@@ -9,7 +9,6 @@ import { tempDir } from '../helpers/server.ts';
 const reef = (args: string[], env: Record<string, string>) => run(args, { env });
 import { startGateway, type GatewayHarness } from '../gateway/helpers.ts';
 
-
 describe('reef coap', () => {
   let h: GatewayHarness;
   let env: Record<string, string>;
@@ -51,7 +50,10 @@ describe('reef coap', () => {
   it('observe prints one line per notification; --count stops it', async () => {
     const r = await reef(['coap', 'observe', '--device', id, 'snsr/arduino/temp?sens', '--count', '3', '--json'], env);
     assert.equal(r.code, 0, r.stderr);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     assert.equal(lines.length, 3);
     assert.ok(lines.every((n) => n.code === '2.05' && typeof n.observe === 'number' && n.reading));
     const people = await reef(['coap', 'observe', '--device', id, 'snsr/arduino/temp?sens', '--count', '2'], env);
@@ -68,7 +70,14 @@ describe('reef coap', () => {
     const unknown = await reef(['coap', 'get', '--device', '00000000000007ff', 'snsr/arduino/temp?sens'], env);
     assert.equal(unknown.code, 1);
     assert.equal(unknown.stderr, 'reef coap: no dev kit with MAC 00000000000007ff in solution sandbox\n');
-    for (const args of [['coap'], ['coap', 'poke', '--device', id, 'x'], ['coap', 'get', 'x'], ['coap', 'get', '--device', id], ['coap', 'get', '--device', id, 'x', '--count', '2'], ['coap', 'observe', '--device', id, 'x', '--count', '0']]) {
+    for (const args of [
+      ['coap'],
+      ['coap', 'poke', '--device', id, 'x'],
+      ['coap', 'get', 'x'],
+      ['coap', 'get', '--device', id],
+      ['coap', 'get', '--device', id, 'x', '--count', '2'],
+      ['coap', 'observe', '--device', id, 'x', '--count', '0'],
+    ]) {
       const r = await reef(args, env);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
     }

@@ -58,19 +58,25 @@ describe('reef account / provision', () => {
   it("--group never joins another account's tenant or an existing group by accident; --join-group joins explicitly (issue 11.7)", async () => {
     const dir = dataDir();
     const victim = JSON.parse((await reef(['account', 'create', '--name', 'victim', '--json', '--data-dir', dir])).stdout);
-    const hijack = (await reef(['account', 'create', '--name', 'intruder', '--group', victim.tenantId, '--data-dir', dir]));
+    const hijack = await reef(['account', 'create', '--name', 'intruder', '--group', victim.tenantId, '--data-dir', dir]);
     assert.equal(hijack.code, 1);
     assert.match(hijack.stderr, /tenant id/);
-    const lower = (await reef(['account', 'create', '--name', 'intruder', '--join-group', victim.tenantId.toLowerCase(), '--data-dir', dir]));
+    const lower = await reef(['account', 'create', '--name', 'intruder', '--join-group', victim.tenantId.toLowerCase(), '--data-dir', dir]);
     assert.equal(lower.code, 1, 'not even by joining, in any case');
     const first = JSON.parse((await reef(['account', 'create', '--name', 'a', '--group', 'lab', '--json', '--data-dir', dir])).stdout);
-    const again = (await reef(['account', 'create', '--name', 'b', '--group', 'lab', '--data-dir', dir]));
+    const again = await reef(['account', 'create', '--name', 'b', '--group', 'lab', '--data-dir', dir]);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /already exists.*--join-group lab/);
-    const joined = (await reef(['account', 'create', '--name', 'b', '--join-group', 'lab', '--json', '--data-dir', dir]));
+    const joined = await reef(['account', 'create', '--name', 'b', '--join-group', 'lab', '--json', '--data-dir', dir]);
     assert.equal(joined.code, 0, joined.stderr);
     const list = JSON.parse((await reef(['account', 'list', '--json', '--data-dir', dir])).stdout) as { tenantId: string; group: string }[];
-    assert.deepEqual(list.filter((r) => r.group === 'lab').map((r) => r.tenantId).sort(), [first.tenantId, JSON.parse(joined.stdout).tenantId].sort());
+    assert.deepEqual(
+      list
+        .filter((r) => r.group === 'lab')
+        .map((r) => r.tenantId)
+        .sort(),
+      [first.tenantId, JSON.parse(joined.stdout).tenantId].sort(),
+    );
     assert.equal(list.filter((r) => r.group === victim.tenantId).length, 1, "the victim's group is still only the victim");
   });
 
@@ -127,12 +133,23 @@ describe('reef serve', () => {
     assert.equal(t.status, 201);
     const { accessToken } = (await t.json()) as { accessToken: string };
     // An upload in flight when SIGTERM arrives (half its body sent) still completes and is stored.
-    const d = (await (await fetch(`${url}/api/solutions/sandbox/devices`, { method: 'POST', headers: { authorization: accessToken, 'content-type': 'application/json' }, body: '{"deviceType":"T"}' })).json()) as { id: string };
+    const d = (await (
+      await fetch(`${url}/api/solutions/sandbox/devices`, { method: 'POST', headers: { authorization: accessToken, 'content-type': 'application/json' }, body: '{"deviceType":"T"}' })
+    ).json()) as { id: string };
     const body = JSON.stringify({ observations: [{ timestamp: '2026-01-01T00:00:00Z', temperature: 5 }] });
     const u = new URL(url);
-    const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: `/api/solutions/sandbox/devices/${d.id}/observations`, headers: { authorization: accessToken, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+    const req = http.request({
+      host: u.hostname,
+      port: u.port,
+      method: 'POST',
+      path: `/api/solutions/sandbox/devices/${d.id}/observations`,
+      headers: { authorization: accessToken, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    });
     const response = new Promise<number>((resolve, reject) => {
-      req.on('response', (res) => { res.resume(); resolve(res.statusCode!); });
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
       req.on('error', reject);
     });
     req.write(body.slice(0, 10));

@@ -74,9 +74,14 @@ describe('RFC 7252 message codec', () => {
   });
 
   test('options are sorted by number and repeated options keep their order', () => {
-    const m = msg({ options: [uintOption(Option.MAX_AGE, 60), { number: Option.URI_PATH, value: Buffer.from('b') }, uintOption(Option.OBSERVE, 0), { number: Option.URI_PATH, value: Buffer.from('c') }] });
+    const m = msg({
+      options: [uintOption(Option.MAX_AGE, 60), { number: Option.URI_PATH, value: Buffer.from('b') }, uintOption(Option.OBSERVE, 0), { number: Option.URI_PATH, value: Buffer.from('c') }],
+    });
     const out = parseMessage(serializeMessage(m));
-    assert.deepEqual(out.options.map((o) => o.number), [6, 11, 11, 14]);
+    assert.deepEqual(
+      out.options.map((o) => o.number),
+      [6, 11, 11, 14],
+    );
     assert.deepEqual(uriPath(out), ['b', 'c']);
   });
 
@@ -129,7 +134,15 @@ describe('RFC 7252 message codec', () => {
   });
 
   test('checkOptions: unknown, bad length and repeated options; classifyDatagram answers 4.02, RST, or strips electives', () => {
-    const m = msg({ options: [{ number: 2049, value: Buffer.alloc(1) }, { number: 2048, value: Buffer.alloc(1) }, uintOption(Option.CONTENT_FORMAT, 0), uintOption(Option.CONTENT_FORMAT, 0), { number: Option.URI_HOST, value: Buffer.alloc(0) }] });
+    const m = msg({
+      options: [
+        { number: 2049, value: Buffer.alloc(1) },
+        { number: 2048, value: Buffer.alloc(1) },
+        uintOption(Option.CONTENT_FORMAT, 0),
+        uintOption(Option.CONTENT_FORMAT, 0),
+        { number: Option.URI_HOST, value: Buffer.alloc(0) },
+      ],
+    });
     const p = checkOptions(parseMessage(serializeMessage(m)));
     assert.deepEqual(
       p.map((x) => [x.number, x.reason, x.critical]),
@@ -156,7 +169,7 @@ describe('RFC 7252 message codec', () => {
 
   test('100,000 random and mutated datagrams: parse either succeeds and re-serializes, or throws CoapFormatError', () => {
     let seed = 12345;
-    const rnd = (): number => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const rnd = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
     const base = serializeMessage(msg({ options: [...uriOptions('/snsr/arduino/temp?sens'), uintOption(Option.OBSERVE, 0), uintOption(Option.BLOCK2, 0x13)], payload: Buffer.from('x') }));
     let ok = 0;
     for (let i = 0; i < 100_000; i++) {
@@ -242,7 +255,10 @@ describe('Block2, CBOR, readings, time TLV, announcement, timing', () => {
   test('announcement encode/decode and validation naming every bad field', () => {
     const a = { v: 1 as const, mac: '0123456789abcdef', host: '127.0.0.1', port: 4849, prefix: 'snsr' as const, fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1700000000, period: 60 };
     assert.deepEqual(decodeAnnouncement(encodeAnnouncement(a)), a);
-    assert.throws(() => decodeAnnouncement(Buffer.from(JSON.stringify({ ...a, mac: 'XYZ', port: 0 }))), (e: Error) => e instanceof AnnouncementError && /mac, port/.test(e.message));
+    assert.throws(
+      () => decodeAnnouncement(Buffer.from(JSON.stringify({ ...a, mac: 'XYZ', port: 0 }))),
+      (e: Error) => e instanceof AnnouncementError && /mac, port/.test(e.message),
+    );
     assert.throws(() => decodeAnnouncement(Buffer.from('nope')), AnnouncementError);
   });
 

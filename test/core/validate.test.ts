@@ -19,16 +19,33 @@ describe('isoTimestamp', () => {
   });
 
   it('refuses impossible dates on both paths, no zone, and non-strings', () => {
-    for (const v of ['2026-02-29T00:00:00.000Z', '2026-02-29T00:00:00Z', '2100-02-29T00:00:00.000Z', '2026-04-31T00:00:00.000Z', '2026-00-10T00:00:00.000Z',
-      '2026-01-01T24:00:00.000Z', '2026-01-01T00:60:00.000Z', '2026-01-01T00:00:60.000Z', '2026-01-01T00:00:00.000', '2026-01-01', 'now', '',
-      '1969-12-31T23:59:59.999Z', '2026-01-01T00:00:00.0a0Z', '+02026-01-01T00:00:00.000Z']) {
+    for (const v of [
+      '2026-02-29T00:00:00.000Z',
+      '2026-02-29T00:00:00Z',
+      '2100-02-29T00:00:00.000Z',
+      '2026-04-31T00:00:00.000Z',
+      '2026-00-10T00:00:00.000Z',
+      '2026-01-01T24:00:00.000Z',
+      '2026-01-01T00:60:00.000Z',
+      '2026-01-01T00:00:60.000Z',
+      '2026-01-01T00:00:00.000',
+      '2026-01-01',
+      'now',
+      '',
+      '1969-12-31T23:59:59.999Z',
+      '2026-01-01T00:00:00.0a0Z',
+      '+02026-01-01T00:00:00.000Z',
+    ]) {
       refused(() => isoTimestamp(v, 't'));
     }
     for (const v of [0, null, undefined, {}, ['2026-01-01T00:00:00Z']]) refused(() => isoTimestamp(v, 't'));
   });
 
   it('names the field in the error', () => {
-    assert.throws(() => isoTimestamp('x', 'observations[4].timestamp'), (e: unknown) => isReefError(e) && e.field === 'observations[4].timestamp');
+    assert.throws(
+      () => isoTimestamp('x', 'observations[4].timestamp'),
+      (e: unknown) => isReefError(e) && e.field === 'observations[4].timestamp',
+    );
   });
 });
 

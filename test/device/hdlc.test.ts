@@ -1,16 +1,12 @@
 // HDLC type 3 (wire §2): CRC, the reference vectors, round trips, damaged input, and the link
 // state machines over the in-process line and over a real pty pair.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { describe, test } from 'node:test';
 import { crc16x25 } from '../../src/device/hdlc/crc16.ts';
 import { decodeLinkParams, encodeFrame, encodeLinkParams, FrameDecoder, frameKind, iControl, nrOf, nsOf, PF, rrControl, U } from '../../src/device/hdlc/frame.ts';
 import { PrimaryStation, SecondaryStation } from '../../src/device/hdlc/link.ts';
 import { duplexPair, openSerialPort } from '../../src/device/hdlc/transport.ts';
-import { waitFor } from './helpers.ts';
+import { ptyPair, waitFor } from './helpers.ts';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
@@ -25,7 +21,10 @@ describe('CRC-16/X.25 and frame vectors', () => {
     assert.deepEqual(encodeFrame({ control: U.SNRM | PF }), hex('7E A0 07 03 03 93 8C 11 7E'));
     const d = new FrameDecoder();
     const frames = d.push(hex('7E A0 07 03 03 11 96 B6 7E 7E A0 07 03 03 1F E8 5F 7E 7E A0 07 03 03 93 8C 11 7E'));
-    assert.deepEqual(frames.map((f) => frameKind(f.control)), ['RR', 'DM', 'SNRM']);
+    assert.deepEqual(
+      frames.map((f) => frameKind(f.control)),
+      ['RR', 'DM', 'SNRM'],
+    );
   });
 
   test('control fields: I, RR and the U-frames with P/F set', () => {
@@ -42,6 +41,7 @@ describe('CRC-16/X.25 and frame vectors', () => {
     assert.equal(f.readUInt16BE(1), 0xa000 | (f.length - 2));
     assert.equal(f.length, 2 + 7 + info.length + 2);
     const [out] = new FrameDecoder().push(f);
+    assert.ok(out);
     assert.deepEqual(out.info, info);
     assert.equal(out.control, iControl(1, 2, true));
   });
@@ -61,7 +61,10 @@ describe('frame decoder on damaged input', () => {
     const bytes = Buffer.concat([good(1), good(2)]);
     const out = [];
     for (const b of bytes) out.push(...d.push(Buffer.from([b])));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg1', 'msg2']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg1', 'msg2'],
+    );
   });
 
   test('concatenated frames, with separate flags and with a shared flag, all decode', () => {
@@ -70,18 +73,24 @@ describe('frame decoder on damaged input', () => {
     const b = good(2);
     const c = good(3);
     const shared = Buffer.concat([a, b.subarray(1), c]);
-    assert.deepEqual(d.push(shared).map((f) => f.info.toString()), ['msg1', 'msg2', 'msg3']);
+    assert.deepEqual(
+      d.push(shared).map((f) => f.info.toString()),
+      ['msg1', 'msg2', 'msg3'],
+    );
     assert.equal(d.counters.frames, 3);
   });
 
   test('a corrupted info byte (FCS) or header byte (HCS) drops that frame only and is counted', () => {
     const d = new FrameDecoder();
     const badFcs = good(1);
-    badFcs[9] ^= 0x01;
+    badFcs.writeUInt8(badFcs.readUInt8(9) ^ 0x01, 9);
     const badHcs = good(2);
-    badHcs[5] ^= 0x20;
+    badHcs.writeUInt8(badHcs.readUInt8(5) ^ 0x20, 5);
     const out = d.push(Buffer.concat([badFcs, badHcs, good(3)]));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg3']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg3'],
+    );
     assert.equal(d.counters.badFcs, 1);
     assert.equal(d.counters.badHcs, 1);
   });
@@ -90,7 +99,10 @@ describe('frame decoder on damaged input', () => {
     const d = new FrameDecoder();
     const t = good(1).subarray(0, 8);
     const out = d.push(Buffer.concat([t, good(2)]));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg2']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg2'],
+    );
     assert.ok(d.counters.truncated >= 1);
   });
 
@@ -100,7 +112,10 @@ describe('frame decoder on damaged input', () => {
     assert.ok(d.pending > 0);
     d.flush();
     assert.equal(d.counters.truncated, 1);
-    assert.deepEqual(d.push(good(2)).map((f) => f.info.toString()), ['msg2']);
+    assert.deepEqual(
+      d.push(good(2)).map((f) => f.info.toString()),
+      ['msg2'],
+    );
   });
 
   test('an oversized frame (info over 255) is dropped and counted; a bad format type too; garbage is skipped', () => {
@@ -108,7 +123,10 @@ describe('frame decoder on damaged input', () => {
     const big = encodeFrame({ control: iControl(0, 0, true), info: Buffer.alloc(300, 0x41) });
     const badType = hex('7E B0 07 03 03 11 96 B6 7E');
     const out = d.push(Buffer.concat([Buffer.from('garbage'), big, badType, good(5)]));
-    assert.deepEqual(out.map((f) => f.info.toString()), ['msg5']);
+    assert.deepEqual(
+      out.map((f) => f.info.toString()),
+      ['msg5'],
+    );
     assert.ok(d.counters.oversized >= 1);
     assert.ok(d.counters.badFormat >= 1);
     assert.ok(d.counters.garbage >= 7);
@@ -158,12 +176,18 @@ describe('link state machines', () => {
     assert.deepEqual(primary.params, { maxInfoTx: 255, maxInfoRx: 255, windowTx: 1, windowRx: 1 });
     for (let i = 0; i < 20; i++) primary.send(Buffer.from(`echo ${i}`));
     await waitFor(() => toPrimary.length === 20, 5000, 'twenty echoes');
-    assert.deepEqual(toSecondary.map(String), Array.from({ length: 20 }, (_, i) => `echo ${i}`));
-    assert.deepEqual(toPrimary.map(String), Array.from({ length: 20 }, (_, i) => String(i)));
+    assert.deepEqual(
+      toSecondary.map(String),
+      Array.from({ length: 20 }, (_, i) => `echo ${i}`),
+    );
+    assert.deepEqual(
+      toPrimary.map(String),
+      Array.from({ length: 20 }, (_, i) => String(i)),
+    );
     // Device-initiated: wake-and-poll.
     secondary.send(Buffer.from('notification'));
     await waitFor(() => toPrimary.length === 21);
-    assert.equal(toPrimary[20].toString(), 'notification');
+    assert.equal(toPrimary[20]?.toString(), 'notification');
     primary.close();
     secondary.close();
   });
@@ -175,7 +199,7 @@ describe('link state machines', () => {
     const junk = [
       (() => {
         const f = encodeFrame({ control: iControl(0, 0, true), info: Buffer.from('x') });
-        f[8] ^= 0xff;
+        f.writeUInt8(f.readUInt8(8) ^ 0xff, 8);
         return f;
       })(),
       encodeFrame({ control: iControl(0, 0, true), info: Buffer.from('y') }).subarray(0, 7),
@@ -240,12 +264,10 @@ describe('link state machines', () => {
 
 describe('HDLC over a real pty pair (socat)', () => {
   test('the kit link runs over two pty paths', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-pty-'));
-    const pa = path.join(dir, 'a');
-    const pb = path.join(dir, 'b');
-    const socat = spawn('socat', [`pty,raw,echo=0,link=${pa}`, `pty,raw,echo=0,link=${pb}`], { stdio: 'ignore' });
+    const pty = await ptyPair();
+    const pa = pty.a;
+    const pb = pty.b;
     try {
-      await waitFor(() => fs.existsSync(pa) && fs.existsSync(pb), 5000, 'pty links');
       const sa = openSerialPort(pa);
       const sb = openSerialPort(pb);
       const got: Buffer[] = [];
@@ -263,8 +285,7 @@ describe('HDLC over a real pty pair (socat)', () => {
       primary.close();
       secondary.close();
     } finally {
-      socat.kill();
-      fs.rmSync(dir, { recursive: true, force: true });
+      pty.close();
     }
   });
 });

@@ -1,12 +1,18 @@
 // Test helpers for kits over real UDP on 127.0.0.1 (ephemeral ports).
+import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { CoapMessage, parseMessage, serializeMessage } from '../../src/coap/index.ts';
 import { loadDeviceConfig, DeviceConfig } from '../../src/device/config.ts';
+import { openSerialPort, type ByteStream } from '../../src/device/hdlc/transport.ts';
 import { Kit } from '../../src/device/kit.ts';
 import { waitFor as shared } from '../helpers/wait.ts';
 
+/** A kit on an ephemeral port; it lets direct peers in (the tests talk to it straight) unless `over` says otherwise. */
 export async function startKit(over: Partial<DeviceConfig> = {}): Promise<Kit> {
-  const cfg = loadDeviceConfig({ port: 0, monitorWindowMs: 0, logLevel: 0, periodMs: 100, uartTimeoutMs: 500, ...over });
+  const cfg = loadDeviceConfig({ port: 0, monitorWindowMs: 0, logLevel: 0, periodMs: 100, uartTimeoutMs: 500, allowDirect: true, ...over });
   const kit = new Kit(cfg);
   await kit.start();
   return kit;
@@ -73,4 +79,45 @@ export class RawClient {
 /** The shared waitFor (test/helpers/wait.ts) in the argument order of the device tests. */
 export async function waitFor(cond: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
   await shared(what, cond, ms, 10);
+}
+
+/** Two linked ptys from socat (raw, no echo): what one end writes the other reads. */
+export async function ptyPair(): Promise<{ a: string; b: string; close(): void }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-pty-'));
+  const a = path.join(dir, 'a');
+  const b = path.join(dir, 'b');
+  const socat = spawn('socat', [`pty,raw,echo=0,link=${a}`, `pty,raw,echo=0,link=${b}`], { stdio: 'ignore' });
+  await waitFor(() => fs.existsSync(a) && fs.existsSync(b), 5000, 'pty links');
+  return {
+    a,
+    b,
+    close() {
+      socat.kill();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A terminal on a serial path: sends lines, collects what comes back. */
+export class Terminal {
+  text = '';
+  private constructor(private readonly port: ByteStream) {
+    port.onData((d) => (this.text += d.toString('latin1')));
+  }
+  static async open(file: string): Promise<Terminal> {
+    return new Terminal(openSerialPort(file));
+  }
+  write(bytes: Buffer | string): void {
+    this.port.write(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, 'latin1'));
+  }
+  /** Sends a command line and resolves with the answer up to the next prompt (CRLF lines, prompt removed). */
+  async command(line: string, ms = 15_000): Promise<string> {
+    const start = this.text.length;
+    this.write(line + '\r');
+    await waitFor(() => this.text.slice(start).endsWith('\r\n> '), ms, `the answer to ${JSON.stringify(line)}`);
+    return this.text.slice(start, -2).replace(/\r\n/g, '\n').trim();
+  }
+  close(): void {
+    this.port.close();
+  }
 }

@@ -39,15 +39,14 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
   let kit: Kit;
   let client: CoapEndpoint;
   let port: number;
-  const get = (uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) =>
-    client.request({ address: '127.0.0.1', port }, { method: Code.GET, uri, timeoutMs: 5000, ...extra });
-  const req = (method: number, uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) =>
-    client.request({ address: '127.0.0.1', port }, { method, uri, timeoutMs: 5000, ...extra });
+  const get = (uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) => client.request({ address: '127.0.0.1', port }, { method: Code.GET, uri, timeoutMs: 5000, ...extra });
+  const req = (method: number, uri: string, extra: Partial<Parameters<CoapEndpoint['request']>[1]> = {}) => client.request({ address: '127.0.0.1', port }, { method, uri, timeoutMs: 5000, ...extra });
 
   before(async () => {
-    kit = await startKit();
-    port = kit.address().port;
+    // The client plays the kit's gateway: the only peer a kit answers in full (docs/device.md "Reach").
     client = await CoapEndpoint.create();
+    kit = await startKit({ gateway: client.address(), allowDirect: false });
+    port = kit.address().port;
   });
   after(async () => {
     await client.close();
@@ -89,7 +88,9 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
     assert.equal(code(await req(Code.POST, '/snsr/arduino/temp?sens')), '4.05');
     assert.equal(code(await req(Code.PUT, '/snsr/arduino/temp?sens')), '4.05');
     assert.equal(code(await req(Code.GET, '/snsr/arduino/temp?cfg=C')), '4.05');
-    assert.equal(code(await req(Code.PUT, '/snsr/arduino/temp?cfg')), '4.05');
+    // The original firmware: PUT ?cfg with the value in the payload is not implemented (issue 16.6).
+    assert.equal(code(await req(Code.PUT, '/snsr/arduino/temp?cfg', { payload: Buffer.from('C') })), '5.01');
+    assert.equal(code(await req(Code.POST, '/snsr/arduino/temp?cfg')), '4.05');
     assert.equal(code(await get('/snsr/arduino/temp?humidity')), '5.01');
     assert.equal(code(await req(Code.PUT, '/snsr/arduino/temp?cfg=K')), '4.00');
     assert.equal(code(await get('/snsr/arduino/light?sens')), '4.04');
@@ -148,6 +149,10 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
 
   test('a NON request gets a NON response; a CON one a piggy-backed ACK with the same MID', async () => {
     const c = await RawClient.open();
+    // Hand-made datagrams from a socket of their own: a kit that lets direct peers in (--allow-direct).
+    const direct = await startKit({ allowDirect: true });
+    const port = direct.address().port;
+    const kit = direct;
     try {
       c.send(port, { type: NON, code: Code.GET, mid: 0x1234, token: Buffer.from([1, 2]), options: uriOptions('/snsr/arduino/temp?sens'), payload: Buffer.alloc(0) });
       const r = await c.nextMessage();
@@ -172,6 +177,7 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
       assert.equal(rst.mid, 0x0777);
     } finally {
       c.close();
+      await direct.stop();
     }
   });
 
@@ -234,13 +240,16 @@ describe('observe (RFC 7641)', () => {
   });
 
   test('registration answers 2.05 with Observe; notifications carry the token, increasing 24-bit Observe, Max-Age and a reading; every 5th is CON; Observe=1 deregisters', async () => {
-    const kit = await startKit({ periodMs: 50, conEvery: 5, maxAgeSec: 33 });
+    // The raw client is the kit's gateway here: the cadence below is what the gateway sees (a direct
+    // peer's first notification is CON, to validate its address: test/device/reach.test.ts).
     const c = await RawClient.open();
+    const kit = await startKit({ periodMs: 50, conEvery: 5, maxAgeSec: 33, gateway: { address: '127.0.0.1', port: c.port }, allowDirect: false });
     try {
       const port = kit.address().port;
       const token = Buffer.from([0xaa, 0xbb]);
       c.send(port, obsReq(100, token, 0));
-      const first = await c.nextMessage();
+      // (The kit's own upstream messages, its announcement and clock, also come to its gateway.)
+      const first = await c.until((m) => m.type === ACK && m.mid === 100);
       assert.equal(first.type, ACK);
       assert.equal(code(first), '2.05');
       const seq0 = getUintOption(first, Option.OBSERVE);
@@ -248,7 +257,7 @@ describe('observe (RFC 7641)', () => {
       let last = seq0!;
       const types: number[] = [];
       for (let i = 0; i < 6; i++) {
-        const n = await c.nextMessage();
+        const n = await c.until((m) => m.token.equals(token));
         assert.equal(code(n), '2.05');
         assert.deepEqual(n.token, token);
         assert.equal(getUintOption(n, Option.MAX_AGE), 33);

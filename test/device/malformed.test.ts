@@ -99,13 +99,20 @@ describe('malformed datagrams against a kit', () => {
 
   test('fuzz: 100,000 random and mutated datagrams, then the kit still answers correctly', async () => {
     let seed = 0xc0ffee;
-    const rnd = (): number => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const rnd = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
     const fuzzer = await RawClient.open();
     try {
       const bases = [
         GET_SENS,
         serializeMessage({ type: NON, code: Code.PUT, mid: 7, token: Buffer.from([1, 2, 3]), options: uriOptions('/snsr/sys/time'), payload: hex('06 08 6553f100 0000007b') }),
-        serializeMessage({ type: CON, code: Code.GET, mid: 9, token: Buffer.alloc(0), options: [...uriOptions('/snsr/arduino/temp?sens'), uintOption(Option.OBSERVE, 0), uintOption(Option.BLOCK2, 3)], payload: Buffer.alloc(0) }),
+        serializeMessage({
+          type: CON,
+          code: Code.GET,
+          mid: 9,
+          token: Buffer.alloc(0),
+          options: [...uriOptions('/snsr/arduino/temp?sens'), uintOption(Option.OBSERVE, 0), uintOption(Option.BLOCK2, 3)],
+          payload: Buffer.alloc(0),
+        }),
       ];
       const base = kit.module.endpoint.stats.received;
       for (let i = 0; i < 100_000; i++) {
@@ -113,7 +120,7 @@ describe('malformed datagrams against a kit', () => {
         const kind = i % 3;
         if (kind === 0) b = Buffer.from(Array.from({ length: Math.floor(rnd() * 64) }, () => Math.floor(rnd() * 256)));
         else {
-          b = Buffer.from(bases[Math.floor(rnd() * bases.length)]);
+          b = Buffer.from(bases[Math.floor(rnd() * bases.length)]!);
           for (let k = 0; k < 1 + Math.floor(rnd() * 3); k++) b[Math.floor(rnd() * b.length)] = Math.floor(rnd() * 256);
           if (kind === 2 && rnd() < 0.5) b = b.subarray(0, Math.floor(rnd() * b.length));
         }

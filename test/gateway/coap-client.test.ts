@@ -114,7 +114,10 @@ describe('coap-client through the gateway', () => {
     const mac = '00000000000000d1';
     const account = (await h.t.services.store.getAccountByTenantId(alice.tenantId))!;
     await provisionKit(h.t.services.store, null, account, mac);
-    h.gw.gateway.kits.announce({ v: 1, mac, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 }, { address: '127.0.0.1', port: sink.address().port });
+    h.gw.gateway.kits.announce(
+      { v: 1, mac, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 },
+      { address: '127.0.0.1', port: sink.address().port },
+    );
     const port = await freePort();
     await openSession(h, port, alice.token);
     const con = await viaGateway(h, port, mac, '/snsr/arduino/temp?sens');
@@ -145,10 +148,13 @@ describe('coap-client through the gateway', () => {
     const { observations } = (await r.json()) as { observations: { temperature: number; rawValue: number; rawUnit: string; unit: string; timestamp: string }[] };
     for (const o of observations) {
       assert.equal(o.unit, 'C');
-      const expected = o.rawUnit === 'F' ? Math.round(((o.rawValue - 32) * 5) / 9 * 10_000) / 10_000 : o.rawValue;
+      const expected = o.rawUnit === 'F' ? Math.round((((o.rawValue - 32) * 5) / 9) * 10_000) / 10_000 : o.rawValue;
       assert.equal(o.temperature, expected);
     }
-    assert.ok(observations.some((o) => o.rawUnit === 'F'), 'the kit reports °F by default');
+    assert.ok(
+      observations.some((o) => o.rawUnit === 'F'),
+      'the kit reports °F by default',
+    );
     // Bob sees none of Alice's kit.
     const theirs = await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations`, { token: bob.token });
     assert.equal(theirs.status, 404);

@@ -23,7 +23,13 @@ describe('demo kit', () => {
     const f = gatewayComponent();
     const k = demoKitComponent(() => f.last, { periodMs: 200 });
     t = await startTestServer({ dataDir, demo: true, gateway: { ...testConfig({ dataDir }).gateway, enabled: true, port: 0, deadlineMs: 2000 } }, [f, k]);
-    return { gateway: f.last!.gateway, address: () => f.last!.address(), get demoMac() { return k.last!.demoMac; } };
+    return {
+      gateway: f.last!.gateway,
+      address: () => f.last!.address(),
+      get demoMac() {
+        return k.last!.demoMac;
+      },
+    };
   }
 
   it('is provisioned to the demo account on first start and reachable through the gateway with coap-client', async () => {
@@ -33,7 +39,9 @@ describe('demo kit', () => {
     const mac = demoKitMac(demo.tenantId);
     await until(() => gw.demoMac === mac && gw.gateway.kits.get(mac) !== undefined, 'the demo kit announces itself');
     const token = await t!.token(demo);
-    const list = (await (await t!.request('GET', '/api/solutions/sandbox/devices', { token })).json()) as { devices: { id: string; deviceType: string; provisioningInfo?: { vendorMacAddress: string } }[] };
+    const list = (await (await t!.request('GET', '/api/solutions/sandbox/devices', { token })).json()) as {
+      devices: { id: string; deviceType: string; provisioningInfo?: { vendorMacAddress: string } }[];
+    };
     const kits = list.devices.filter((d) => d.deviceType === 'NICDevKit');
     assert.equal(kits.length, 1);
     assert.equal(kits[0]!.provisioningInfo!.vendorMacAddress, mac);

@@ -28,7 +28,9 @@ export interface GatewayHarness {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions>; config?: Partial<Config>; log?: import('pino').Logger } = {}): Promise<GatewayHarness> {
+export async function startGateway(
+  opts: { gateway?: Partial<Config['gateway']>; options?: Partial<GatewayOptions>; config?: Partial<Config>; log?: import('pino').Logger } = {},
+): Promise<GatewayHarness> {
   const factory = gatewayComponent(opts.options ?? {});
   const gateway = { ...testConfig({ dataDir: '/nonexistent' }).gateway, enabled: true, port: 0, deadlineMs: 500, ...(opts.gateway ?? {}) };
   const t = await startTestServer({ ...(opts.config ?? {}), gateway }, [factory], opts.log ? { log: opts.log } : {});
@@ -43,7 +45,9 @@ export async function startGateway(opts: { gateway?: Partial<Config['gateway']>;
     async kit(tenantId, mac, over = {}) {
       const account = (await t.services.store.getAccountByTenantId(tenantId))!;
       const { device, kitKey } = await provisionKit(t.services.store, null, account, mac);
-      const kit = new Kit(loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, key: kitKey, ...over }));
+      const kit = new Kit(
+        loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, key: kitKey, ...over }),
+      );
       kits.push(kit);
       await kit.start();
       await until(() => gw.gateway.kits.get(mac) !== undefined, `the gateway learns kit ${mac}`);

@@ -102,8 +102,7 @@ describe('hostile datagrams to the gateway', () => {
   it('without a session, proxied and session requests are refused with small answers', async () => {
     const p = await probe(h);
     let mid = 100;
-    const msg = (m: Partial<CoapMessage>): Buffer =>
-      serializeMessage({ type: CON, code: Code.GET, mid: mid++, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0), ...m });
+    const msg = (m: Partial<CoapMessage>): Buffer => serializeMessage({ type: CON, code: Code.GET, mid: mid++, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0), ...m });
     const cases = [
       msg({ options: [stringOption(Option.PROXY_URI, proxyUri(MAC, DOMAIN, '/snsr/arduino/temp?sens'))] }),
       msg({ options: [stringOption(Option.PROXY_URI, 'coap://x')] }),
@@ -127,10 +126,24 @@ describe('hostile datagrams to the gateway', () => {
     const rnd = prng(0x5eed);
     const p = await probe(h);
     const valid = [
-      serializeMessage({ type: CON, code: Code.GET, mid: 1, token: Buffer.from('ab'), options: [stringOption(Option.PROXY_URI, proxyUri(MAC, DOMAIN, '/snsr/arduino/temp?sens')), uintOption(Option.OBSERVE, 0)], payload: Buffer.alloc(0) }),
+      serializeMessage({
+        type: CON,
+        code: Code.GET,
+        mid: 1,
+        token: Buffer.from('ab'),
+        options: [stringOption(Option.PROXY_URI, proxyUri(MAC, DOMAIN, '/snsr/arduino/temp?sens')), uintOption(Option.OBSERVE, 0)],
+        payload: Buffer.alloc(0),
+      }),
       serializeMessage({ type: CON, code: Code.POST, mid: 2, token: Buffer.from('cd'), options: [stringOption(Option.URI_PATH, 'sessions')], payload: Buffer.from(alice.token.slice(0, 40)) }),
       serializeMessage(announcementMessage({ v: 1, mac: MAC, host: '127.0.0.1', port: 9, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 60 }, 3, Buffer.from('ef'))),
-      serializeMessage({ type: NON, code: Code.PUT, mid: 4, token: Buffer.alloc(0), options: ['sensor', 'arduino', 'time'].map((s) => stringOption(Option.URI_PATH, s)), payload: Buffer.from([6, 8, 0, 0, 0, 1, 0, 0, 0, 2]) }),
+      serializeMessage({
+        type: NON,
+        code: Code.PUT,
+        mid: 4,
+        token: Buffer.alloc(0),
+        options: ['sensor', 'arduino', 'time'].map((s) => stringOption(Option.URI_PATH, s)),
+        payload: Buffer.from([6, 8, 0, 0, 0, 1, 0, 0, 0, 2]),
+      }),
     ];
     let sent = 0;
     for (let i = 0; i < 3000; i++) {
@@ -142,7 +155,10 @@ describe('hostile datagrams to the gateway', () => {
       } else if (kind < 0.9) {
         d = Buffer.from(valid[Math.floor(rnd() * valid.length)]!);
         const flips = 1 + Math.floor(rnd() * 4);
-        for (let f = 0; f < flips; f++) d[Math.floor(rnd() * d.length)] ^= 1 << Math.floor(rnd() * 8);
+        for (let f = 0; f < flips; f++) {
+          const at = Math.floor(rnd() * d.length);
+          d.writeUInt8(d.readUInt8(at) ^ (1 << Math.floor(rnd() * 8)), at);
+        }
         if (rnd() < 0.2) d = d.subarray(0, Math.floor(rnd() * d.length));
       } else {
         d = Buffer.from(valid[Math.floor(rnd() * valid.length)]!);
@@ -172,10 +188,23 @@ describe('hostile datagrams to the gateway', () => {
     p.send(serializeMessage(forged));
     // An unprovisioned MAC announcing from its own address.
     const own = p.sock.address();
-    p.send(serializeMessage(announcementMessage({ v: 1, mac: '0123456789abcdef', host: '127.0.0.1', port: own.port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 60 }, 6, Buffer.from('yy'))));
+    p.send(
+      serializeMessage(
+        announcementMessage({ v: 1, mac: '0123456789abcdef', host: '127.0.0.1', port: own.port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 60 }, 6, Buffer.from('yy')),
+      ),
+    );
     // Not JSON, and JSON of the wrong shape.
     p.send(serializeMessage({ type: NON, code: Code.POST, mid: 7, token: Buffer.alloc(0), options: [stringOption(Option.URI_PATH, 'kits')], payload: Buffer.from('{"v":1,"mac":') }));
-    p.send(serializeMessage({ type: NON, code: Code.POST, mid: 8, token: Buffer.alloc(0), options: [stringOption(Option.URI_PATH, 'kits')], payload: encodeAnnouncement({ v: 1, mac: 'zz', host: '', port: 0, prefix: 'snsr', fw: 'x', cf: 0, seq: 0, boot: 0, period: 0 } as never) }));
+    p.send(
+      serializeMessage({
+        type: NON,
+        code: Code.POST,
+        mid: 8,
+        token: Buffer.alloc(0),
+        options: [stringOption(Option.URI_PATH, 'kits')],
+        payload: encodeAnnouncement({ v: 1, mac: 'zz', host: '', port: 0, prefix: 'snsr', fw: 'x', cf: 0, seq: 0, boot: 0, period: 0 } as never),
+      }),
+    );
     await p.exchange(Buffer.from([0x40, 0x01, 0xff, 0xfc]));
     await until(() => h.gw.gateway.stats.announcementsRefused >= 4, 'the announcements are refused');
     assert.equal(h.gw.gateway.kits.get(MAC)!.peer.port, real.port);

@@ -107,7 +107,10 @@ describe('HTTP bridge to dev kits', () => {
     await new Promise<void>((r) => sink.bind(0, '127.0.0.1', () => r()));
     const account = (await h.t.services.store.getAccountByTenantId(alice.tenantId))!;
     const { device: silent } = await provisionKit(h.t.services.store, null, account, '00000000000001d1');
-    h.gw.gateway.kits.announce({ v: 1, mac: '00000000000001d1', host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 }, { address: '127.0.0.1', port: sink.address().port });
+    h.gw.gateway.kits.announce(
+      { v: 1, mac: '00000000000001d1', host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 },
+      { address: '127.0.0.1', port: sink.address().port },
+    );
     const r = await h.t.request('GET', url(silent.id, 'snsr/arduino/temp?sens'), { token: alice.token });
     assert.equal(r.status, 504);
     assert.equal(((await r.json()) as { code: string }).code, 'GATEWAY_TIMEOUT');

@@ -4,21 +4,7 @@
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { after, before, describe, it } from 'node:test';
-import {
-  Block2Assembler,
-  Code,
-  CoapEndpoint,
-  CON,
-  decodeBlock,
-  encodeBlock,
-  getUintOption,
-  NON,
-  Option,
-  serializeMessage,
-  stringOption,
-  uintOption,
-  type CoapMessage,
-} from '../../src/coap/index.ts';
+import { Block2Assembler, Code, CoapEndpoint, CON, decodeBlock, encodeBlock, getUintOption, NON, Option, serializeMessage, stringOption, uintOption, type CoapMessage } from '../../src/coap/index.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
 import { provisionKit } from '../../src/service/devices.ts';
 import { DOMAIN, nodeClient, startGateway, until, type GatewayHarness } from './helpers.ts';
@@ -133,7 +119,14 @@ describe('observe relay and proxy behaviour', () => {
   it('a re-sent CON (same Message ID) is forwarded once and answered the same', async () => {
     const c = await client();
     const sock = c.socket;
-    const msg: CoapMessage = { type: CON, code: Code.GET, mid: 4242, token: Buffer.from('dupe'), options: [stringOption(Option.PROXY_URI, proxyUri(MAC, DOMAIN, '/snsr/arduino/temp?cfg'))], payload: Buffer.alloc(0) };
+    const msg: CoapMessage = {
+      type: CON,
+      code: Code.GET,
+      mid: 4242,
+      token: Buffer.from('dupe'),
+      options: [stringOption(Option.PROXY_URI, proxyUri(MAC, DOMAIN, '/snsr/arduino/temp?cfg'))],
+      payload: Buffer.alloc(0),
+    };
     const replies: Buffer[] = [];
     // Take the socket over from the endpoint for this raw exchange.
     sock.removeAllListeners('message');
@@ -175,7 +168,10 @@ describe('observe relay and proxy behaviour', () => {
     const mac = '00000000000002d1';
     const account = (await h.t.services.store.getAccountByTenantId(alice.tenantId))!;
     await provisionKit(h.t.services.store, null, account, mac);
-    h.gw.gateway.kits.announce({ v: 1, mac, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 }, { address: '127.0.0.1', port: sink.address().port });
+    h.gw.gateway.kits.announce(
+      { v: 1, mac, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 },
+      { address: '127.0.0.1', port: sink.address().port },
+    );
     const c = await client();
     const before = h.gw.gateway.stats.separateResponses;
     const r = await c.request(h.addr, { method: Code.GET, options: [stringOption(Option.PROXY_URI, proxyUri(mac, DOMAIN, SENS))], confirmable: true, timeoutMs: 5000 });

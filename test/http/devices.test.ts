@@ -82,7 +82,10 @@ describe('devices', () => {
     await server.request('POST', '/api/solutions/sandbox/devices', { token, body: { deviceType: 'A' } });
     await server.request('POST', '/api/solutions/sandbox/devices', { token, body: { deviceType: 'B' } });
     const r = (await (await server.request('GET', '/api/solutions/sandbox/devices?deviceType=B', { token })).json()) as { devices: { deviceType: string }[] };
-    assert.deepEqual(r.devices.map((d) => d.deviceType), ['B']);
+    assert.deepEqual(
+      r.devices.map((d) => d.deviceType),
+      ['B'],
+    );
   });
 
   it('solutions are case sensitive; an unknown one is 404, the built-in ones list empty', async () => {
@@ -157,7 +160,7 @@ describe('devices', () => {
       assert.equal(none.status, 404);
       const [t, n] = [(await theirs.json()) as Record<string, string>, (await none.json()) as Record<string, string>];
       assert.equal(t.code, n.code);
-      assert.equal(t.message.replace(d.id, 'ID'), n.message.replace(missing, 'ID'));
+      assert.equal(t.message?.replace(d.id, 'ID'), n.message?.replace(missing, 'ID'));
     }
     assert.deepEqual(await (await server.request('GET', '/api/solutions/sandbox/devices', { token: b.token })).json(), { devices: [] });
     // The owner still has it, with no observation from the stranger.
@@ -170,7 +173,10 @@ describe('devices', () => {
     const b = await server.login('team-b', 'team');
     const d = (await (await server.request('POST', '/api/solutions/shared/devices', { token: a.token, body: virtual })).json()) as { id: string };
     const list = (await (await server.request('GET', '/api/solutions/shared/devices', { token: b.token })).json()) as { devices: { id: string }[] };
-    assert.deepEqual(list.devices.map((x) => x.id), [d.id]);
+    assert.deepEqual(
+      list.devices.map((x) => x.id),
+      [d.id],
+    );
   });
 });
 

@@ -91,7 +91,10 @@ describe('upload', () => {
       assert.equal(r.status, 400, JSON.stringify(body));
     }
     // Bare NaN is not JSON.
-    const nan = await server.request('POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, { token, body: '{"observations":[{"timestamp":"2026-06-01T00:00:00Z","temperature":NaN}]}' });
+    const nan = await server.request('POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, {
+      token,
+      body: '{"observations":[{"timestamp":"2026-06-01T00:00:00Z","temperature":NaN}]}',
+    });
     assert.equal(nan.status, 400);
     assert.equal(((await nan.json()) as { code: string }).code, 'MALFORMED_JSON');
     assert.deepEqual(await all(token, id), []);
@@ -124,12 +127,19 @@ describe('upload', () => {
     const { token } = await server.login('dedupe');
     const id = await newDevice(token);
     await upload(token, id, obs(5));
-    await upload(token, id, obs(5).map((o) => ({ ...o, temperature: 30 })));
+    await upload(
+      token,
+      id,
+      obs(5).map((o) => ({ ...o, temperature: 30 })),
+    );
     // Same instant in another zone spelling is the same timestamp.
     await upload(token, id, [{ timestamp: '2026-06-01T02:00:00.000+02:00', temperature: 31 }]);
     const got = await all(token, id);
     assert.equal(got.length, 5);
-    assert.deepEqual(got.map((o) => o.temperature), [30, 30, 30, 30, 31]);
+    assert.deepEqual(
+      got.map((o) => o.temperature),
+      [30, 30, 30, 30, 31],
+    );
   });
 
   it('uploads to an unknown device, unknown solution or bad id are refused', async () => {
@@ -170,7 +180,10 @@ describe('reading', () => {
     const id = await newDevice(token);
     await upload(token, id, obs(1500));
     const got = await all(token, id, `&from=${iso(T0 + 10_000)}&to=${iso(T0 + 40_000)}`);
-    assert.deepEqual(got.map((o) => o.timestamp), [iso(T0 + 30_000), iso(T0 + 20_000), iso(T0 + 10_000)]);
+    assert.deepEqual(
+      got.map((o) => o.timestamp),
+      [iso(T0 + 30_000), iso(T0 + 20_000), iso(T0 + 10_000)],
+    );
     const r = await server.request('GET', `/api/solutions/StudioSimulation/devices/${id}/observations`, { token });
     assert.equal(((await r.json()) as { observations: unknown[] }).observations.length, 1000);
     assert.ok(r.headers.get('next_page'));
@@ -179,7 +192,16 @@ describe('reading', () => {
   it('bad query values are 400 naming the parameter', async () => {
     const { token } = await server.login('badq');
     const id = await newDevice(token);
-    for (const [q, field] of [['limit=0', 'limit'], ['limit=abc', 'limit'], ['from=junk', 'from'], ['to=2026-13-01T00:00:00Z', 'to'], ['after=zzz', 'after'], [`from=${iso(T0 + 1)}&to=${iso(T0)}`, 'from'], ['bucket=1h', 'from'], [`bucket=fast&from=${iso(T0)}&to=${iso(T0 + 1000)}`, 'bucket']]) {
+    for (const [q, field] of [
+      ['limit=0', 'limit'],
+      ['limit=abc', 'limit'],
+      ['from=junk', 'from'],
+      ['to=2026-13-01T00:00:00Z', 'to'],
+      ['after=zzz', 'after'],
+      [`from=${iso(T0 + 1)}&to=${iso(T0)}`, 'from'],
+      ['bucket=1h', 'from'],
+      [`bucket=fast&from=${iso(T0)}&to=${iso(T0 + 1000)}`, 'bucket'],
+    ]) {
       const r = await server.request('GET', `/api/solutions/StudioSimulation/devices/${id}/observations?${q}`, { token });
       assert.equal(r.status, 400, q);
       assert.equal(((await r.json()) as { field: string }).field, field, q);
@@ -243,7 +265,10 @@ describe('reading', () => {
   });
 
   it('CORS lets a browser read next_page', async () => {
-    const pre = await fetch(`${server.url}/api/solutions/sandbox/devices`, { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });
+    const pre = await fetch(`${server.url}/api/solutions/sandbox/devices`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://example.test', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
+    });
     assert.equal(pre.status, 204);
     assert.equal(pre.headers.get('access-control-allow-origin'), 'http://example.test');
     const { token } = await server.login('cors');

@@ -44,7 +44,13 @@ describe('service', () => {
   it('serves an OpenAPI 3 document generated from the routes, and a readable page', async () => {
     const doc = (await (await server.request('GET', '/api/openapi.json')).json()) as { openapi: string; paths: Record<string, Record<string, unknown>> };
     assert.match(doc.openapi, /^3\./);
-    for (const p of ['/api/tokens', '/api/solutions/{solution}/devices', '/api/solutions/{solution}/devices/{id}', '/api/solutions/{solution}/observations', '/api/solutions/{solution}/devices/{id}/observations']) {
+    for (const p of [
+      '/api/tokens',
+      '/api/solutions/{solution}/devices',
+      '/api/solutions/{solution}/devices/{id}',
+      '/api/solutions/{solution}/observations',
+      '/api/solutions/{solution}/devices/{id}/observations',
+    ]) {
       assert.ok(doc.paths[p], `${p} documented`);
     }
     assert.ok(doc.paths['/api/solutions/{solution}/devices/{id}/observations']!.post);

@@ -22,10 +22,21 @@ it('reads and sets retention; upkeep then removes expired observations', async (
   const now = Date.now();
   const old = new Date(now - 8 * 86_400_000).toISOString();
   const recent = new Date(now - 86_400_000).toISOString();
-  await server.request('POST', `/api/solutions/sandbox/devices/${d.id}/observations`, { token, body: { observations: [{ timestamp: old, temperature: 1 }, { timestamp: recent, temperature: 2 }] } });
+  await server.request('POST', `/api/solutions/sandbox/devices/${d.id}/observations`, {
+    token,
+    body: {
+      observations: [
+        { timestamp: old, temperature: 1 },
+        { timestamp: recent, temperature: 2 },
+      ],
+    },
+  });
   await server.services.store.maintain(now);
   const left = (await (await server.request('GET', `/api/solutions/sandbox/devices/${d.id}/observations`, { token })).json()) as { observations: { timestamp: string }[] };
-  assert.deepEqual(left.observations.map((o) => o.timestamp), [recent]);
+  assert.deepEqual(
+    left.observations.map((o) => o.timestamp),
+    [recent],
+  );
 
   assert.equal((await server.request('PUT', '/api/solutions/sandbox/retention', { token, body: { retentionDays: null } })).status, 200);
   assert.equal(((await (await server.request('GET', '/api/solutions/sandbox/retention', { token })).json()) as { retentionDays: null }).retentionDays, null);

@@ -107,8 +107,13 @@ describe('Authorization header', () => {
     await expectError(await server.request('GET', url, { token: `${h}.${Buffer.from(JSON.stringify(tampered)).toString('base64url')}.${token.split('.')[2]}` }), 401, 'TOKEN_INVALID');
     // Signed with a key that is not ours, under our key id.
     const kid = JSON.parse(Buffer.from(h!, 'base64url').toString()).kid;
-    const forged = await new SignJWT({ scope: 'api' }).setProtectedHeader({ alg: 'HS256', kid }).setIssuer('reef').setSubject(tenantId)
-      .setIssuedAt().setExpirationTime('1h').sign(new TextEncoder().encode('an attacker key that is long enough!!'));
+    const forged = await new SignJWT({ scope: 'api' })
+      .setProtectedHeader({ alg: 'HS256', kid })
+      .setIssuer('reef')
+      .setSubject(tenantId)
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(new TextEncoder().encode('an attacker key that is long enough!!'));
     await expectError(await server.request('GET', url, { token: forged }), 401, 'TOKEN_INVALID');
     // alg "none" is refused.
     const none = `${Buffer.from(JSON.stringify({ alg: 'none', kid })).toString('base64url')}.${p}.`;
@@ -139,7 +144,7 @@ describe('Authorization header', () => {
     assert.equal((await server.request('GET', url, { token: fresh })).status, 200, 'a token for the new secret works');
   });
 
-  it("disabling an account invalidates its live tokens", async () => {
+  it('disabling an account invalidates its live tokens', async () => {
     const c = await server.login('disable-live');
     assert.equal((await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).status, 200);
     await setDisabled(server.services.store, c.tenantId, true);

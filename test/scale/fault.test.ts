@@ -104,7 +104,10 @@ describe('PostgreSQL restarts during uploads', () => {
     assert.ok(refused.length > 0, 'uploads met the restart');
     t.diagnostic(`${acked.length} uploads acknowledged, ${refused.length} refused with 503`);
     for (const r of refused) assert.deepEqual(r, { status: 503, retryAfter: r.retryAfter, code: 'STORE_UNAVAILABLE' });
-    assert.ok(refused.every((r) => Number(r.retryAfter) >= 1), 'every 503 carries Retry-After');
+    assert.ok(
+      refused.every((r) => Number(r.retryAfter) >= 1),
+      'every 503 carries Retry-After',
+    );
 
     store = new PostgresStore({ connectionString: db.url, maxConnections: 1 });
     try {

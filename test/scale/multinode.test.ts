@@ -36,7 +36,11 @@ describe('several nodes on one PostgreSQL', () => {
     return (await json(r)).accessToken;
   }
   const call = (node: ReefNode, method: string, p: string, tok: string, body?: unknown) =>
-    fetch(`${node.url}${p}`, { method, headers: { authorization: tok, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    fetch(`${node.url}${p}`, {
+      method,
+      headers: { authorization: tok, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
 
   it('a token issued by one node is accepted by the other; an upload on A is read on B at once', async () => {
     const c = await createAccount(store, { name: 'multi' });
@@ -44,7 +48,10 @@ describe('several nodes on one PostgreSQL', () => {
     const dev = await call(b, 'POST', '/api/solutions/StudioSimulation/devices', tokA, { deviceType: 'VirtualDevice', domainInfo: {} });
     assert.equal(dev.status, 201, 'token from A used on B');
     const { id } = await json(dev);
-    const obs = [{ timestamp: '2026-11-01T10:00:00.000Z', temperature: 21.25 }, { timestamp: '2026-11-01T10:00:01.000Z', temperature: 21.5, humidity: 40 }];
+    const obs = [
+      { timestamp: '2026-11-01T10:00:00.000Z', temperature: 21.25 },
+      { timestamp: '2026-11-01T10:00:01.000Z', temperature: 21.5, humidity: 40 },
+    ];
     const up = await call(a, 'POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, tokA, { observations: obs });
     assert.equal(up.status, 201);
     const read = await call(b, 'GET', `/api/solutions/StudioSimulation/devices/${id}/observations`, tokA);
@@ -65,7 +72,10 @@ describe('several nodes on one PostgreSQL', () => {
     const stream = await readSse(r, { subscribed: true });
     // A large batch too: it exceeds a NOTIFY payload and travels through event_payloads.
     const big = Array.from({ length: 300 }, (_, i) => ({ timestamp: new Date(Date.UTC(2026, 10, 2) + i * 1000).toISOString(), temperature: 20 + i / 100 }));
-    assert.equal((await call(a, 'POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, tokA, { observations: [{ timestamp: '2026-11-02T00:00:00.000Z', temperature: 7.5 }] })).status, 201);
+    assert.equal(
+      (await call(a, 'POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, tokA, { observations: [{ timestamp: '2026-11-02T00:00:00.000Z', temperature: 7.5 }] })).status,
+      201,
+    );
     assert.equal((await call(a, 'POST', `/api/solutions/StudioSimulation/devices/${id}/observations`, tokA, { observations: big })).status, 201);
     const got = await stream.take(2, 'observations');
     ac.abort();
@@ -75,7 +85,10 @@ describe('several nodes on one PostgreSQL', () => {
   });
 
   it('the leader-only job runs on one node and resumes on the other when the leader is killed', async () => {
-    const pids = new Map([[a.pid, a], [b.pid, b]]);
+    const pids = new Map([
+      [a.pid, a],
+      [b.pid, b],
+    ]);
     const ran = async () => {
       const v = await store.getState(UPKEEP_STATE_KEY);
       return v ? (JSON.parse(v) as { node: string; at: string }) : null;

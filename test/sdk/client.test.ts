@@ -10,7 +10,6 @@ import { testClock } from '../helpers/clock.ts';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
 import { ApiError, NetworkError, ReefClient, decodeJwtClaims, type Observation } from '../../src/sdk/index.ts';
 
-
 /** The global fetch, counting calls by "METHOD path" (the real requests still go out). */
 function countingFetch() {
   const calls: string[] = [];
@@ -66,10 +65,11 @@ async function startProxy(target: string) {
       rules = [];
       seen.length = 0;
     },
-    close: () => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -90,20 +90,33 @@ describe('SDK: devices, observations and the stream', () => {
     const all = await client.listDevices();
     assert.deepEqual(new Set(all.map((d) => d.id)), new Set([a.id, b.id]));
     const thermo = await client.listDevices({ deviceType: 'Thermo' });
-    assert.deepEqual(thermo.map((d) => d.id), [a.id]);
+    assert.deepEqual(
+      thermo.map((d) => d.id),
+      [a.id],
+    );
     assert.deepEqual(await client.getDevice(a.id), a);
     await client.deleteDevice(b.id);
     await assert.rejects(client.getDevice(b.id), (e: unknown) => e instanceof ApiError && e.status === 404 && e.code === 'DEVICE_NOT_FOUND');
-    assert.deepEqual((await client.listDevices()).map((d) => d.id), [a.id]);
+    assert.deepEqual(
+      (await client.listDevices()).map((d) => d.id),
+      [a.id],
+    );
   });
 
   it('inSolution addresses another solution with the same token', async () => {
     const sim = client.inSolution('StudioSimulation');
     const before = client.tokenRenewals;
     const d = await sim.createDevice({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 1, longitude: 2 } } });
-    assert.deepEqual((await sim.listDevices()).map((x) => x.id), [d.id]);
+    assert.deepEqual(
+      (await sim.listDevices()).map((x) => x.id),
+      [d.id],
+    );
     assert.ok(!(await client.listDevices()).some((x) => x.id === d.id), 'sandbox does not list it');
-    assert.deepEqual((await client.listDevices({ solution: 'StudioSimulation' })).map((x) => x.id), [d.id], 'a call can name the solution too');
+    assert.deepEqual(
+      (await client.listDevices({ solution: 'StudioSimulation' })).map((x) => x.id),
+      [d.id],
+      'a call can name the solution too',
+    );
     assert.equal(client.tokenRenewals, before, 'no new token for the sibling client');
   });
 
@@ -140,7 +153,10 @@ describe('SDK: devices, observations and the stream', () => {
     const latest = await client.latestObservations();
     assert.deepEqual(latest.find((g) => g.deviceId === d.id)?.observations, [obs[4999]]);
     const buckets = await client.buckets(d.id, { from: obs[0]!.timestamp, to: new Date(Date.parse(obs[4999]!.timestamp) + 1), bucket: '1h' });
-    assert.equal(buckets.reduce((a, b) => a + b.count, 0), 5000);
+    assert.equal(
+      buckets.reduce((a, b) => a + b.count, 0),
+      5000,
+    );
   });
 
   it('uploads 25,000 observations from an async iterable in batches, a few at a time', async () => {
@@ -156,7 +172,10 @@ describe('SDK: devices, observations and the stream', () => {
     assert.equal(counter.count('POST '), 5);
     assert.deepEqual(progress, [5000, 10000, 15000, 20000, 25000]);
     const b = await client.buckets(d.id, { from: '2026-02-01T00:00:00Z', to: '2026-03-01T00:00:00Z', bucket: '1d' });
-    assert.equal(b.reduce((a, x) => a + x.count, 0), 25_000);
+    assert.equal(
+      b.reduce((a, x) => a + x.count, 0),
+      25_000,
+    );
   });
 
   it('a batch the service refuses as too large (413) is split and sent again', async () => {
@@ -259,7 +278,10 @@ describe('SDK: tokens', () => {
 
       clock.advance(3500); // the first token has expired by now
       const r = await Promise.all(Array.from({ length: 50 }, () => c.listDevices()));
-      assert.ok(r.every((list) => list.length === 1), 'all 50 calls succeed');
+      assert.ok(
+        r.every((list) => list.length === 1),
+        'all 50 calls succeed',
+      );
       assert.equal(counter.count('POST /api/tokens'), 2, 'one renewal for the 50 waiting calls');
       assert.notEqual(await c.getToken(), first);
       assert.equal(c.tokenRenewals, 2);
@@ -292,7 +314,7 @@ describe('SDK: tokens', () => {
       proxy.inject({ method: 'POST', times: 1, status: 503, retryAfter: '1', code: 'STORE_UNAVAILABLE' });
       assert.ok(Array.isArray(await c.listDevices()), 'the call went out with the old token');
       assert.equal(proxy.count('POST /api/tokens'), 2, 'the renewal was tried');
-      assert.equal(await c.getToken() === first ? 'old' : 'new', 'new', 'the next call renewed');
+      assert.equal((await c.getToken()) === first ? 'old' : 'new', 'new', 'the next call renewed');
       assert.equal(proxy.count('POST /api/tokens'), 3);
     } finally {
       await proxy.close();

@@ -44,7 +44,10 @@ describe('SDK: simulations', () => {
     assert.ok(devices.every((d) => d.domainInfo.location && d.domainInfo.simulationId === created.id));
 
     const listed = await client.listSimulations();
-    assert.deepEqual(listed.map((x) => x.id), [created.id]);
+    assert.deepEqual(
+      listed.map((x) => x.id),
+      [created.id],
+    );
     assert.equal(listed[0]!.name, 'sdk test');
     const one = await client.getSimulation(created.id);
     assert.deepEqual(one.deviceIds, created.deviceIds);
@@ -57,7 +60,10 @@ describe('SDK: simulations', () => {
   });
 
   it('bad parameters and unknown simulations are typed errors', async () => {
-    await assert.rejects(client.createSimulation({ devices: 0, interval: '10s' }), (e: unknown) => e instanceof ApiError && e.status === 400 && e.code === 'VALIDATION_FAILED' && e.field === 'devices');
+    await assert.rejects(
+      client.createSimulation({ devices: 0, interval: '10s' }),
+      (e: unknown) => e instanceof ApiError && e.status === 400 && e.code === 'VALIDATION_FAILED' && e.field === 'devices',
+    );
     await assert.rejects(client.getSimulation('00000000-0000-4000-8000-000000000000'), (e: unknown) => e instanceof ApiError && e.status === 404);
   });
 });

@@ -61,7 +61,10 @@ describe('cross-tenant probes over HTTP', () => {
     const kit = (await provisionKit(s.services.store, null, account, MAC)).device.id;
     for (const id of [lab, studio]) {
       const sol = id === lab ? 'victimLab' : 'StudioSimulation';
-      await s.request('POST', `/api/solutions/${sol}/devices/${id}/observations`, { token: v.token, body: { observations: [{ timestamp: '2026-01-01T00:00:00Z', temperature: MARK, secretNote: 'victim-eyes-only' }] } });
+      await s.request('POST', `/api/solutions/${sol}/devices/${id}/observations`, {
+        token: v.token,
+        body: { observations: [{ timestamp: '2026-01-01T00:00:00Z', temperature: MARK, secretNote: 'victim-eyes-only' }] },
+      });
     }
     await s.request('PUT', '/api/solutions/victimLab/retention', { token: v.token, body: { days: 30 } });
     const sim = await s.request('POST', '/api/solutions/StudioSimulation/simulations', { token: v.token, body: { devices: 1, interval: '1h', name: 'victim-sim' } });
@@ -93,8 +96,11 @@ describe('cross-tenant probes over HTTP', () => {
           const ids = template.includes('/simulations/{id}') ? spell(victim.simId) : victim.deviceIds.flatMap(spell);
           for (const id of template.includes('{id}') ? ids : ['-']) {
             const url = template.replace('{solution}', solution).replace('{id}', id).replace('{*}', 'snsr/arduino/temp');
-            const last = template.split('/').filter((x) => !x.startsWith('{')).pop()!;
-            const body = method === 'POST' || method === 'PUT' ? bodies[last] ?? {} : undefined;
+            const last = template
+              .split('/')
+              .filter((x) => !x.startsWith('{'))
+              .pop()!;
+            const body = method === 'POST' || method === 'PUT' ? (bodies[last] ?? {}) : undefined;
             const r = await s.request(method, url, { token: intruder.token, ...(body === undefined ? {} : { body }) });
             const text = method === 'GET' && /events$/.test(url) ? '' : await r.text();
             // An id the probe itself sent may be echoed in the error message; anything else is a leak.

@@ -72,12 +72,21 @@ describe('forged tokens', () => {
       ['two segments', `${h}.${p}`],
       ['header not JSON', `${b64('not json')}.${p}.${sig}`],
       ['header an array', `${b64([1])}.${p}.${sig}`],
-      ['payload an array, real key', (() => { const input = `${b64({ alg: 'HS256', kid: header.kid })}.${b64([claims])}`; return `${input}.${createHmac('sha256', key).update(input).digest('base64url')}`; })()],
+      [
+        'payload an array, real key',
+        (() => {
+          const input = `${b64({ alg: 'HS256', kid: header.kid })}.${b64([claims])}`;
+          return `${input}.${createHmac('sha256', key).update(input).digest('base64url')}`;
+        })(),
+      ],
       ['unicode', '\u202e' + victim.token],
       ['10 KB', 'a'.repeat(10_000)],
     ];
     for (const [what, token] of forged) {
-      for (const [url, stream] of [[`/api/solutions/sandbox/devices`, false], [`/api/solutions/sandbox/events`, true]] as const) {
+      for (const [url, stream] of [
+        [`/api/solutions/sandbox/devices`, false],
+        [`/api/solutions/sandbox/events`, true],
+      ] as const) {
         let r: Response;
         try {
           r = await s.request('GET', url, { token });

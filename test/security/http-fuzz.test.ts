@@ -28,7 +28,12 @@ describe('HTTP fuzz', () => {
     const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)]!;
     const valid = [
       { deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 1, longitude: 2 } } },
-      { observations: [{ timestamp: '2026-01-01T00:00:00Z', temperature: 20 }, { timestamp: '2026-01-01T00:00:10Z', temperature: 21 }] },
+      {
+        observations: [
+          { timestamp: '2026-01-01T00:00:00Z', temperature: 20 },
+          { timestamp: '2026-01-01T00:00:10Z', temperature: 21 },
+        ],
+      },
       { days: 3 },
       { devices: 1, interval: '1h' },
       { clientId: 'x', clientSecret: 'y' },
@@ -68,7 +73,10 @@ describe('HTTP fuzz', () => {
         .replace('{solution}', pick(['fuzz', 'sandbox', 'StudioSimulation', '%00', 'a'.repeat(65), '..', 'fUZZ']))
         .replace('{id}', pick([device, device.toUpperCase(), 'not-a-uuid', '00000000-0000-0000-0000-000000000000', '%2e%2e']))
         .replace('{*}', pick(['snsr/arduino/temp', '', '%ff', 'a/'.repeat(40)]));
-      const query = rnd() < 0.4 ? '?' + pick(['limit=-1', 'limit=abc', 'from=yesterday', 'to=9999-99-99', 'after=!!!', 'bucket=0s', 'deviceId=%00', 'limit=1e9', 'from=2026-01-01T00:00:00Z&to=2025-01-01T00:00:00Z']) : '';
+      const query =
+        rnd() < 0.4
+          ? '?' + pick(['limit=-1', 'limit=abc', 'from=yesterday', 'to=9999-99-99', 'after=!!!', 'bucket=0s', 'deviceId=%00', 'limit=1e9', 'from=2026-01-01T00:00:00Z&to=2025-01-01T00:00:00Z'])
+          : '';
       const hasBody = method === 'POST' || method === 'PUT';
       const body = hasBody ? textual(mutate(pick(valid))) : undefined;
       const ctype = pick(['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1', '']);

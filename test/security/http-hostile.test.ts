@@ -63,7 +63,10 @@ describe('hostile HTTP (issue 11.7)', () => {
       assert.equal(b.code, 'VALIDATION_FAILED');
     }
     // Nesting within reason still works, brackets inside strings do not count.
-    const ok = await s.request('POST', `/api/solutions/StudioSimulation/devices/${dev}/observations`, { token, body: `{"observations":[{"timestamp":"2026-01-01T00:00:00Z","note":"\\"${'['.repeat(500)}\\\\","x":${deep(20)}}]}` });
+    const ok = await s.request('POST', `/api/solutions/StudioSimulation/devices/${dev}/observations`, {
+      token,
+      body: `{"observations":[{"timestamp":"2026-01-01T00:00:00Z","note":"\\"${'['.repeat(500)}\\\\","x":${deep(20)}}]}`,
+    });
     probe.status(ok.status, 201, 'moderate nesting');
     assertClean(probe);
   });
@@ -156,7 +159,10 @@ describe('expected kit failures are not logged as errors (issue 11.7)', () => {
       assert.deepEqual(errors, [], 'nothing at error level');
       const upstream = lines.filter((l) => l.msg === 'request failed upstream');
       assert.equal(upstream.length, 2);
-      assert.ok(upstream.every((l) => l.err === undefined), 'no stack traces');
+      assert.ok(
+        upstream.every((l) => l.err === undefined),
+        'no stack traces',
+      );
     } finally {
       await h.close();
     }

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { rotateSecret, setDisabled } from '../../src/auth/accounts.ts';
 import { parseSse, type SseMessage } from '../../src/sdk/sse.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { assertClean, tally } from './tally.ts';
 
 const T0 = Date.UTC(2026, 5, 1);
@@ -43,9 +44,8 @@ function stalled(server: TestServer, token: string): Promise<net.Socket> {
   });
 }
 
-async function until(cond: () => boolean): Promise<void> {
-  while (!cond()) await new Promise((r) => setTimeout(r, 20));
-}
+/** The shared waitFor (test/helpers/wait.ts), for the stream counters. */
+const until = (cond: () => boolean) => waitFor('the stream counters', cond);
 
 describe('event stream limits (issue 11.2)', () => {
   let server: TestServer;

@@ -14,8 +14,7 @@ import { waitFor } from '../helpers/wait.ts';
 
 const BASE = '/api/solutions/StudioSimulation/simulations';
 /** Tests may use intervals down to 50 ms; the service's floor is 1 s. */
-const component = (extra: Parameters<typeof createSimulationComponent>[0] = {}) =>
-  createSimulationComponent({ limits: { minIntervalMs: 50 }, reconcileMs: 100, demo: null, ...extra });
+const component = (extra: Parameters<typeof createSimulationComponent>[0] = {}) => createSimulationComponent({ limits: { minIntervalMs: 50 }, reconcileMs: 100, demo: null, ...extra });
 
 async function json<T>(r: Response, status: number): Promise<T> {
   const text = await r.text();
@@ -103,10 +102,7 @@ test('bad parameters are a 400 naming the field', async () => {
 
 test('a simulation provisions virtual devices in its area and writes readings from its seed', async () => {
   const area = { center: { latitude: 60.17, longitude: 24.94 }, radiusKm: 8 };
-  const created = await json<Simulation>(
-    await s.request('POST', BASE, { token: alice.token, body: { name: 'Helsinki', devices: 4, interval: '100ms', area, seed: 'hel-1' } }),
-    201,
-  );
+  const created = await json<Simulation>(await s.request('POST', BASE, { token: alice.token, body: { name: 'Helsinki', devices: 4, interval: '100ms', area, seed: 'hel-1' } }), 201);
   assert.equal(created.status, 'running');
   assert.equal(created.name, 'Helsinki');
   assert.equal(created.params.intervalMs, 100);
@@ -191,10 +187,7 @@ test('tenants see only their own simulations and devices', async () => {
 });
 
 test('backfill writes the past at the interval in bulk and reports its progress', async () => {
-  const created = await json<Simulation>(
-    await s.request('POST', BASE, { token: alice.token, body: { devices: 3, interval: '1s', backfill: '2h', seed: 'bf' } }),
-    201,
-  );
+  const created = await json<Simulation>(await s.request('POST', BASE, { token: alice.token, body: { devices: 3, interval: '1s', backfill: '2h', seed: 'bf' } }), 201);
   assert.deepEqual(created.backfill?.total, 3 * 7200);
   const done = await waitFor('backfill done', async () => {
     const g = await json<Simulation>(await s.request('GET', `${BASE}/${created.id}`, { token: alice.token }), 200);

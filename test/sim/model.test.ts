@@ -13,8 +13,14 @@ test('the same seed gives the same devices and the same readings; another seed d
   const a = Array.from({ length: 50 }, (_, i) => deviceModel(hashString('s1'), i, lisbon, PROFILES.outdoor));
   const b = Array.from({ length: 50 }, (_, i) => deviceModel(hashString('s1'), i, lisbon, PROFILES.outdoor));
   const c = Array.from({ length: 50 }, (_, i) => deviceModel(hashString('s2'), i, lisbon, PROFILES.outdoor));
-  assert.deepEqual(a.map((m) => m.location), b.map((m) => m.location));
-  assert.notDeepEqual(a.map((m) => m.location), c.map((m) => m.location));
+  assert.deepEqual(
+    a.map((m) => m.location),
+    b.map((m) => m.location),
+  );
+  assert.notDeepEqual(
+    a.map((m) => m.location),
+    c.map((m) => m.location),
+  );
   const t0 = Date.UTC(2025, 5, 1);
   for (let k = 0; k < 100; k++) {
     const t = t0 + k * 10_000;
@@ -113,7 +119,10 @@ test('the daily cycle follows local solar time: afternoons warmer than nights, s
 test('the grid: devices spread over one-second slots, counts without double counting', () => {
   const g = makeGrid(10_000, 10_000);
   assert.equal(g.slots, 10);
-  assert.deepEqual([0, 1, 9].map((s) => phaseOf(g, s)), [0, 1000, 9000]);
+  assert.deepEqual(
+    [0, 1, 9].map((s) => phaseOf(g, s)),
+    [0, 1000, 9000],
+  );
   assert.equal(nextGridTime(g, 20_000), 20_000);
   assert.equal(nextGridTime(g, 20_001), 21_000);
   assert.equal(nextGridTime(g, 29_500), 30_000);

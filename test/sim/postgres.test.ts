@@ -51,7 +51,9 @@ test('two nodes on one PostgreSQL: only the leader runs a simulation; the other 
     assert.equal(((await stop.json()) as Simulation).status, 'stopped');
 
     const model = deviceModel(hashString('pg'), 0, sim.params.area, sim.params.profile);
-    const obs = (await get<{ observations: { timestamp: string; temperature: number }[] }>(b, tokenB, `/api/solutions/StudioSimulation/devices/${sim.deviceIds![0]}/observations?limit=10000`)).observations
+    const obs = (
+      await get<{ observations: { timestamp: string; temperature: number }[] }>(b, tokenB, `/api/solutions/StudioSimulation/devices/${sim.deviceIds![0]}/observations?limit=10000`)
+    ).observations
       .map((o) => ({ t: Date.parse(o.timestamp), v: o.temperature }))
       .reverse();
     assert.equal(obs[0]!.t, Math.ceil((Date.parse(sim.startedAt) - 5000) / 100) * 100);

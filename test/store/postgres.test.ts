@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, before, after } from 'node:test';
 import { periodStart, widthOf } from '../../src/store/postgres/partitions.ts';
-import { storeConformance } from '../../src/store/conformance.ts';
+import { storeConformance } from './conformance.ts';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 
@@ -28,7 +28,9 @@ describe('postgres: migrations and partitions', () => {
   let s1: PostgresStore;
   let s2: PostgresStore;
   const partitionOf = async (deviceId: string, ts: number) =>
-    (await s1.pool.query('SELECT o.tableoid::regclass::text AS p FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id = $1 AND o.ts = $2', [deviceId, ts])).rows[0]?.p as string | undefined;
+    (await s1.pool.query('SELECT o.tableoid::regclass::text AS p FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id = $1 AND o.ts = $2', [deviceId, ts])).rows[0]?.p as
+      | string
+      | undefined;
 
   before(async () => {
     pdb = await createTestDatabase();
@@ -54,7 +56,11 @@ describe('postgres: migrations and partitions', () => {
     const month = (ts: number) => `obs_t0_${new Date(periodStart(widthOf(0), ts)).toISOString().slice(0, 10).replace(/-/g, '')}`;
     const earlier = Date.UTC(2024, 2, 10, 12);
     const ancient = Date.UTC(1975, 0, 1);
-    await s1.insertObservations('p-dev', [{ ts: ancient, temperature: 1, extra: null }, { ts: earlier, temperature: 2, extra: null }, { ts: now, temperature: 3, extra: null }]);
+    await s1.insertObservations('p-dev', [
+      { ts: ancient, temperature: 1, extra: null },
+      { ts: earlier, temperature: 2, extra: null },
+      { ts: now, temperature: 3, extra: null },
+    ]);
     assert.equal(await partitionOf('p-dev', now), month(now), 'made ahead');
     assert.equal(await partitionOf('p-dev', earlier), month(earlier), 'made on demand');
     assert.equal(await partitionOf('p-dev', ancient), 'obs_t0_default', 'outside the window');
@@ -66,14 +72,20 @@ describe('postgres: migrations and partitions', () => {
     await s1.pool.query('SELECT reef_ensure_partition(0, $1, $2)', [start, Date.UTC(1975, 1, 1)]);
     assert.equal(await partitionOf('p-dev', ancient), 'obs_t0_19750101');
     const page = await s2.queryObservations('p-dev', { limit: 10 });
-    assert.deepEqual(page.observations.map((o) => o.temperature), [3, 4, 2, 1]);
+    assert.deepEqual(
+      page.observations.map((o) => o.temperature),
+      [3, 4, 2, 1],
+    );
   });
 
   it('retention drops whole partitions of its tier, leaving other tiers alone', async () => {
     const now = Date.now();
     await s1.createDevice({ id: 'r-dev', tenantId: 'T', groupId: 'G', solution: 'r', deviceType: 'VirtualDevice', domainInfo: {} });
     const old = now - 60 * 86_400_000;
-    await s1.insertObservations('r-dev', [{ ts: old, temperature: 1, extra: null }, { ts: now, temperature: 2, extra: null }]);
+    await s1.insertObservations('r-dev', [
+      { ts: old, temperature: 1, extra: null },
+      { ts: now, temperature: 2, extra: null },
+    ]);
     await s1.setRetention('G', 'r', 30);
     const oldPart = await partitionOf('r-dev', old);
     assert.match(oldPart ?? '', /^obs_t30_\d{8}$/, 'weekly partitions of the 30-day tier');
@@ -82,7 +94,10 @@ describe('postgres: migrations and partitions', () => {
     assert.equal(report.rowsDeleted, 0, 'nothing deleted row by row');
     const left = await s1.pool.query('SELECT to_regclass($1) AS t', [oldPart]);
     assert.equal(left.rows[0].t, null, 'the expired partition is gone');
-    assert.deepEqual((await s1.queryObservations('r-dev', { limit: 10 })).observations.map((o) => o.ts), [now]);
+    assert.deepEqual(
+      (await s1.queryObservations('r-dev', { limit: 10 })).observations.map((o) => o.ts),
+      [now],
+    );
     assert.ok((await s1.queryObservations('p-dev', { limit: 10 })).observations.length === 4, 'forever tier untouched');
   });
 

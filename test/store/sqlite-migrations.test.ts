@@ -29,7 +29,10 @@ it('upgrades a version-3 database and keeps its observations readable', async ()
     await store.migrate();
     assert.equal(await store.latestObservationsJson!('G', 's'), '[{"deviceId":"d1","observations":[{"timestamp":"1970-01-01T00:00:01.000Z","temperature":20.5,"humidity":40}]}]');
     const versions = new Database(file).prepare('SELECT version FROM schema_migrations ORDER BY version').pluck().all();
-    assert.deepEqual(versions, MIGRATIONS.map((m) => m.version));
+    assert.deepEqual(
+      versions,
+      MIGRATIONS.map((m) => m.version),
+    );
     await store.close();
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { storeConformance } from '../../src/store/conformance.ts';
+import { storeConformance } from './conformance.ts';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-'));

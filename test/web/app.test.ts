@@ -9,8 +9,6 @@ import { connect, countViaApi, createDevice, launchBrowser, newPage, series, sho
 
 const SIM = 'StudioSimulation';
 
-
-
 describe('web app', () => {
   let server: TestServer;
   let browser: Browser;
@@ -24,7 +22,11 @@ describe('web app', () => {
     browser = await launchBrowser();
     creds = await server.login('web');
     // Three virtual devices around a lake; the first reports every 10 s for the last 50 minutes.
-    const spots = [[47.37, 8.54], [47.31, 8.60], [47.25, 8.70]];
+    const spots = [
+      [47.37, 8.54],
+      [47.31, 8.6],
+      [47.25, 8.7],
+    ];
     for (const [lat, lon] of spots) ids.push(await createDevice(server, creds.token, SIM, { deviceType: 'VirtualDevice', domainInfo: { location: { latitude: lat, longitude: lon } } }));
     hourly = series(now - 50 * 60_000, now - 60_000, 10);
     await upload(server, creds.token, SIM, ids[0]!, hourly);
@@ -76,7 +78,10 @@ describe('web app', () => {
     assert.equal(await page.locator(`#map circle.selected[data-id="${ids[0]}"]`).count(), 1);
 
     // A live observation over Server-Sent Events: no reload, no polling.
-    const r = await server.request('POST', `/api/solutions/${SIM}/devices/${ids[0]}/observations`, { token: creds.token, body: { observations: [{ timestamp: new Date().toISOString(), temperature: 30.5 }] } });
+    const r = await server.request('POST', `/api/solutions/${SIM}/devices/${ids[0]}/observations`, {
+      token: creds.token,
+      body: { observations: [{ timestamp: new Date().toISOString(), temperature: 30.5 }] },
+    });
     assert.equal(r.status, 201);
     await waitAttr(page, '#plot-info', 'data-points', String(hourly.length + 1));
     await waitText(page, `#devices tr[data-id="${ids[0]}"] td.temp`, /^30\.5 °C$/);
@@ -107,8 +112,9 @@ describe('web app', () => {
     await waitAttr(page, '#plot-info', 'data-state', 'ready');
     assert.equal(await page.getAttribute('#plot-info', 'data-bucketed'), 'true');
     const obs = Number(await page.getAttribute('#plot-info', 'data-observations'));
-    const total = (await countViaApi(server, creds.token, SIM, ids[2]!, new Date(now - 7 * 86_400_000), new Date(Date.now() + 1000)))
-      + (await countViaApi(server, creds.token, SIM, ids[1]!, new Date(now - 7 * 86_400_000), new Date(Date.now() + 1000)));
+    const total =
+      (await countViaApi(server, creds.token, SIM, ids[2]!, new Date(now - 7 * 86_400_000), new Date(Date.now() + 1000))) +
+      (await countViaApi(server, creds.token, SIM, ids[1]!, new Date(now - 7 * 86_400_000), new Date(Date.now() + 1000)));
     assert.equal(obs, total);
     assert.equal(await page.locator('#plot-legend li').count(), 2);
     assert.equal(await page.locator('#map circle.selected').count(), 2);
@@ -150,7 +156,10 @@ describe('web app', () => {
     // Descending by latest temperature.
     await waitAttr(page, 'th:has(button[data-sort="temp"])', 'aria-sort', 'descending');
     const temps = (await page.locator('#devices tbody td.temp').allTextContents()).map((t) => parseFloat(t));
-    assert.deepEqual(temps, [...temps].sort((a, b) => b - a));
+    assert.deepEqual(
+      temps,
+      [...temps].sort((a, b) => b - a),
+    );
     await page.getByRole('button', { name: /^Latest( [▲▼])?$/ }).click();
     await waitAttr(page, 'th:has(button[data-sort="temp"])', 'aria-sort', 'ascending');
     const up = (await page.locator('#devices tbody td.temp').allTextContents()).map((t) => parseFloat(t));
@@ -167,11 +176,15 @@ describe('web app', () => {
     await waitAttr(page, `#devices tr[data-id="${focused}"]`, 'aria-selected', 'true');
     await waitAttr(page, '#plot-info', 'data-devices', focused!);
     // Every form control has an accessible name.
-    const unnamed = await page.evaluate(() => Array.from(document.querySelectorAll('input, button, select')).filter((e) => {
-      const el = e as HTMLInputElement;
-      if (el.type === 'hidden' || el.closest('[hidden]')) return false;
-      return !(el.labels?.length || el.getAttribute('aria-label') || (el.tagName === 'BUTTON' && el.textContent?.trim()));
-    }).map((e) => e.outerHTML.slice(0, 80)));
+    const unnamed = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('input, button, select'))
+        .filter((e) => {
+          const el = e as HTMLInputElement;
+          if (el.type === 'hidden' || el.closest('[hidden]')) return false;
+          return !(el.labels?.length || el.getAttribute('aria-label') || (el.tagName === 'BUTTON' && el.textContent?.trim()));
+        })
+        .map((e) => e.outerHTML.slice(0, 80)),
+    );
     assert.deepEqual(unnamed, []);
     await close();
   });

@@ -36,17 +36,32 @@ describe('web app: the dashboard', () => {
     browser = await launchBrowser();
     creds = await server.login('dash');
     // A simulation producing a reading every 2 s: the live source.
-    const r = await server.request('POST', `/api/solutions/${SIM}/simulations`, { token: creds.token, body: { name: 'wall', devices: 1, interval: '2s', area: { center: { latitude: 38.72, longitude: -9.14 }, radiusKm: 1 } } });
+    const r = await server.request('POST', `/api/solutions/${SIM}/simulations`, {
+      token: creds.token,
+      body: { name: 'wall', devices: 1, interval: '2s', area: { center: { latitude: 38.72, longitude: -9.14 }, radiusKm: 1 } },
+    });
     assert.equal(r.status, 201, await r.clone().text());
     simDevice = ((await r.json()) as { deviceIds: string[] }).deviceIds[0]!;
     const dev = (lat: number, lon: number) => createDevice(server, creds.token, SIM, { deviceType: 'VirtualDevice', domainInfo: { location: { latitude: lat, longitude: lon } } });
     // 20.00 → 22.50 °C over 50 minutes: y ticks every 0.25.
     ramp = await dev(52.52, 13.4);
-    await upload(server, creds.token, SIM, ramp, Array.from({ length: 51 }, (_, i) => ({ timestamp: new Date(now - (51 - i) * 60_000).toISOString(), temperature: 20 + (2.5 * i) / 50 })));
+    await upload(
+      server,
+      creds.token,
+      SIM,
+      ramp,
+      Array.from({ length: 51 }, (_, i) => ({ timestamp: new Date(now - (51 - i) * 60_000).toISOString(), temperature: 20 + (2.5 * i) / 50 })),
+    );
     // Spans 0.3 … 3 °C, each 7 % more than the last: at any plot height one falls where uPlot steps by 0.25.
     for (let span = 0.3; span < 3; span *= 1.07) {
       const id = await createDevice(server, creds.token, SIM, { deviceType: 'Ramp' });
-      await upload(server, creds.token, SIM, id, Array.from({ length: 51 }, (_, i) => ({ timestamp: new Date(now - (51 - i) * 60_000).toISOString(), temperature: 20 + (span * i) / 50 })));
+      await upload(
+        server,
+        creds.token,
+        SIM,
+        id,
+        Array.from({ length: 51 }, (_, i) => ({ timestamp: new Date(now - (51 - i) * 60_000).toISOString(), temperature: 20 + (span * i) / 50 })),
+      );
       ramps.push(id);
     }
     // A kit started 10 minutes ago, and a device with two days of data.
@@ -56,9 +71,19 @@ describe('web app: the dashboard', () => {
     await upload(server, creds.token, SIM, old, series(now - 2 * 86_400_000, now - 60_000, 600, 25));
     // Free-form fields, nested ones too.
     multi = await dev(41.9, 12.5);
-    await upload(server, creds.token, SIM, multi, Array.from({ length: 30 }, (_, i) => ({
-      timestamp: new Date(now - (30 - i) * 60_000).toISOString(), temperature: 19 + i / 10, humidity: 40 + i, battery: { level: 100 - i }, acc: { x: i / 100, y: -i / 100, z: 0.98 },
-    })));
+    await upload(
+      server,
+      creds.token,
+      SIM,
+      multi,
+      Array.from({ length: 30 }, (_, i) => ({
+        timestamp: new Date(now - (30 - i) * 60_000).toISOString(),
+        temperature: 19 + i / 10,
+        humidity: 40 + i,
+        battery: { level: 100 - i },
+        acc: { x: i / 100, y: -i / 100, z: 0.98 },
+      })),
+    );
     // Silent for two hours.
     stale = await dev(59.33, 18.07);
     await upload(server, creds.token, SIM, stale, series(now - 3 * 3600_000, now - 2 * 3600_000, 300));
@@ -128,7 +153,10 @@ describe('web app: the dashboard', () => {
   });
 
   test('y tick labels are exact: a tick at 21.25 reads 21.25', async () => {
-    for (const [width, height] of [[1280, 800], [390, 844]] as const) {
+    for (const [width, height] of [
+      [1280, 800],
+      [390, 844],
+    ] as const) {
       const { page, close } = await newPage(browser, { width, height });
       await connect(page, server.url, creds, SIM);
       await page.getByRole('button', { name: '1 h' }).click();
@@ -148,7 +176,10 @@ describe('web app: the dashboard', () => {
           break;
         }
       }
-      assert.ok(seen.some((t) => /\.25\b/.test(t)), `some ramp has quarter ticks, read as such: ${seen.join(' | ')}`);
+      assert.ok(
+        seen.some((t) => /\.25\b/.test(t)),
+        `some ramp has quarter ticks, read as such: ${seen.join(' | ')}`,
+      );
       await close();
     }
   });
@@ -194,7 +225,10 @@ describe('web app: the dashboard', () => {
     await page.getByRole('button', { name: '24 h' }).click();
     await waitAttr(page, '#plot-info', 'data-state', 'ready');
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
-    const lines = fs.readFileSync((await download.path())!, 'utf8').trim().split(/\r\n/);
+    const lines = fs
+      .readFileSync((await download.path())!, 'utf8')
+      .trim()
+      .split(/\r\n/);
     assert.equal(lines[0], 'device_id,timestamp,humidity');
     assert.equal(lines.length, 31);
     assert.equal(lines[30], `${multi},${new Date(now - 60_000).toISOString()},69`);
@@ -260,7 +294,10 @@ describe('web app: the dashboard', () => {
     assert.ok(!requests.some((u) => /map-view|countries-50m/.test(u)), `nothing of the map before connecting: ${requests}`);
     await connect(page, server.url, creds, SIM);
     await waitAttr(page, '#map svg', 'data-atlas', 'loaded');
-    assert.ok(requests.every((u) => u.startsWith(origin) || u.startsWith('data:') || u.startsWith('blob:')), `only Reef was asked: ${requests.filter((u) => !u.startsWith(origin))}`);
+    assert.ok(
+      requests.every((u) => u.startsWith(origin) || u.startsWith('data:') || u.startsWith('blob:')),
+      `only Reef was asked: ${requests.filter((u) => !u.startsWith(origin))}`,
+    );
     assert.ok(((await page.getAttribute('#map path.land-fill', 'd')) ?? '').length > 1000, 'land is drawn');
     assert.ok(((await page.getAttribute('#map path.borders', 'd')) ?? '').length > 100, 'borders are drawn');
     assert.equal(await page.getAttribute('#map svg', 'data-located'), String(9));
@@ -296,7 +333,9 @@ describe('web app: the dashboard', () => {
     await plotOf(page, ramp);
     const status = (await page.textContent('#status')) ?? '';
     assert.ok(status.includes(creds.clientId) && status.includes(server.url), `full client id and endpoint: ${status}`);
-    const clipped = await page.evaluate(() => Array.from(document.querySelectorAll('#status *, #status')).filter((e) => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline').length);
+    const clipped = await page.evaluate(
+      () => Array.from(document.querySelectorAll('#status *, #status')).filter((e) => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline').length,
+    );
     assert.equal(clipped, 0, 'nothing in the header is cut off');
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
     assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
@@ -317,8 +356,20 @@ describe('web app: the dashboard', () => {
     const [cx, cy] = [box.x + box.width / 2, box.y + box.height / 2];
     const span0 = (await num(page, 'data-x-max')) - (await num(page, 'data-x-min'));
     const cdp = await page.context().newCDPSession(page);
-    await cdp.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: [{ x: cx - 30, y: cy, id: 1 }, { x: cx + 30, y: cy, id: 2 }] });
-    await cdp.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: [{ x: cx - 90, y: cy, id: 1 }, { x: cx + 90, y: cy, id: 2 }] });
+    await cdp.send('Input.dispatchTouchEvent', {
+      type: 'touchStart',
+      touchPoints: [
+        { x: cx - 30, y: cy, id: 1 },
+        { x: cx + 30, y: cy, id: 2 },
+      ],
+    });
+    await cdp.send('Input.dispatchTouchEvent', {
+      type: 'touchMove',
+      touchPoints: [
+        { x: cx - 90, y: cy, id: 1 },
+        { x: cx + 90, y: cy, id: 2 },
+      ],
+    });
     await cdp.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
     await page.locator('#reset-zoom').waitFor();
     const span1 = (await num(page, 'data-x-max')) - (await num(page, 'data-x-min'));
@@ -326,11 +377,15 @@ describe('web app: the dashboard', () => {
     await shot(page, 'phone-pinched');
 
     // Keyboard and screen readers: every control has an accessible name, the new ones too.
-    const unnamed = await page.evaluate(() => Array.from(document.querySelectorAll('input, button, select')).filter((e) => {
-      const el = e as HTMLInputElement;
-      if (el.type === 'hidden' || el.closest('[hidden]')) return false;
-      return !(el.labels?.length || el.getAttribute('aria-label') || (el.tagName === 'BUTTON' && el.textContent?.trim()));
-    }).map((e) => e.outerHTML.slice(0, 80)));
+    const unnamed = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('input, button, select'))
+        .filter((e) => {
+          const el = e as HTMLInputElement;
+          if (el.type === 'hidden' || el.closest('[hidden]')) return false;
+          return !(el.labels?.length || el.getAttribute('aria-label') || (el.tagName === 'BUTTON' && el.textContent?.trim()));
+        })
+        .map((e) => e.outerHTML.slice(0, 80)),
+    );
     assert.deepEqual(unnamed, []);
     assert.equal(await page.getAttribute('#map svg', 'tabindex'), '0');
     assert.match((await page.getAttribute('#map svg', 'aria-label')) ?? '', /Map of 9 device locations/);

@@ -16,7 +16,6 @@ const MAC = '00000000000007a1';
 const SILENT = '00000000000007d1';
 const NEVER = '00000000000007e1';
 
-
 describe('web app: dev kit panel', () => {
   let server: TestServer;
   let browser: Browser;
@@ -39,7 +38,9 @@ describe('web app: dev kit panel', () => {
     const account = (await server.services.store.getAccountByTenantId(c.tenantId))!;
     const provisioned = await provisionKit(server.services.store, server.services.events, account, MAC);
     kitId = provisioned.device.id;
-    kit = new Kit(loadDeviceConfig({ mac: MAC, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: gw.address().port }, monitorWindowMs: 0, logLevel: 0, periodMs: 300, key: provisioned.kitKey }));
+    kit = new Kit(
+      loadDeviceConfig({ mac: MAC, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: gw.address().port }, monitorWindowMs: 0, logLevel: 0, periodMs: 300, key: provisioned.kitKey }),
+    );
     await kit.start();
     // A kit that announced itself and then never answers: the deadline case.
     sink = dgram.createSocket('udp4');
@@ -48,7 +49,10 @@ describe('web app: dev kit panel', () => {
     // Provisioned, never switched on: the gateway has never heard of it.
     neverId = (await provisionKit(server.services.store, server.services.events, account, NEVER)).device.id;
     token = await server.token(c);
-    gw.gateway.kits.announce({ v: 1, mac: SILENT, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 }, { address: '127.0.0.1', port: sink.address().port });
+    gw.gateway.kits.announce(
+      { v: 1, mac: SILENT, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 },
+      { address: '127.0.0.1', port: sink.address().port },
+    );
     const end = Date.now() + 15_000;
     while (!gw.gateway.kits.get(MAC)) {
       if (Date.now() > end) throw new Error('the gateway never learned the kit');
@@ -106,7 +110,7 @@ describe('web app: dev kit panel', () => {
     assert.deepEqual(errors, []);
     await close();
   });
-  test('on open the panel reads the kit (temperature, unit, clock); the unit confirmation is the kit\'s own answer', async () => {
+  test("on open the panel reads the kit (temperature, unit, clock); the unit confirmation is the kit's own answer", async () => {
     // The kit is switched to °F behind the app's back: the panel must show what the kit says.
     const put = await server.request('PUT', `/api/solutions/sandbox/devices/${kitId}/coap/snsr/arduino/temp?cfg=F`, { token });
     assert.equal(put.status, 200);

@@ -53,7 +53,10 @@ export async function shot(page: Page, name: string): Promise<string> {
 }
 
 /** A page whose console errors and failed requests fail the test that reads `errors`. */
-export async function newPage(browser: Browser, opts: { width?: number; height?: number; timezoneId?: string; touch?: boolean } = {}): Promise<{ page: Page; errors: string[]; close: () => Promise<void> }> {
+export async function newPage(
+  browser: Browser,
+  opts: { width?: number; height?: number; timezoneId?: string; touch?: boolean } = {},
+): Promise<{ page: Page; errors: string[]; close: () => Promise<void> }> {
   const context = await browser.newContext({
     viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 },
     acceptDownloads: true,
@@ -81,11 +84,7 @@ export async function connect(page: Page, baseUrl: string, c: { clientId: string
 
 /** Waits until the element's text matches (polling in the page; the cap only stops a broken test). */
 export async function waitText(page: Page, selector: string, re: RegExp, timeout = 20_000): Promise<string> {
-  await page.waitForFunction(
-    ([sel, src, flags]) => new RegExp(src!, flags).test(document.querySelector(sel!)?.textContent ?? ''),
-    [selector, re.source, re.flags],
-    { timeout },
-  );
+  await page.waitForFunction(([sel, src, flags]) => new RegExp(src!, flags).test(document.querySelector(sel!)?.textContent ?? ''), [selector, re.source, re.flags], { timeout });
   return (await page.textContent(selector)) ?? '';
 }
 

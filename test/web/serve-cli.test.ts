@@ -54,7 +54,11 @@ describe('web app on `reef serve`', () => {
     await connect(page, url, { clientId, clientSecret }, 'StudioSimulation');
     await page.waitForFunction(() => document.querySelectorAll('#devices tbody tr').length >= 1, null, { timeout: 30_000 });
     // The demo's day of history is plotted once its backfill is done.
-    await page.waitForFunction(() => document.querySelector('#plot-info')?.getAttribute('data-state') === 'ready' && Number(document.querySelector('#plot-info')?.getAttribute('data-points')) > 0, null, { timeout: 30_000 });
+    await page.waitForFunction(
+      () => document.querySelector('#plot-info')?.getAttribute('data-state') === 'ready' && Number(document.querySelector('#plot-info')?.getAttribute('data-points')) > 0,
+      null,
+      { timeout: 30_000 },
+    );
     assert.equal(await page.locator('#sim-panel').isVisible(), true);
     await shot(page, 'reef-serve-demo');
     assert.deepEqual(errors, []);

@@ -36,9 +36,7 @@ export class Connection {
     clientSecret: string | ReefClient,
     readonly solution: string,
   ) {
-    this.client = typeof clientSecret === 'string'
-      ? new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 })
-      : clientSecret;
+    this.client = typeof clientSecret === 'string' ? new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 }) : clientSecret;
   }
 
   /** The same sign-in (and token) addressing another solution: switching needs no secret again. */
@@ -60,7 +58,10 @@ export class Connection {
   explain(e: unknown): unknown {
     if (e instanceof ApiError || (e as Error)?.name === 'AbortError') return e;
     if (e instanceof NetworkError) {
-      return new ApiError('network', e.timedOut ? `${this.endpoint} did not answer in time: the server may be overloaded or unreachable.` : `Cannot reach ${this.endpoint}: the network is down or the server is not running.`);
+      return new ApiError(
+        'network',
+        e.timedOut ? `${this.endpoint} did not answer in time: the server may be overloaded or unreachable.` : `Cannot reach ${this.endpoint}: the network is down or the server is not running.`,
+      );
     }
     if (!(e instanceof SdkApiError)) return e;
     const { status, code } = e;
@@ -119,9 +120,11 @@ export class Connection {
   /** Every observation of [from, to), oldest first, across pages. */
   async range(deviceId: string, from: Date, to: Date, signal?: AbortSignal, pageSize = 10000): Promise<Observation[]> {
     const pages: Observation[][] = [];
-    await this.wrap((async () => {
-      for await (const p of this.client.observationPages(deviceId, { from, to, pageSize, ...(signal ? { signal } : {}) })) pages.push(p.observations);
-    })());
+    await this.wrap(
+      (async () => {
+        for await (const p of this.client.observationPages(deviceId, { from, to, pageSize, ...(signal ? { signal } : {}) })) pages.push(p.observations);
+      })(),
+    );
     // Pages come newest first; the plot wants oldest first.
     return pages.flat().reverse();
   }
@@ -134,13 +137,24 @@ export class Connection {
    * The solution's live stream (the SDK reads it with fetch, so the token goes in a header). When
    * it cannot connect (server restarting, network down) it tries again, backing off.
    */
-  events(handlers: { observations?: (d: LatestGroup) => void; device?: (d: { deviceId: string; action: string }) => void; state?: (live: boolean) => void; other?: (type: string, data: unknown) => void }): () => void {
+  events(handlers: {
+    observations?: (d: LatestGroup) => void;
+    device?: (d: { deviceId: string; action: string }) => void;
+    state?: (live: boolean) => void;
+    other?: (type: string, data: unknown) => void;
+  }): () => void {
     const ac = new AbortController();
     void (async () => {
       let delay = 1000;
       while (!ac.signal.aborted) {
         try {
-          for await (const ev of this.client.stream({ signal: ac.signal, onOpen: () => { delay = 1000; handlers.state?.(true); } })) {
+          for await (const ev of this.client.stream({
+            signal: ac.signal,
+            onOpen: () => {
+              delay = 1000;
+              handlers.state?.(true);
+            },
+          })) {
             if (ev.type === 'observations') handlers.observations?.(ev as LatestGroup);
             else if (ev.type === 'device') handlers.device?.(ev as { deviceId: string; action: string });
             else handlers.other?.(ev.type, (ev as { data?: unknown }).data);

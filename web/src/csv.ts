@@ -15,7 +15,7 @@ export function toCsv(rows: { deviceId: string; timestamp: string; value: number
   const lines = [temp ? 'device_id,timestamp,temperature_c,temperature_f' : `device_id,timestamp,${cell(field)}`];
   for (const r of rows) {
     const c = r.value;
-    const values = temp ? [c === null ? '' : String(c), c === null ? '' : (c * 9 / 5 + 32).toFixed(4).replace(/\.?0+$/, '')] : [c === null ? '' : String(c)];
+    const values = temp ? [c === null ? '' : String(c), c === null ? '' : ((c * 9) / 5 + 32).toFixed(4).replace(/\.?0+$/, '')] : [c === null ? '' : String(c)];
     lines.push([r.deviceId, r.timestamp, ...values].map(cell).join(','));
   }
   return lines.join('\r\n') + '\r\n';

@@ -52,7 +52,11 @@ export class DevKitPanel {
   private op = 0;
   private out!: { value: HTMLElement; when: HTMLElement; unit: HTMLElement; clock: HTMLElement; status: HTMLElement; answer: HTMLElement; log: HTMLOListElement; observe: HTMLButtonElement };
 
-  constructor(private readonly root: HTMLElement, private readonly conn: Connection, private readonly ctx: PanelContext) {}
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly conn: Connection,
+    private readonly ctx: PanelContext,
+  ) {}
 
   /** Shows the panel for the first selected dev kit, hides it otherwise. */
   update(): void {
@@ -118,7 +122,9 @@ export class DevKitPanel {
     this.root.replaceChildren(
       el('h2', { id: 'devkit-h' }, `Dev kit ${shortId(d.id)}`, el('span', { class: 'count mono' }, mac ? ` · ${mac}` : '')),
       el('dl', { class: 'kv' }, el('dt', {}, 'Temperature'), value, el('dt', {}, 'Read at'), when, el('dt', {}, 'Kit unit'), unit, el('dt', {}, 'Kit clock'), clock),
-      el('div', { class: 'row' },
+      el(
+        'div',
+        { class: 'row' },
         btn('Read now', () => void this.read(), { id: 'kit-read' }),
         btn('Kit unit °C', () => void this.setUnit('C'), { id: 'kit-set-c' }),
         btn('Kit unit °F', () => void this.setUnit('F'), { id: 'kit-set-f' }),
@@ -175,14 +181,14 @@ export class DevKitPanel {
   private showCfg(r: KitResponse): KitResponse {
     this.kitAnswered(r);
     const u = cfgUnit(r);
-    this.out.unit.textContent = u ? `°${u}` : r.payload ?? '—';
+    this.out.unit.textContent = u ? `°${u}` : (r.payload ?? '—');
     return r;
   }
 
   private showClock(r: KitResponse): KitResponse {
     this.kitAnswered(r);
     const epoch = r.reading?.epoch ?? clockEpoch(r);
-    this.out.clock.textContent = epoch !== null ? `${fmtTime(epoch * 1000)} ${zoneLabel(epoch * 1000)} (epoch ${epoch})` : r.payload ?? '—';
+    this.out.clock.textContent = epoch !== null ? `${fmtTime(epoch * 1000)} ${zoneLabel(epoch * 1000)} (epoch ${epoch})` : (r.payload ?? '—');
     return r;
   }
 

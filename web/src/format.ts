@@ -4,7 +4,7 @@ import type { Device } from './api.ts';
 export type Unit = 'C' | 'F';
 
 export function toUnit(celsius: number, unit: Unit): number {
-  return unit === 'F' ? celsius * 9 / 5 + 32 : celsius;
+  return unit === 'F' ? (celsius * 9) / 5 + 32 : celsius;
 }
 
 export function fmtTemp(celsius: number | null | undefined, unit: Unit, digits = 1): string {
@@ -70,7 +70,8 @@ export function zoneLabel(ms = Date.now(), z: Zone = zone): string {
 
 /** Whole days between two instants' calendar dates in the chosen zone differ. */
 export function sameDay(a: number, b: number): boolean {
-  const x = parts(a), y = parts(b);
+  const x = parts(a),
+    y = parts(b);
   return x.y === y.y && x.mo === y.mo && x.d === y.d;
 }
 
@@ -132,10 +133,12 @@ export function fmtSpan(seconds: number): string {
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.round(s / 60)} min`;
   if (s < 2 * 86400) {
-    const h = Math.floor(s / 3600), m = Math.round((s % 3600) / 60);
+    const h = Math.floor(s / 3600),
+      m = Math.round((s % 3600) / 60);
     return m ? `${h} h ${m} min` : `${h} h`;
   }
-  const d = Math.floor(s / 86400), h = Math.round((s % 86400) / 3600);
+  const d = Math.floor(s / 86400),
+    h = Math.round((s % 86400) / 3600);
   return h ? `${d} d ${h} h` : `${d} d`;
 }
 

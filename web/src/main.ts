@@ -327,10 +327,12 @@ function renderFields(): void {
     fieldSel.value = state.field;
     return;
   }
-  fieldSel.replaceChildren(...paths.map((p) => {
-    const qq = quantity(p, state.unit);
-    return el('option', { value: p }, qq.unit ? `${p} (${qq.unit})` : p);
-  }));
+  fieldSel.replaceChildren(
+    ...paths.map((p) => {
+      const qq = quantity(p, state.unit);
+      return el('option', { value: p }, qq.unit ? `${p} (${qq.unit})` : p);
+    }),
+  );
   fieldSel.value = state.field;
 }
 
@@ -382,7 +384,11 @@ function bucketFor(spanSeconds: number): number {
  */
 function bucketise(deviceId: string, x: number[], y: (number | null)[], from: number, bucketS: number): Series {
   const out: Series = { deviceId, bucketed: true, x: [], y: [], min: [], max: [], observations: 0 };
-  let cur = -1, sum = 0, n = 0, lo = Infinity, hi = -Infinity;
+  let cur = -1,
+    sum = 0,
+    n = 0,
+    lo = Infinity,
+    hi = -Infinity;
   const flush = () => {
     if (n) {
       out.x.push(from + cur * bucketS);
@@ -414,29 +420,31 @@ async function fetchSeries(conn: Connection, ids: string[], from: number, to: nu
   const f = new Date(from * 1000);
   const t = new Date(to * 1000 + 1);
   const field = state.field;
-  return Promise.all(ids.map(async (deviceId): Promise<Series> => {
-    if (span <= RAW_MAX_SECONDS || field !== TEMPERATURE) {
-      const obs = await conn.range(deviceId, f, t, signal);
-      const x: number[] = [];
-      const y: (number | null)[] = [];
-      for (const o of obs) {
-        x.push(Date.parse(o.timestamp) / 1000);
-        y.push(valueAt(o, field));
+  return Promise.all(
+    ids.map(async (deviceId): Promise<Series> => {
+      if (span <= RAW_MAX_SECONDS || field !== TEMPERATURE) {
+        const obs = await conn.range(deviceId, f, t, signal);
+        const x: number[] = [];
+        const y: (number | null)[] = [];
+        for (const o of obs) {
+          x.push(Date.parse(o.timestamp) / 1000);
+          y.push(valueAt(o, field));
+        }
+        if (span > RAW_MAX_SECONDS) return bucketise(deviceId, x, y, from, bucketFor(span) / 1000);
+        return { deviceId, bucketed: false, x, y, observations: obs.length };
       }
-      if (span > RAW_MAX_SECONDS) return bucketise(deviceId, x, y, from, bucketFor(span) / 1000);
-      return { deviceId, bucketed: false, x, y, observations: obs.length };
-    }
-    const bs = await conn.buckets(deviceId, f, t, bucketFor(span), signal);
-    return {
-      deviceId,
-      bucketed: true,
-      x: bs.map((b) => Date.parse(b.timestamp) / 1000),
-      y: bs.map((b) => b.avg),
-      min: bs.map((b) => b.min),
-      max: bs.map((b) => b.max),
-      observations: bs.reduce((n, b) => n + b.count, 0),
-    };
-  }));
+      const bs = await conn.buckets(deviceId, f, t, bucketFor(span), signal);
+      return {
+        deviceId,
+        bucketed: true,
+        x: bs.map((b) => Date.parse(b.timestamp) / 1000),
+        y: bs.map((b) => b.avg),
+        min: bs.map((b) => b.min),
+        max: bs.map((b) => b.max),
+        observations: bs.reduce((n, b) => n + b.count, 0),
+      };
+    }),
+  );
 }
 
 async function loadPlot(): Promise<void> {
@@ -474,7 +482,17 @@ async function loadPlot(): Promise<void> {
 
 function legend(ids: string[]): void {
   const box = $('plot-legend');
-  box.replaceChildren(...ids.map((id, i) => el('li', {}, el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }), `${shortId(id)} `, el('span', { class: 'muted' }, state.devices.find((d) => d.id === id)?.deviceType ?? ''))));
+  box.replaceChildren(
+    ...ids.map((id, i) =>
+      el(
+        'li',
+        {},
+        el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
+        `${shortId(id)} `,
+        el('span', { class: 'muted' }, state.devices.find((d) => d.id === id)?.deviceType ?? ''),
+      ),
+    ),
+  );
 }
 
 // When the user zooms into a bucketed view far enough, the zoomed window is fetched raw.
@@ -561,7 +579,8 @@ function showZone(): void {
 }
 zoneSel.addEventListener('change', () => {
   // The custom range's inputs keep naming the same instants in the new zone.
-  const from = fromInput(fromIn.value), to = fromInput(toIn.value);
+  const from = fromInput(fromIn.value),
+    to = fromInput(toIn.value);
   state.zone = zoneSel.value === 'UTC' ? 'UTC' : 'local';
   localStorage.setItem('reef.zone', state.zone);
   setZone(state.zone);
@@ -631,10 +650,11 @@ function renderLatest(): void {
   const now = Date.now();
   const qq = q();
   const keep = new Set(state.devices.map((d) => d.id));
-  for (const [id, li] of latestItems) if (!keep.has(id)) {
-    li.remove();
-    latestItems.delete(id);
-  }
+  for (const [id, li] of latestItems)
+    if (!keep.has(id)) {
+      li.remove();
+      latestItems.delete(id);
+    }
   const sorted = [...state.devices].sort((a, b) => (state.latest.get(b.id)?.ts ?? 0) - (state.latest.get(a.id)?.ts ?? 0) || a.id.localeCompare(b.id));
   for (const d of sorted) {
     let li = latestItems.get(d.id);
@@ -675,7 +695,7 @@ setInterval(() => {
   const now = Date.now();
   if ('preset' in state.range && ($('live') as HTMLInputElement).checked && $('plot-info').dataset.state === 'ready') {
     const span = PRESET_SECONDS[state.range.preset];
-    if (now - lastSlide >= Math.max(1000, span * 1000 / 600)) {
+    if (now - lastSlide >= Math.max(1000, (span * 1000) / 600)) {
       lastSlide = now;
       plot.slide(rangeWindow());
     }

@@ -72,7 +72,13 @@ export class MapView {
     private readonly legend: HTMLElement,
     private readonly ctx: MapContext,
   ) {
-    this.root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'application', tabindex: '0', 'aria-roledescription': 'map', 'aria-label': 'Map of device locations. Arrow keys pan, plus and minus zoom, 0 fits the devices.' });
+    this.root = svg('svg', {
+      viewBox: `0 0 ${W} ${H}`,
+      role: 'application',
+      tabindex: '0',
+      'aria-roledescription': 'map',
+      'aria-label': 'Map of device locations. Arrow keys pan, plus and minus zoom, 0 fits the devices.',
+    });
     const clip = svg('clipPath', { id: 'map-clip' });
     clip.append(svg('rect', { x: 0, y: 0, width: W, height: H }));
     const defs = svg('defs');
@@ -83,7 +89,11 @@ export class MapView {
     this.root.append(defs, svg('rect', { x: 0, y: 0, width: W, height: H, class: 'map-bg' }), this.landG, this.gridG, this.dotsG);
     host.replaceChildren(this.root);
     this.installPanZoom();
-    for (const [id, fn] of [['map-zoom-in', () => this.zoom(2)], ['map-zoom-out', () => this.zoom(0.5)], ['map-fit', () => this.fit()]] as const) {
+    for (const [id, fn] of [
+      ['map-zoom-in', () => this.zoom(2)],
+      ['map-zoom-out', () => this.zoom(0.5)],
+      ['map-fit', () => this.fit()],
+    ] as const) {
       document.getElementById(id)?.addEventListener('click', fn);
     }
     void loadAtlas().then((a) => {
@@ -105,13 +115,30 @@ export class MapView {
   /** The devices in view, with room around them; a single spot gets about 5 km around it. */
   fit(): void {
     if (!this.devices.length) return;
-    const lons = this.devices.map((d) => d.lon), lats = this.devices.map((d) => d.lat);
+    const lons = this.devices.map((d) => d.lon),
+      lats = this.devices.map((d) => d.lat);
     let [x0, x1, y0, y1] = [Math.min(...lons), Math.max(...lons), Math.min(...lats), Math.max(...lats)];
     const min = 0.05;
     if (x1 - x0 < min) [x0, x1] = [(x0 + x1) / 2 - min / 2, (x0 + x1) / 2 + min / 2];
     if (y1 - y0 < min) [y0, y1] = [(y0 + y1) / 2 - min / 2, (y0 + y1) / 2 + min / 2];
-    const box: GeoJSON.Feature = { type: 'Feature', properties: {}, geometry: { type: 'MultiPoint', coordinates: [[x0, y0], [x1, y1]] } };
-    this.projection.center([0, 0]).fitExtent([[PAD, PAD], [W - PAD, H - PAD]], box);
+    const box: GeoJSON.Feature = {
+      type: 'Feature',
+      properties: {},
+      geometry: {
+        type: 'MultiPoint',
+        coordinates: [
+          [x0, y0],
+          [x1, y1],
+        ],
+      },
+    };
+    this.projection.center([0, 0]).fitExtent(
+      [
+        [PAD, PAD],
+        [W - PAD, H - PAD],
+      ],
+      box,
+    );
     this.draw();
   }
 
@@ -149,10 +176,14 @@ export class MapView {
 
   private installPanZoom(): void {
     const root = this.root;
-    root.addEventListener('wheel', (e) => {
-      e.preventDefault();
-      this.zoom(e.deltaY > 0 ? 0.8 : 1.25, this.toView(e));
-    }, { passive: false });
+    root.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        this.zoom(e.deltaY > 0 ? 0.8 : 1.25, this.toView(e));
+      },
+      { passive: false },
+    );
     let drag: { x: number; y: number; moved: boolean } | null = null;
     root.addEventListener('pointerdown', (e) => {
       if (e.pointerType === 'touch' || e.button !== 0) return;
@@ -161,7 +192,8 @@ export class MapView {
     root.addEventListener('pointermove', (e) => {
       if (!drag) return;
       const r = root.getBoundingClientRect();
-      const dx = ((e.clientX - drag.x) / r.width) * W, dy = ((e.clientY - drag.y) / r.height) * H;
+      const dx = ((e.clientX - drag.x) / r.width) * W,
+        dy = ((e.clientY - drag.y) / r.height) * H;
       if (!drag.moved && Math.hypot(dx, dy) < 3) return;
       if (!drag.moved) root.setPointerCapture(e.pointerId);
       drag.moved = true;
@@ -180,8 +212,14 @@ export class MapView {
     root.addEventListener('keydown', (e) => {
       const step = 40;
       const keys: Record<string, () => void> = {
-        ArrowLeft: () => this.pan(step, 0), ArrowRight: () => this.pan(-step, 0), ArrowUp: () => this.pan(0, step), ArrowDown: () => this.pan(0, -step),
-        '+': () => this.zoom(2), '=': () => this.zoom(2), '-': () => this.zoom(0.5), '0': () => this.fit(),
+        ArrowLeft: () => this.pan(step, 0),
+        ArrowRight: () => this.pan(-step, 0),
+        ArrowUp: () => this.pan(0, step),
+        ArrowDown: () => this.pan(0, -step),
+        '+': () => this.zoom(2),
+        '=': () => this.zoom(2),
+        '-': () => this.zoom(0.5),
+        '0': () => this.fit(),
       };
       const fn = keys[e.key];
       if (!fn || e.target !== root) return;
@@ -209,7 +247,10 @@ export class MapView {
 
   private draw(): void {
     const p = this.projection;
-    p.clipExtent([[-20, -20], [W + 20, H + 20]]);
+    p.clipExtent([
+      [-20, -20],
+      [W + 20, H + 20],
+    ]);
     const path = geoPath(p);
     const grid = svg('path', { d: path(geoGraticule10()) ?? '' });
     this.gridG.replaceChildren(grid);
@@ -225,7 +266,8 @@ export class MapView {
   }
 
   private mark(c: Cluster): SVGElement {
-    const x = c.x.toFixed(1), y = c.y.toFixed(1);
+    const x = c.x.toFixed(1),
+      y = c.y.toFixed(1);
     if (c.members.length === 1) {
       const d = c.members[0]!;
       const dot = svg('circle', { cx: x, cy: y, r: 7, 'data-id': d.id, class: 'dot' });
@@ -245,7 +287,8 @@ export class MapView {
 
   /** Zoom in until the cluster's devices part; devices at one spot are selected together instead. */
   private openCluster(c: Cluster): void {
-    const lons = c.members.map((m) => m.lon), lats = c.members.map((m) => m.lat);
+    const lons = c.members.map((m) => m.lon),
+      lats = c.members.map((m) => m.lat);
     const spread = Math.max(Math.max(...lons) - Math.min(...lons), Math.max(...lats) - Math.min(...lats));
     if (spread < 1e-5 || this.projection.scale() >= MAX_SCALE) {
       const ids = c.members.map((m) => m.id);
@@ -255,7 +298,13 @@ export class MapView {
     }
     const box: GeoJSON.Feature = { type: 'Feature', properties: {}, geometry: { type: 'MultiPoint', coordinates: c.members.map((m) => [m.lon, m.lat]) } };
     const before = this.projection.scale();
-    this.projection.fitExtent([[PAD * 2, PAD * 2], [W - PAD * 2, H - PAD * 2]], box);
+    this.projection.fitExtent(
+      [
+        [PAD * 2, PAD * 2],
+        [W - PAD * 2, H - PAD * 2],
+      ],
+      box,
+    );
     // Always zoom in at least 2×, so a click always makes progress.
     if (this.projection.scale() < before * 2) {
       this.projection.scale(before);
@@ -286,8 +335,12 @@ export class MapView {
       const vs = ids.map(value).filter((v): v is number => v !== null);
       const avg = vs.length ? vs.reduce((a, b) => a + b, 0) / vs.length : null;
       g.querySelector('circle')!.setAttribute('fill', tempColour(avg, lo, hi));
-      g.classList.toggle('selected', ids.some((id) => sel.has(id)));
-      g.querySelector('title')!.textContent = `${ids.length} devices here${avg !== null ? `, average ${fmtValue(avg, q)}` : ''}: ${ids.slice(0, 10).map(shortId).join(', ')}${ids.length > 10 ? '…' : ''}`;
+      g.classList.toggle(
+        'selected',
+        ids.some((id) => sel.has(id)),
+      );
+      g.querySelector('title')!.textContent =
+        `${ids.length} devices here${avg !== null ? `, average ${fmtValue(avg, q)}` : ''}: ${ids.slice(0, 10).map(shortId).join(', ')}${ids.length > 10 ? '…' : ''}`;
     }
     this.legend.replaceChildren();
     if (vals.length) {

@@ -25,7 +25,13 @@ export interface Panels {
 export type { Simulation };
 
 function msText(ms: number): string {
-  for (const [u, n] of [['d', 86_400_000], ['h', 3_600_000], ['min', 60_000], ['s', 1000]] as const) if (ms >= n && ms % n === 0) return `${ms / n} ${u}`;
+  for (const [u, n] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['min', 60_000],
+    ['s', 1000],
+  ] as const)
+    if (ms >= n && ms % n === 0) return `${ms / n} ${u}`;
   return `${ms} ms`;
 }
 
@@ -42,18 +48,34 @@ class SimulationPanel {
   /** Failures of this panel's controls, shown beside them (not at the top of the page). */
   private error: HTMLElement;
 
-  constructor(private readonly root: HTMLElement, private readonly conn: Connection, private readonly ctx: PanelContext) {
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly conn: Connection,
+    private readonly ctx: PanelContext,
+  ) {
     const field = (id: string, label: string, attrs: Record<string, string>, hint = '') =>
-      el('div', { class: 'field' }, el('label', { for: id }, label), el('input', { id, name: id, ...attrs, ...(hint ? { 'aria-describedby': `${id}-hint` } : {}) }), ...(hint ? [el('small', { id: `${id}-hint`, class: 'muted' }, hint)] : []));
-    this.form = el('form', { class: 'sim-form', 'aria-labelledby': 'sim-h' },
-      el('div', { class: 'row' },
+      el(
+        'div',
+        { class: 'field' },
+        el('label', { for: id }, label),
+        el('input', { id, name: id, ...attrs, ...(hint ? { 'aria-describedby': `${id}-hint` } : {}) }),
+        ...(hint ? [el('small', { id: `${id}-hint`, class: 'muted' }, hint)] : []),
+      );
+    this.form = el(
+      'form',
+      { class: 'sim-form', 'aria-labelledby': 'sim-h' },
+      el(
+        'div',
+        { class: 'row' },
         field('sim-name', 'Name', { placeholder: 'optional', maxlength: '100' }),
         field('sim-devices', 'Devices', { type: 'number', min: '1', max: '10000', value: '10', required: '' }),
         field('sim-interval', 'Interval', { value: '10s', required: '', spellcheck: 'false' }, '10s, 1m…'),
         field('sim-backfill', 'Backfill', { value: '1d', spellcheck: 'false' }, 'history: 1h, 7d… or empty'),
         field('sim-duration', 'Duration', { placeholder: 'until stopped', spellcheck: 'false' }),
       ),
-      el('fieldset', { class: 'row area' },
+      el(
+        'fieldset',
+        { class: 'row area' },
         el('legend', {}, 'Area (a circle)'),
         field('sim-lat', 'Latitude', { type: 'number', step: 'any', min: '-90', max: '90', value: '38.7223', required: '' }),
         field('sim-lon', 'Longitude', { type: 'number', step: 'any', min: '-180', max: '180', value: '-9.1393', required: '' }),
@@ -131,11 +153,13 @@ class SimulationPanel {
       for (const s of list) this.sims.set(s.id, s);
       this.render();
       // The running ones' device ids, to count their live readings.
-      await Promise.all(list.filter(live).map(async (s) => {
-        const full = await this.conn.sdk((c) => c.getSimulation(s.id));
-        for (const d of full.deviceIds ?? []) this.owner.set(d, s.id);
-        this.sims.set(s.id, { ...full, observationsProduced: Math.max(full.observationsProduced, this.sims.get(s.id)?.observationsProduced ?? 0) });
-      }));
+      await Promise.all(
+        list.filter(live).map(async (s) => {
+          const full = await this.conn.sdk((c) => c.getSimulation(s.id));
+          for (const d of full.deviceIds ?? []) this.owner.set(d, s.id);
+          this.sims.set(s.id, { ...full, observationsProduced: Math.max(full.observationsProduced, this.sims.get(s.id)?.observationsProduced ?? 0) });
+        }),
+      );
       this.render();
     } catch (err) {
       this.status.textContent = err instanceof ApiError ? `Simulations are not available: ${err.message}` : String(err);
@@ -168,27 +192,41 @@ class SimulationPanel {
 
   private render(): void {
     const sims = [...this.sims.values()].sort((a, b) => b.startedAt.localeCompare(a.startedAt));
-    this.list.replaceChildren(...sims.map((s) => {
-      const bf = s.backfill;
-      const label = s.name ?? `Simulation ${s.id.slice(0, 8)}`;
-      const li = el('li', { class: `sim ${s.status}`, 'data-id': s.id, 'data-status': s.status },
-        el('div', { class: 'sim-head' }, el('strong', {}, label), el('span', { class: `badge ${s.status}` }, s.status)),
-        el('p', { class: 'muted' }, `${s.devices} devices every ${msText(s.params.intervalMs)}` + (s.params.backfillMs ? `, ${msText(s.params.backfillMs)} of history` : '') + `; started ${fmtTime(Date.parse(s.startedAt))}` + (s.endsAt && live(s) ? `, ends ${fmtTime(Date.parse(s.endsAt))}` : '')),
-        el('p', { class: 'sim-count' }, el('span', { class: 'produced' }, s.observationsProduced.toLocaleString()), ' observations produced'),
-      );
-      if (bf && bf.total > 0) {
-        const pct = Math.round((100 * bf.done) / bf.total);
-        const id = `bf-${s.id}`;
-        li.append(el('label', { for: id }, `Backfill ${pct}% (${bf.done.toLocaleString()} of ${bf.total.toLocaleString()})`), el('progress', { id, class: 'progress', max: String(bf.total), value: String(bf.done) }));
-      }
-      if (s.error) li.append(el('p', { class: 'error-text' }, s.error));
-      if (live(s)) {
-        const b = el('button', { type: 'button', class: 'stop', 'aria-label': `Stop ${label}` }, 'Stop');
-        b.addEventListener('click', () => void this.stop(s.id));
-        li.append(b);
-      }
-      return li;
-    }));
+    this.list.replaceChildren(
+      ...sims.map((s) => {
+        const bf = s.backfill;
+        const label = s.name ?? `Simulation ${s.id.slice(0, 8)}`;
+        const li = el(
+          'li',
+          { class: `sim ${s.status}`, 'data-id': s.id, 'data-status': s.status },
+          el('div', { class: 'sim-head' }, el('strong', {}, label), el('span', { class: `badge ${s.status}` }, s.status)),
+          el(
+            'p',
+            { class: 'muted' },
+            `${s.devices} devices every ${msText(s.params.intervalMs)}` +
+              (s.params.backfillMs ? `, ${msText(s.params.backfillMs)} of history` : '') +
+              `; started ${fmtTime(Date.parse(s.startedAt))}` +
+              (s.endsAt && live(s) ? `, ends ${fmtTime(Date.parse(s.endsAt))}` : ''),
+          ),
+          el('p', { class: 'sim-count' }, el('span', { class: 'produced' }, s.observationsProduced.toLocaleString()), ' observations produced'),
+        );
+        if (bf && bf.total > 0) {
+          const pct = Math.round((100 * bf.done) / bf.total);
+          const id = `bf-${s.id}`;
+          li.append(
+            el('label', { for: id }, `Backfill ${pct}% (${bf.done.toLocaleString()} of ${bf.total.toLocaleString()})`),
+            el('progress', { id, class: 'progress', max: String(bf.total), value: String(bf.done) }),
+          );
+        }
+        if (s.error) li.append(el('p', { class: 'error-text' }, s.error));
+        if (live(s)) {
+          const b = el('button', { type: 'button', class: 'stop', 'aria-label': `Stop ${label}` }, 'Stop');
+          b.addEventListener('click', () => void this.stop(s.id));
+          li.append(b);
+        }
+        return li;
+      }),
+    );
   }
 }
 

@@ -21,7 +21,8 @@ export interface Series {
 }
 
 function nearest(xs: number[], t: number): number {
-  let lo = 0, hi = xs.length - 1;
+  let lo = 0,
+    hi = xs.length - 1;
   if (hi < 0) return -1;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
@@ -267,12 +268,18 @@ export class PlotView {
       ...(getZone() === 'UTC' ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC') } : {}),
       axes: [
         {
-          stroke: 'currentColor', grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' }, space: 70,
+          stroke: 'currentColor',
+          grid: { stroke: '#8884', width: 1 },
+          ticks: { stroke: '#8884' },
+          space: 70,
           // One format everywhere: ISO-like dates, 24 h times; the date where the day changes.
           values: (_u, splits, _i, _space, incr) => splits.map((v, i) => fmtTick(v * 1000, incr, i === 0 || !sameDay(splits[i - 1]! * 1000, v * 1000))),
         },
         {
-          stroke: 'currentColor', label: axisLabel, grid: { stroke: '#8884', width: 1 }, ticks: { stroke: '#8884' },
+          stroke: 'currentColor',
+          label: axisLabel,
+          grid: { stroke: '#8884', width: 1 },
+          ticks: { stroke: '#8884' },
           values: (_u, splits) => {
             const labels = yTicks(splits);
             host.dataset.yTicks = labels.join(' ');
@@ -283,17 +290,19 @@ export class PlotView {
       ],
       hooks: {
         setCursor: [(u) => this.cursorMoved(u)],
-        setScale: [(u, key) => {
-          if (key !== 'x' || this.internal) return;
-          const { min, max } = u.scales.x!;
-          if (min === undefined || max === undefined) return;
-          // Only the user moves the scale outside build/follow: a zoom, a pan, a pinch.
-          const [a, b] = [this.fitFrom ?? this.window[0], this.window[1]];
-          const zoomed = Math.abs(min - a) > 1 || Math.abs(max - b) > 1;
-          this.userRange = zoomed ? [min, max] : null;
-          this.exposeView();
-          this.onZoom(this.userRange);
-        }],
+        setScale: [
+          (u, key) => {
+            if (key !== 'x' || this.internal) return;
+            const { min, max } = u.scales.x!;
+            if (min === undefined || max === undefined) return;
+            // Only the user moves the scale outside build/follow: a zoom, a pan, a pinch.
+            const [a, b] = [this.fitFrom ?? this.window[0], this.window[1]];
+            const zoomed = Math.abs(min - a) > 1 || Math.abs(max - b) > 1;
+            this.userRange = zoomed ? [min, max] : null;
+            this.exposeView();
+            this.onZoom(this.userRange);
+          },
+        ],
       },
     };
     this.internal = true;
@@ -321,9 +330,12 @@ export class PlotView {
     }
     this.info.textContent = text;
     const names = this.series.map((s) => shortId(s.deviceId)).join(', ');
-    this.host.setAttribute('aria-label', this.series.length
-      ? `${q.name}${q.unit ? ` in ${q.unit}` : ''} of ${names}: ${text}. Left and right arrows read points, Shift+arrows pan, plus and minus zoom, Escape resets.`
-      : `${q.name} plot: choose a device to plot.`);
+    this.host.setAttribute(
+      'aria-label',
+      this.series.length
+        ? `${q.name}${q.unit ? ` in ${q.unit}` : ''} of ${names}: ${text}. Left and right arrows read points, Shift+arrows pan, plus and minus zoom, Escape resets.`
+        : `${q.name} plot: choose a device to plot.`,
+    );
     this.showReadout();
   }
 
@@ -331,27 +343,36 @@ export class PlotView {
   private installPinch(): void {
     let start: { d: number; mid: number; min: number; max: number; width: number; left: number } | null = null;
     const geo = (t: TouchList) => {
-      const a = t[0]!, b = t[1]!;
+      const a = t[0]!,
+        b = t[1]!;
       return { d: Math.max(10, Math.abs(a.clientX - b.clientX)), mid: (a.clientX + b.clientX) / 2 };
     };
-    this.host.addEventListener('touchstart', (e) => {
-      const u = this.u;
-      if (!u || e.touches.length !== 2) return;
-      const { min, max } = u.scales.x as { min: number; max: number };
-      const r = u.over.getBoundingClientRect();
-      start = { ...geo(e.touches), min, max, width: r.width, left: r.left };
-      e.preventDefault();
-    }, { passive: false });
-    this.host.addEventListener('touchmove', (e) => {
-      const u = this.u;
-      if (!u || !start || e.touches.length !== 2) return;
-      e.preventDefault();
-      const now = geo(e.touches);
-      const span = Math.max(10, ((start.max - start.min) * start.d) / now.d);
-      const frac = Math.min(1, Math.max(0, (start.mid - start.left) / start.width));
-      const at = start.min + (start.max - start.min) * frac - ((now.mid - start.mid) / start.width) * span;
-      u.setScale('x', { min: at - span * frac, max: at + span * (1 - frac) });
-    }, { passive: false });
+    this.host.addEventListener(
+      'touchstart',
+      (e) => {
+        const u = this.u;
+        if (!u || e.touches.length !== 2) return;
+        const { min, max } = u.scales.x as { min: number; max: number };
+        const r = u.over.getBoundingClientRect();
+        start = { ...geo(e.touches), min, max, width: r.width, left: r.left };
+        e.preventDefault();
+      },
+      { passive: false },
+    );
+    this.host.addEventListener(
+      'touchmove',
+      (e) => {
+        const u = this.u;
+        if (!u || !start || e.touches.length !== 2) return;
+        e.preventDefault();
+        const now = geo(e.touches);
+        const span = Math.max(10, ((start.max - start.min) * start.d) / now.d);
+        const frac = Math.min(1, Math.max(0, (start.mid - start.left) / start.width));
+        const at = start.min + (start.max - start.min) * frac - ((now.mid - start.mid) / start.width) * span;
+        u.setScale('x', { min: at - span * frac, max: at + span * (1 - frac) });
+      },
+      { passive: false },
+    );
     const end = (e: TouchEvent) => {
       if (e.touches.length < 2) start = null;
     };
@@ -360,24 +381,28 @@ export class PlotView {
   }
 
   private installPan(u: uPlot): void {
-    u.over.addEventListener('mousedown', (e) => {
-      if (!e.shiftKey) return;
-      e.stopPropagation();
-      e.preventDefault();
-      const x0 = e.clientX;
-      const { min, max } = u.scales.x as { min: number; max: number };
-      const perPx = (max - min) / u.over.clientWidth;
-      const move = (m: MouseEvent) => {
-        const dt = (m.clientX - x0) * perPx;
-        u.setScale('x', { min: min - dt, max: max - dt });
-      };
-      const up = () => {
-        window.removeEventListener('mousemove', move);
-        window.removeEventListener('mouseup', up);
-      };
-      window.addEventListener('mousemove', move);
-      window.addEventListener('mouseup', up);
-    }, true);
+    u.over.addEventListener(
+      'mousedown',
+      (e) => {
+        if (!e.shiftKey) return;
+        e.stopPropagation();
+        e.preventDefault();
+        const x0 = e.clientX;
+        const { min, max } = u.scales.x as { min: number; max: number };
+        const perPx = (max - min) / u.over.clientWidth;
+        const move = (m: MouseEvent) => {
+          const dt = (m.clientX - x0) * perPx;
+          u.setScale('x', { min: min - dt, max: max - dt });
+        };
+        const up = () => {
+          window.removeEventListener('mousemove', move);
+          window.removeEventListener('mouseup', up);
+        };
+        window.addEventListener('mousemove', move);
+        window.addEventListener('mouseup', up);
+      },
+      true,
+    );
   }
 
   private wheel(e: WheelEvent): void {

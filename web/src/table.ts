@@ -68,10 +68,11 @@ export class DeviceTable {
   setDevices(devices: Device[]): void {
     this.devices = devices;
     const keep = new Set(devices.map((d) => d.id));
-    for (const [id, tr] of this.rows) if (!keep.has(id)) {
-      tr.remove();
-      this.rows.delete(id);
-    }
+    for (const [id, tr] of this.rows)
+      if (!keep.has(id)) {
+        tr.remove();
+        this.rows.delete(id);
+      }
     for (const d of devices) if (!this.rows.has(d.id)) this.rows.set(d.id, this.makeRow(d));
     this.refresh();
   }
@@ -83,7 +84,9 @@ export class DeviceTable {
       this.ctx.select(d.id, 'toggle');
     });
     const idCell = el('th', { scope: 'row', class: 'mono', title: d.id }, el('span', { class: 'id-short' }, shortId(d.id)), el('span', { class: 'id-rest' }, d.id.slice(8)));
-    const tr = el('tr', { tabindex: '0', 'data-id': d.id, 'aria-selected': 'false' },
+    const tr = el(
+      'tr',
+      { tabindex: '0', 'data-id': d.id, 'aria-selected': 'false' },
       el('td', { class: 'c-pick' }, box),
       idCell,
       el('td', {}, d.deviceType),
@@ -151,11 +154,16 @@ export class DeviceTable {
   private key(d: Device): string | number {
     const l = this.ctx.latest.get(d.id);
     switch (this.sortKey) {
-      case 'id': return d.id;
-      case 'type': return d.deviceType;
-      case 'where': return whereOf(d);
-      case 'temp': return valueAt(l?.obs, this.ctx.quantity().path) ?? -Infinity;
-      case 'age': return l?.ts ?? -Infinity;
+      case 'id':
+        return d.id;
+      case 'type':
+        return d.deviceType;
+      case 'where':
+        return whereOf(d);
+      case 'temp':
+        return valueAt(l?.obs, this.ctx.quantity().path) ?? -Infinity;
+      case 'age':
+        return l?.ts ?? -Infinity;
     }
   }
 

@@ -10,6 +10,7 @@ for (let n = 0; n < 256; n++) {
 
 export function crc16x25(data: Uint8Array, start = 0, end = data.length): number {
   let crc = 0xffff;
-  for (let i = start; i < end; i++) crc = (crc >>> 8) ^ TABLE[(crc ^ data[i]) & 0xff];
+  // The table has all 256 entries; `i` stays inside [start, end) ⊆ data.
+  for (let i = start; i < end; i++) crc = (crc >>> 8) ^ TABLE[(crc ^ data[i]!) & 0xff]!;
   return (crc ^ 0xffff) & 0xffff;
 }

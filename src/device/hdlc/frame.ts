@@ -170,7 +170,7 @@ export class FrameDecoder {
         i++;
         continue;
       }
-      const hcs = b[i + 6] | (b[i + 7] << 8);
+      const hcs = b.readUInt16LE(i + 6);
       if (crc16x25(b, i + 1, i + 6) !== hcs) {
         this.counters.badHcs++;
         i++;
@@ -184,7 +184,7 @@ export class FrameDecoder {
           continue;
         }
         const end = i + 1 + len - 2; // FCS position
-        const fcs = b[end] | (b[end + 1] << 8);
+        const fcs = b.readUInt16LE(end);
         if (crc16x25(b, i + 1, end) !== fcs) {
           this.counters.badFcs++;
           i++;
@@ -192,7 +192,7 @@ export class FrameDecoder {
         }
         info = Buffer.from(b.subarray(i + 8, end));
       }
-      out.push({ dst: b[i + 3], src: b[i + 4], control: b[i + 5], info });
+      out.push({ dst: b.readUInt8(i + 3), src: b.readUInt8(i + 4), control: b.readUInt8(i + 5), info });
       this.counters.frames++;
       // Leave the closing flag in place: it may also open the next frame.
       i = i + len + 1;
@@ -248,7 +248,7 @@ export function decodeLinkParams(b: Uint8Array): LinkParams {
     const n = b[i + 1];
     if (n === undefined || i + 2 + n > b.length) throw new Error('bad HDLC parameter block');
     let v = 0;
-    for (let k = 0; k < n; k++) v = v * 256 + b[i + 2 + k];
+    for (let k = 0; k < n; k++) v = v * 256 + b[i + 2 + k]!; // inside b: checked above
     if (id === 0x05) p.maxInfoTx = v;
     else if (id === 0x06) p.maxInfoRx = v;
     else if (id === 0x07) p.windowTx = v;

@@ -46,7 +46,21 @@ export interface LinkCounters extends DecoderCounters {
 }
 
 function newCounters(d: DecoderCounters): LinkCounters {
-  return Object.assign(d, { sent: 0, iSent: 0, iReceived: 0, duplicates: 0, wrongAddress: 0, dmSent: 0, dmReceived: 0, frmrSent: 0, frmrReceived: 0, retransmissions: 0, timeouts: 0, resets: 0, unexpected: 0 });
+  return Object.assign(d, {
+    sent: 0,
+    iSent: 0,
+    iReceived: 0,
+    duplicates: 0,
+    wrongAddress: 0,
+    dmSent: 0,
+    dmReceived: 0,
+    frmrSent: 0,
+    frmrReceived: 0,
+    retransmissions: 0,
+    timeouts: 0,
+    resets: 0,
+    unexpected: 0,
+  });
 }
 
 export type FrameTrace = (dir: 'tx' | 'rx', frame: HdlcFrame) => void;

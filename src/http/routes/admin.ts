@@ -30,55 +30,73 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
     }
   });
 
-  app.post('/api/admin/accounts', {
-    schema: {
-      tags: ['admin'],
-      summary: 'Create an account; the client secret is in this response only',
-      body: { type: 'object', properties: { name: { type: 'string', maxLength: 200 }, group: { type: 'string', maxLength: 64 }, joinGroup: { type: 'string', maxLength: 64 } }, required: ['name'] },
-      response: {
-        201: { type: 'object', properties: { tenantId: { type: 'string' }, clientId: { type: 'string' }, clientSecret: { type: 'string' }, groupId: { type: 'string' } } },
-        ...errors(400, 403),
-      },
-    },
-  }, async (request, reply) => {
-    const { name, group, joinGroup } = request.body as { name: string; group?: string; joinGroup?: string };
-    const c = await createAccount(store, { name, ...(group === undefined ? {} : { group }), ...(joinGroup === undefined ? {} : { joinGroup }) });
-    return reply.code(201).header('cache-control', 'no-store').send(c);
-  });
-
-  app.post('/api/admin/provision', {
-    schema: {
-      tags: ['admin'],
-      summary: "Provision a dev kit (NICDevKit) to an account's sandbox, as on order fulfillment (seed §3)",
-      body: { type: 'object', properties: { clientId: { type: 'string', maxLength: 100 }, mac: { type: 'string', maxLength: 32 } }, required: ['clientId', 'mac'] },
-      response: {
-        201: {
-          description: 'The device, and `kitKey`: the kit key (64 hex digits), in this response only (docs/security.md "Kits")',
-          allOf: [{ $ref: 'Device#' }, { type: 'object', properties: { kitKey: { type: 'string' } } }],
+  app.post(
+    '/api/admin/accounts',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Create an account; the client secret is in this response only',
+        body: { type: 'object', properties: { name: { type: 'string', maxLength: 200 }, group: { type: 'string', maxLength: 64 }, joinGroup: { type: 'string', maxLength: 64 } }, required: ['name'] },
+        response: {
+          201: { type: 'object', properties: { tenantId: { type: 'string' }, clientId: { type: 'string' }, clientSecret: { type: 'string' }, groupId: { type: 'string' } } },
+          ...errors(400, 403),
         },
-        ...errors(400, 403, 404, 409),
       },
     },
-  }, async (request, reply) => {
-    const { clientId, mac } = request.body as { clientId: string; mac: string };
-    const account = await findAccount(store, clientId);
-    await quotas.checkDevices(account.tenantId, 1);
-    const { device, kitKey } = await provisionKit(store, events, account, mac);
-    return reply.code(201).header('cache-control', 'no-store').send({ ...toWireDevice(device), kitKey });
-  });
-
-  app.post('/api/admin/kits/:mac/key', {
-    schema: {
-      tags: ['admin'],
-      summary: "Issue a new kit key for a provisioned dev kit; the previous key stops working",
-      params: { type: 'object', properties: { mac: { type: 'string', maxLength: 32 } }, required: ['mac'] },
-      response: { 201: { type: 'object', properties: { mac: { type: 'string' }, kitKey: { type: 'string' } } }, ...errors(400, 403, 404) },
+    async (request, reply) => {
+      const { name, group, joinGroup } = request.body as { name: string; group?: string; joinGroup?: string };
+      const c = await createAccount(store, { name, ...(group === undefined ? {} : { group }), ...(joinGroup === undefined ? {} : { joinGroup }) });
+      return reply.code(201).header('cache-control', 'no-store').send(c);
     },
-  }, async (request, reply) => {
-    const mac = macAddress((request.params as { mac: string }).mac, 'mac');
-    if (!(await store.getDeviceByMac(mac))) throw new ReefError('DEVICE_NOT_FOUND', `no dev kit with MAC ${mac} is provisioned`, { field: 'mac' });
-    return reply.code(201).header('cache-control', 'no-store').send({ mac, kitKey: await issueKitKey(store, mac) });
-  });
+  );
+
+  app.post(
+    '/api/admin/provision',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: "Provision a dev kit (NICDevKit) to an account's sandbox, as on order fulfillment (seed §3)",
+        body: { type: 'object', properties: { clientId: { type: 'string', maxLength: 100 }, mac: { type: 'string', maxLength: 32 } }, required: ['clientId', 'mac'] },
+        response: {
+          201: {
+            description: 'The device, and `kitKey`: the kit key (64 hex digits), in this response only (docs/security.md "Kits")',
+            allOf: [{ $ref: 'Device#' }, { type: 'object', properties: { kitKey: { type: 'string' } } }],
+          },
+          ...errors(400, 403, 404, 409),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { clientId, mac } = request.body as { clientId: string; mac: string };
+      const account = await findAccount(store, clientId);
+      await quotas.checkDevices(account.tenantId, 1);
+      const { device, kitKey } = await provisionKit(store, events, account, mac);
+      return reply
+        .code(201)
+        .header('cache-control', 'no-store')
+        .send({ ...toWireDevice(device), kitKey });
+    },
+  );
+
+  app.post(
+    '/api/admin/kits/:mac/key',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Issue a new kit key for a provisioned dev kit; the previous key stops working',
+        params: { type: 'object', properties: { mac: { type: 'string', maxLength: 32 } }, required: ['mac'] },
+        response: { 201: { type: 'object', properties: { mac: { type: 'string' }, kitKey: { type: 'string' } } }, ...errors(400, 403, 404) },
+      },
+    },
+    async (request, reply) => {
+      const mac = macAddress((request.params as { mac: string }).mac, 'mac');
+      if (!(await store.getDeviceByMac(mac))) throw new ReefError('DEVICE_NOT_FOUND', `no dev kit with MAC ${mac} is provisioned`, { field: 'mac' });
+      return reply
+        .code(201)
+        .header('cache-control', 'no-store')
+        .send({ mac, kitKey: await issueKitKey(store, mac) });
+    },
+  );
 
   const quotaSchema = {
     type: 'object',
@@ -86,35 +104,50 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
   } as const;
   const accountParams = { type: 'object', properties: { id: { type: 'string', maxLength: 100 } }, required: ['id'] } as const;
 
-  app.get('/api/admin/accounts/:id/quotas', {
-    schema: {
-      tags: ['admin'],
-      summary: "An account's quotas (its own or the defaults) and its use of them",
-      params: accountParams,
-      response: {
-        200: { type: 'object', properties: { tenantId: { type: 'string' }, limits: quotaSchema, usage: { type: 'object', properties: { devices: { type: 'integer' }, observations: { type: 'integer' }, countedAt: { type: ['string', 'null'] } } } } },
-        ...errors(403, 404),
+  app.get(
+    '/api/admin/accounts/:id/quotas',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: "An account's quotas (its own or the defaults) and its use of them",
+        params: accountParams,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              tenantId: { type: 'string' },
+              limits: quotaSchema,
+              usage: { type: 'object', properties: { devices: { type: 'integer' }, observations: { type: 'integer' }, countedAt: { type: ['string', 'null'] } } },
+            },
+          },
+          ...errors(403, 404),
+        },
       },
     },
-  }, async (request) => {
-    const account = await findAccount(store, (request.params as { id: string }).id);
-    return { tenantId: account.tenantId, limits: await quotas.limits(account.tenantId), usage: await quotas.usage(account.tenantId) };
-  });
+    async (request) => {
+      const account = await findAccount(store, (request.params as { id: string }).id);
+      return { tenantId: account.tenantId, limits: await quotas.limits(account.tenantId), usage: await quotas.usage(account.tenantId) };
+    },
+  );
 
-  app.put('/api/admin/accounts/:id/quotas', {
-    schema: {
-      tags: ['admin'],
-      summary: "Set some of an account's quotas; null puts one back to the default (REEF_QUOTA_*)",
-      params: accountParams,
-      body: {
-        type: 'object',
-        additionalProperties: false,
-        properties: { devices: { type: ['integer', 'null'], minimum: 0 }, observations: { type: ['integer', 'null'], minimum: 0 }, backfill: { type: ['integer', 'null'], minimum: 0 } },
+  app.put(
+    '/api/admin/accounts/:id/quotas',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: "Set some of an account's quotas; null puts one back to the default (REEF_QUOTA_*)",
+        params: accountParams,
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { devices: { type: ['integer', 'null'], minimum: 0 }, observations: { type: ['integer', 'null'], minimum: 0 }, backfill: { type: ['integer', 'null'], minimum: 0 } },
+        },
+        response: { 200: { type: 'object', properties: { tenantId: { type: 'string' }, limits: quotaSchema } }, ...errors(400, 403, 404) },
       },
-      response: { 200: { type: 'object', properties: { tenantId: { type: 'string' }, limits: quotaSchema } }, ...errors(400, 403, 404) },
     },
-  }, async (request) => {
-    const account = await findAccount(store, (request.params as { id: string }).id);
-    return { tenantId: account.tenantId, limits: await quotas.set(account.tenantId, request.body as Record<string, number | null>) };
-  });
+    async (request) => {
+      const account = await findAccount(store, (request.params as { id: string }).id);
+      return { tenantId: account.tenantId, limits: await quotas.set(account.tenantId, request.body as Record<string, number | null>) };
+    },
+  );
 }

@@ -12,20 +12,24 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
   const { store, events, quotas } = opts;
   const lists = new DeviceListCache(store);
 
-  app.get('/api/solutions/:solution/devices', {
-    schema: {
-      tags: ['devices'],
-      summary: 'List the devices of a solution',
-      params: solutionParams,
-      querystring: { type: 'object', properties: { deviceType: { type: 'string', maxLength: 64 } } },
-      response: { 200: { type: 'object', properties: { devices: { type: 'array', items: { $ref: 'Device#' } } } }, ...errors(400, 401, 404) },
+  app.get(
+    '/api/solutions/:solution/devices',
+    {
+      schema: {
+        tags: ['devices'],
+        summary: 'List the devices of a solution',
+        params: solutionParams,
+        querystring: { type: 'object', properties: { deviceType: { type: 'string', maxLength: 64 } } },
+        response: { 200: { type: 'object', properties: { devices: { type: 'array', items: { $ref: 'Device#' } } } }, ...errors(400, 401, 404) },
+      },
     },
-  }, async (request, reply) => {
-    const { solution } = request.params as { solution: string };
-    const { deviceType } = request.query as { deviceType?: string };
-    const body = await lists.json(request.account, solution, deviceType || undefined);
-    return reply.type('application/json; charset=utf-8').send(body);
-  });
+    async (request, reply) => {
+      const { solution } = request.params as { solution: string };
+      const { deviceType } = request.query as { deviceType?: string };
+      const body = await lists.json(request.account, solution, deviceType || undefined);
+      return reply.type('application/json; charset=utf-8').send(body);
+    },
+  );
 
   const createSchema = {
     tags: ['devices'],
@@ -46,24 +50,35 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
     const { solution } = request.params as { solution: string };
     await quotas.checkDevices(request.account.tenantId, 1);
     const d = await createDevice(store, events, request.account, solution, request.body);
-    return reply.code(201).header('location', `/api/solutions/${encodeURIComponent(solution)}/devices/${d.id}`).send(toWireDevice(d));
+    return reply
+      .code(201)
+      .header('location', `/api/solutions/${encodeURIComponent(solution)}/devices/${d.id}`)
+      .send(toWireDevice(d));
   };
   // The original clients post to ".../devices/" with a trailing slash (wire §1): serve both.
   app.post('/api/solutions/:solution/devices', { schema: createSchema, bodyLimit: 64 * 1024 }, create);
   app.post('/api/solutions/:solution/devices/', { schema: { ...createSchema, hide: true }, bodyLimit: 64 * 1024 }, create);
 
-  app.get('/api/solutions/:solution/devices/:id', {
-    schema: { tags: ['devices'], summary: 'One device', params: deviceParams, response: { 200: { $ref: 'Device#' }, ...errors(400, 401, 404) } },
-  }, async (request) => {
-    const { solution, id } = request.params as { solution: string; id: string };
-    return toWireDevice(await findDevice(store, request.account, solution, id));
-  });
+  app.get(
+    '/api/solutions/:solution/devices/:id',
+    {
+      schema: { tags: ['devices'], summary: 'One device', params: deviceParams, response: { 200: { $ref: 'Device#' }, ...errors(400, 401, 404) } },
+    },
+    async (request) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      return toWireDevice(await findDevice(store, request.account, solution, id));
+    },
+  );
 
-  app.delete('/api/solutions/:solution/devices/:id', {
-    schema: { tags: ['devices'], summary: 'Delete a device and its observations', params: deviceParams, response: { 204: { type: 'null' }, ...errors(400, 401, 404) } },
-  }, async (request, reply) => {
-    const { solution, id } = request.params as { solution: string; id: string };
-    await deleteDevice(store, events, request.account, solution, id);
-    return reply.code(204).send();
-  });
+  app.delete(
+    '/api/solutions/:solution/devices/:id',
+    {
+      schema: { tags: ['devices'], summary: 'Delete a device and its observations', params: deviceParams, response: { 204: { type: 'null' }, ...errors(400, 401, 404) } },
+    },
+    async (request, reply) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      await deleteDevice(store, events, request.account, solution, id);
+      return reply.code(204).send();
+    },
+  );
 }

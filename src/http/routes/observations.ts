@@ -49,116 +49,132 @@ function nextPageUrl(request: FastifyRequest, after: string, config: Config): st
 export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config; quotas: QuotaService }) {
   const { store, events, config, quotas } = opts;
 
-  app.post('/api/solutions/:solution/devices/:id/observations', {
-    schema: {
-      tags: ['observations'],
-      summary: 'Upload observations of one device (all stored or none)',
-      params: deviceParams,
-      body: {
-        type: 'object',
-        properties: { observations: { type: 'array', items: { type: 'object' } } },
-        required: ['observations'],
-      },
-      response: { 201: { type: 'object', properties: { stored: { type: 'integer' } } }, ...errors(400, 401, 403, 404, 413, 415) },
-    },
-  }, async (request, reply) => {
-    const { solution, id } = request.params as { solution: string; id: string };
-    const device = await findDevice(store, request.account, solution, id);
-    const batch = parseBatch(request.body, config.maxObservationsPerRequest);
-    // The device's owner pays for what is stored on it, whoever in its group uploads.
-    await quotas.checkObservations(device.tenantId, batch.length);
-    const stored = await storeObservations(store, events, device, batch);
-    quotas.recordWritten(device.tenantId, stored);
-    return reply.code(201).send({ stored });
-  });
-
-  app.get('/api/solutions/:solution/observations', {
-    schema: {
-      tags: ['observations'],
-      summary: 'The latest observation of every device of the solution',
-      params: solutionParams,
-      querystring: rangeQuery,
-      response: {
-        200: {
-          type: 'array',
-          items: { type: 'object', properties: { deviceId: { type: 'string' }, observations: { type: 'array', items: { $ref: 'Observation#' } } } },
-        },
-        ...errors(400, 401, 404),
-      },
-    },
-  }, async (request, reply) => {
-    const { solution } = request.params as { solution: string };
-    await resolveSolution(store, request.account, solution);
-    const { groupId } = request.account;
-    const body = store.latestObservationsJson ? await store.latestObservationsJson(groupId, solution) : latestJson(await store.latestObservations(groupId, solution));
-    return reply.type('application/json; charset=utf-8').send(body);
-  });
-
-  app.get('/api/solutions/:solution/devices/:id/observations', {
-    schema: {
-      tags: ['observations'],
-      summary: "One device's observations, newest first; the next page's URL comes in the next_page header",
-      params: deviceParams,
-      querystring: rangeQuery,
-      response: {
-        200: {
+  app.post(
+    '/api/solutions/:solution/devices/:id/observations',
+    {
+      schema: {
+        tags: ['observations'],
+        summary: 'Upload observations of one device (all stored or none)',
+        params: deviceParams,
+        body: {
           type: 'object',
-          properties: {
-            observations: { type: 'array', items: { $ref: 'Observation#' } },
-            buckets: {
-              type: 'array',
-              items: {
-                type: 'object',
-                properties: {
-                  timestamp: { type: 'string' },
-                  count: { type: 'integer' },
-                  min: { type: ['number', 'null'] },
-                  avg: { type: ['number', 'null'] },
-                  max: { type: ['number', 'null'] },
+          properties: { observations: { type: 'array', items: { type: 'object' } } },
+          required: ['observations'],
+        },
+        response: { 201: { type: 'object', properties: { stored: { type: 'integer' } } }, ...errors(400, 401, 403, 404, 413, 415) },
+      },
+    },
+    async (request, reply) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      const device = await findDevice(store, request.account, solution, id);
+      const batch = parseBatch(request.body, config.maxObservationsPerRequest);
+      // The device's owner pays for what is stored on it, whoever in its group uploads.
+      await quotas.checkObservations(device.tenantId, batch.length);
+      const stored = await storeObservations(store, events, device, batch);
+      quotas.recordWritten(device.tenantId, stored);
+      return reply.code(201).send({ stored });
+    },
+  );
+
+  app.get(
+    '/api/solutions/:solution/observations',
+    {
+      schema: {
+        tags: ['observations'],
+        summary: 'The latest observation of every device of the solution',
+        params: solutionParams,
+        querystring: rangeQuery,
+        response: {
+          200: {
+            type: 'array',
+            items: { type: 'object', properties: { deviceId: { type: 'string' }, observations: { type: 'array', items: { $ref: 'Observation#' } } } },
+          },
+          ...errors(400, 401, 404),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { solution } = request.params as { solution: string };
+      await resolveSolution(store, request.account, solution);
+      const { groupId } = request.account;
+      const body = store.latestObservationsJson ? await store.latestObservationsJson(groupId, solution) : latestJson(await store.latestObservations(groupId, solution));
+      return reply.type('application/json; charset=utf-8').send(body);
+    },
+  );
+
+  app.get(
+    '/api/solutions/:solution/devices/:id/observations',
+    {
+      schema: {
+        tags: ['observations'],
+        summary: "One device's observations, newest first; the next page's URL comes in the next_page header",
+        params: deviceParams,
+        querystring: rangeQuery,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              observations: { type: 'array', items: { $ref: 'Observation#' } },
+              buckets: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    timestamp: { type: 'string' },
+                    count: { type: 'integer' },
+                    min: { type: ['number', 'null'] },
+                    avg: { type: ['number', 'null'] },
+                    max: { type: ['number', 'null'] },
+                  },
                 },
               },
             },
           },
+          ...errors(400, 401, 404),
         },
-        ...errors(400, 401, 404),
       },
     },
-  }, async (request, reply) => {
-    const { solution, id } = request.params as { solution: string; id: string };
-    const q = request.query as RangeQuery & { bucket?: string };
-    const device = await findDevice(store, request.account, solution, id);
-    if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
-    const page = await deviceObservationsJson(store, device, q);
-    if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
-    return reply.type('application/json; charset=utf-8').send(page.json);
-  });
+    async (request, reply) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      const q = request.query as RangeQuery & { bucket?: string };
+      const device = await findDevice(store, request.account, solution, id);
+      if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
+      const page = await deviceObservationsJson(store, device, q);
+      if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
+      return reply.type('application/json; charset=utf-8').send(page.json);
+    },
+  );
 
   // Live updates as Server-Sent Events: `observations` events carry {deviceId, observations}.
-  app.get('/api/solutions/:solution/events', {
-    config: { tokenInQuery: true },
-    schema: {
-      tags: ['observations'],
-      summary: 'Server-Sent Events: new observations (and device changes) of the solution as they are stored',
-      params: solutionParams,
-      querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64 }, access_token: { type: 'string' } } },
-      response: { ...errors(401, 404, 429) },
+  app.get(
+    '/api/solutions/:solution/events',
+    {
+      config: { tokenInQuery: true },
+      schema: {
+        tags: ['observations'],
+        summary: 'Server-Sent Events: new observations (and device changes) of the solution as they are stored',
+        params: solutionParams,
+        querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64 }, access_token: { type: 'string' } } },
+        response: { ...errors(401, 404, 429) },
+      },
     },
-  }, async (request, reply) => {
-    const { solution } = request.params as { solution: string };
-    const { deviceId } = request.query as { deviceId?: string };
-    solutionName(solution);
-    if (deviceId !== undefined) await findDevice(store, request.account, solution, deviceId);
-    else await resolveSolution(store, request.account, solution);
-    const groupId = request.account.groupId;
-    const wanted = deviceId?.toLowerCase();
-    const stream = app.streams.start(request, reply, request.caller, corsHeaders(request));
-    const unsubscribe = events.subscribe((e: ReefEvent) => {
-      if (e.groupId !== groupId || e.solution !== solution) return;
-      if (wanted && 'deviceId' in e && e.deviceId !== wanted) return;
-      stream.write(eventFrame(e));
-    });
-    stream.onClose(unsubscribe);
-  });
+    async (request, reply) => {
+      const { solution } = request.params as { solution: string };
+      const { deviceId } = request.query as { deviceId?: string };
+      solutionName(solution);
+      if (deviceId !== undefined) await findDevice(store, request.account, solution, deviceId);
+      else await resolveSolution(store, request.account, solution);
+      const groupId = request.account.groupId;
+      const wanted = deviceId?.toLowerCase();
+      const stream = app.streams.start(request, reply, request.caller, corsHeaders(request));
+      const unsubscribe = events.subscribe((e: ReefEvent) => {
+        if (e.groupId !== groupId || e.solution !== solution) return;
+        if (wanted && 'deviceId' in e && e.deviceId !== wanted) return;
+        stream.write(eventFrame(e));
+      });
+      stream.onClose(unsubscribe);
+    },
+  );
 }
 
 // One serialization per event, whatever the number of streams it goes to (src/http/sse.ts).
@@ -179,4 +195,3 @@ function corsHeaders(request: FastifyRequest): Record<string, string> {
   const origin = request.headers.origin;
   return origin ? { 'access-control-allow-origin': origin, vary: 'Origin' } : {};
 }
-

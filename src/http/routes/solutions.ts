@@ -17,28 +17,36 @@ const retentionBody = {
 export async function solutionRoutes(app: FastifyInstance, opts: { store: Store }) {
   const { store } = opts;
 
-  app.get('/api/solutions/:solution/retention', {
-    schema: { tags: ['solutions'], summary: "The solution's retention", params: solutionParams, response: { 200: retentionBody, ...errors(400, 401, 404) } },
-  }, async (request) => {
-    const { solution } = request.params as { solution: string };
-    const version = await resolveSolutionVersion(store, request.account, solution);
-    return { solution, retentionDays: version === null ? null : await store.getRetention(request.account.groupId, solution) };
-  });
-
-  app.put('/api/solutions/:solution/retention', {
-    schema: {
-      tags: ['solutions'],
-      summary: 'Keep observations of this solution for N days (null: forever)',
-      params: solutionParams,
-      body: { type: 'object', properties: { retentionDays: { type: ['integer', 'null'], minimum: 1, maximum: 36500 } }, required: ['retentionDays'] },
-      response: { 200: retentionBody, ...errors(400, 401, 404, 415) },
+  app.get(
+    '/api/solutions/:solution/retention',
+    {
+      schema: { tags: ['solutions'], summary: "The solution's retention", params: solutionParams, response: { 200: retentionBody, ...errors(400, 401, 404) } },
     },
-  }, async (request) => {
-    const { solution } = request.params as { solution: string };
-    const { retentionDays } = request.body as { retentionDays: number | null };
-    await resolveSolution(store, request.account, solution);
-    await store.ensureSolution(request.account.groupId, solution);
-    await store.setRetention(request.account.groupId, solution, retentionDays);
-    return { solution, retentionDays };
-  });
+    async (request) => {
+      const { solution } = request.params as { solution: string };
+      const version = await resolveSolutionVersion(store, request.account, solution);
+      return { solution, retentionDays: version === null ? null : await store.getRetention(request.account.groupId, solution) };
+    },
+  );
+
+  app.put(
+    '/api/solutions/:solution/retention',
+    {
+      schema: {
+        tags: ['solutions'],
+        summary: 'Keep observations of this solution for N days (null: forever)',
+        params: solutionParams,
+        body: { type: 'object', properties: { retentionDays: { type: ['integer', 'null'], minimum: 1, maximum: 36500 } }, required: ['retentionDays'] },
+        response: { 200: retentionBody, ...errors(400, 401, 404, 415) },
+      },
+    },
+    async (request) => {
+      const { solution } = request.params as { solution: string };
+      const { retentionDays } = request.body as { retentionDays: number | null };
+      await resolveSolution(store, request.account, solution);
+      await store.ensureSolution(request.account.groupId, solution);
+      await store.setRetention(request.account.groupId, solution, retentionDays);
+      return { solution, retentionDays };
+    },
+  );
 }

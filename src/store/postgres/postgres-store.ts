@@ -241,7 +241,13 @@ export class PostgresStore implements Store {
 
   async createAccount(a: Account): Promise<Account> {
     await this.q('INSERT INTO accounts (tenant_id, name, group_id, client_id, secret_hash, disabled, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-      a.tenantId, a.name, a.groupId, a.clientId, a.secretHash, a.disabled, a.createdAt,
+      a.tenantId,
+      a.name,
+      a.groupId,
+      a.clientId,
+      a.secretHash,
+      a.disabled,
+      a.createdAt,
     ]);
     return a;
   }
@@ -309,22 +315,29 @@ export class PostgresStore implements Store {
       [d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo), d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now],
     );
     const rec: DeviceRecord = {
-      id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId,
-      solution: d.solution, mac: d.mac ?? null, createdAt: now,
+      id: d.id,
+      deviceType: d.deviceType,
+      domainInfo: d.domainInfo,
+      tenantId: d.tenantId,
+      groupId: d.groupId,
+      solution: d.solution,
+      mac: d.mac ?? null,
+      createdAt: now,
     };
     if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
     return rec;
   }
 
   async listDevices(groupId: string, solution: string, deviceType?: string): Promise<DeviceRecord[]> {
-    const r = deviceType === undefined
-      ? await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 ORDER BY pk`, [groupId, solution], 'list-devices')
-      : await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND device_type = $3 ORDER BY pk`, [groupId, solution, deviceType], 'list-devices-type');
+    const r =
+      deviceType === undefined
+        ? await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 ORDER BY pk`, [groupId, solution], 'list-devices')
+        : await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND device_type = $3 ORDER BY pk`, [groupId, solution, deviceType], 'list-devices-type');
     return r.rows.map(deviceFromRow);
   }
   async countDevices(tenantId: string): Promise<number> {
     const r = await this.q('SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1', [tenantId], 'count-devices');
-    return r.rows[0].n as number;
+    return (r.rows[0]?.n as number | undefined) ?? 0;
   }
   async countObservationsByTenant(): Promise<Map<string, number>> {
     const r = await this.q('SELECT d.tenant_id AS t, count(*)::bigint AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id', [], 'count-observations');
@@ -385,10 +398,11 @@ export class PostgresStore implements Store {
     const missing = this.parts.missing(ts, Date.now());
     if (missing.length) await this.ensureRanges(missing);
 
-    const r = await this.q(INSERT_BATCH, [
-      deviceId, numArray(ts), numArray(temps), extras,
-      newest?.ts ?? null, newest?.temperature ?? null, newest?.extra ? JSON.stringify(newest.extra) : null,
-    ], 'insert-batch');
+    const r = await this.q(
+      INSERT_BATCH,
+      [deviceId, numArray(ts), numArray(temps), extras, newest?.ts ?? null, newest?.temperature ?? null, newest?.extra ? JSON.stringify(newest.extra) : null],
+      'insert-batch',
+    );
     const dev = r.rows[0];
     if (!dev) throw new ReefError('DEVICE_NOT_FOUND');
     if (!this.parts.hasTier(dev.tier)) {
@@ -435,14 +449,19 @@ export class PostgresStore implements Store {
     const from = q.from ?? 0;
     const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
     // One more than asked tells whether another page exists without a second query.
-    const r = q.tag === undefined
-      ? await this.q(
-        `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
-        [tier, pk, from, to, q.limit + 1], 'page')
-      : await this.q(
-        `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
+    const r =
+      q.tag === undefined
+        ? await this.q(
+            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
+            [tier, pk, from, to, q.limit + 1],
+            'page',
+          )
+        : await this.q(
+            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
          AND extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`,
-        [tier, pk, from, to, q.limit + 1, q.tag], 'page-tagged');
+            [tier, pk, from, to, q.limit + 1, q.tag],
+            'page-tagged',
+          );
     const rows = r.rows;
     const more = rows.length > q.limit;
     if (more) rows.pop();
@@ -454,7 +473,9 @@ export class PostgresStore implements Store {
     const r = await this.q(
       `SELECT (ts - $3) / $5 * $5 + $3 AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
        FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 GROUP BY b ORDER BY b`,
-      [tier, pk, q.from, q.to, q.bucketMs], 'buckets');
+      [tier, pk, q.from, q.to, q.bucketMs],
+      'buckets',
+    );
     return r.rows.map((x) => ({ ts: x.b, count: x.n, min: x.lo, avg: x.mean, max: x.hi }));
   }
 
@@ -482,10 +503,7 @@ export class PostgresStore implements Store {
         // PostgreSQL move the rows (an UPDATE of the partition key moves them between partitions).
         const pks = moved.rows.map((x) => x.pk as number);
         const olds = [...new Set(moved.rows.map((x) => x.old as number))];
-        const dayRows = await c.query(
-          'SELECT DISTINCT ts / 86400000 AS day FROM observations WHERE tier = ANY($1::int[]) AND device_pk = ANY($2::bigint[])',
-          [numArray(olds), numArray(pks)],
-        );
+        const dayRows = await c.query('SELECT DISTINCT ts / 86400000 AS day FROM observations WHERE tier = ANY($1::int[]) AND device_pk = ANY($2::bigint[])', [numArray(olds), numArray(pks)]);
         this.parts.addTier(tier);
         const need = new Map<number, { tier: number; start: number; end: number }>();
         const now = Date.now();
@@ -557,4 +575,3 @@ export class PostgresStore implements Store {
     return r.rows as { key: string; value: string }[];
   }
 }
-

@@ -199,7 +199,7 @@ export class SqliteStore implements Store {
       getState: p('SELECT value FROM state WHERE key = ?').pluck(),
       setState: p('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
       deleteState: p('DELETE FROM state WHERE key = ?'),
-      listState: p("SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key"),
+      listState: p('SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key'),
     };
   }
 
@@ -329,14 +329,27 @@ export class SqliteStore implements Store {
         this.s.ensureSolution.run(d.groupId, d.solution, now);
         this.s.bumpSolution.run(d.groupId, d.solution);
         this.s.insertDevice.run(
-          d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo),
-          d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now,
+          d.id,
+          d.tenantId,
+          d.groupId,
+          d.solution,
+          d.deviceType,
+          JSON.stringify(d.domainInfo),
+          d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null,
+          d.mac ?? null,
+          now,
         );
       });
       tx();
       const rec: DeviceRecord = {
-        id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId,
-        solution: d.solution, mac: d.mac ?? null, createdAt: now,
+        id: d.id,
+        deviceType: d.deviceType,
+        domainInfo: d.domainInfo,
+        tenantId: d.tenantId,
+        groupId: d.groupId,
+        solution: d.solution,
+        mac: d.mac ?? null,
+        createdAt: now,
       };
       if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
       return rec;
@@ -443,7 +456,10 @@ export class SqliteStore implements Store {
     this.inFlight = items;
     const batches = items.map((it) => packBatch(it.deviceId, it.batch));
     w.ref();
-    w.postMessage({ batches }, batches.flatMap((b) => [b.ts.buffer, b.temperature.buffer]));
+    w.postMessage(
+      { batches },
+      batches.flatMap((b) => [b.ts.buffer, b.temperature.buffer]),
+    );
   }
 
   private startWriter(): Worker {

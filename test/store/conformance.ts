@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
-import { isReefError } from '../core/errors.ts';
-import type { Account, ObservationRecord } from '../core/types.ts';
-import { latestJson, pageJson } from '../core/observation-json.ts';
-import type { Store } from './store.ts';
+import { isReefError } from '../../src/core/errors.ts';
+import type { Account, ObservationRecord } from '../../src/core/types.ts';
+import { latestJson, pageJson } from '../../src/core/observation-json.ts';
+import type { Store } from '../../src/store/store.ts';
 
 export interface StoreFactory {
   /** A fresh, migrated, empty store. */
@@ -100,14 +100,24 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(mine, [k1, k2]);
       await store.deleteSigningKey(k1.kid);
       await store.deleteSigningKey('no-such-key');
-      assert.deepEqual((await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid), [k2]);
+      assert.deepEqual(
+        (await store.listSigningKeys()).filter((x) => x.kid === k1.kid || x.kid === k2.kid),
+        [k2],
+      );
     });
 
     it('creates devices, their solution, and lists them by group and solution', async () => {
       const a = account('dave');
       const id = randomUUID();
       assert.equal(await store.solutionExists(a.groupId, 'mySolution'), false);
-      const d = await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'mySolution', deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 1.5, longitude: -2.25 } } });
+      const d = await store.createDevice({
+        id,
+        tenantId: a.tenantId,
+        groupId: a.groupId,
+        solution: 'mySolution',
+        deviceType: 'VirtualDevice',
+        domainInfo: { location: { latitude: 1.5, longitude: -2.25 } },
+      });
       assert.equal(d.id, id);
       assert.equal(await store.solutionExists(a.groupId, 'mySolution'), true);
       assert.equal(await store.solutionExists(a.groupId, 'mysolution'), false, 'solution names are case sensitive');
@@ -158,10 +168,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(kits[0]!.provisioningInfo, pi);
       assert.equal((await store.getDeviceByMac(mac))?.id, kits[0]!.id);
       assert.equal(await store.getDeviceByMac('0000000000000000'), null);
-      await rejectsWith(
-        store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: 'G-x', solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, mac }),
-        'MAC_ALREADY_PROVISIONED',
-      );
+      await rejectsWith(store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: 'G-x', solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, mac }), 'MAC_ALREADY_PROVISIONED');
     });
 
     it('stores a batch and reads it newest first with keyset paging: no gap, no duplicate', async () => {
@@ -189,7 +196,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       await store.insertObservations(id, series(10));
       const page = await store.queryObservations(id, { from: T0 + 2000, to: T0 + 5000, limit: 100 });
-      assert.deepEqual(page.observations.map((o) => o.ts), [T0 + 4000, T0 + 3000, T0 + 2000]);
+      assert.deepEqual(
+        page.observations.map((o) => o.ts),
+        [T0 + 4000, T0 + 3000, T0 + 2000],
+      );
       assert.equal(page.nextBefore, null);
     });
 
@@ -198,7 +208,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       await store.insertObservations(id, series(5));
-      await store.insertObservations(id, series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })));
+      await store.insertObservations(
+        id,
+        series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })),
+      );
       const page = await store.queryObservations(id, { limit: 100 });
       assert.equal(page.observations.length, 5);
       assert.ok(page.observations.every((o) => o.temperature === 99 && (o.extra as any).humidity === 40));
@@ -209,14 +222,20 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       const extra = { humidity: 41.5, accelerometer: { x: 1, y: -2, z: 0.5 }, note: 'ünïcødé ✓', tags: ['a', 'b'] };
-      await store.insertObservations(id, [{ ts: T0, temperature: null, extra }, { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } }]);
+      await store.insertObservations(id, [
+        { ts: T0, temperature: null, extra },
+        { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
+      ]);
       const page = await store.queryObservations(id, { limit: 10 });
       assert.deepEqual(page.observations, [
         { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
         { ts: T0, temperature: null, extra },
       ]);
       const tagged = await store.queryObservations(id, { limit: 10, tag: 'a' });
-      assert.deepEqual(tagged.observations.map((o) => o.ts), [T0]);
+      assert.deepEqual(
+        tagged.observations.map((o) => o.ts),
+        [T0],
+      );
     });
 
     it('latest of all devices follows the newest timestamp, not the last insert', async () => {
@@ -227,7 +246,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.insertObservations(d1, [{ ts: T0 - 5000, temperature: -1, extra: null }]); // older: latest unchanged
       await store.insertObservations(d2, [{ ts: T0 + 7, temperature: 7, extra: { k: 1 } }]);
       const latest = await store.latestObservations(a.groupId, 'latest');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 7]].sort());
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]).sort(),
+        [
+          [d1, T0 + 2000],
+          [d2, T0 + 7],
+        ].sort(),
+      );
       assert.deepEqual(latest.find((l) => l.deviceId === d2)!.observation, { ts: T0 + 7, temperature: 7, extra: { k: 1 } });
       assert.deepEqual(await store.latestObservations('G-other', 'latest'), []);
     });
@@ -245,7 +270,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal((await store.queryObservations(d1, { limit: 10 })).observations.length, 3);
       assert.deepEqual((await store.queryObservations(d2, { limit: 10 })).observations, [{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }]);
       const latest = await store.latestObservations(a.groupId, 'many');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]).sort(), [[d1, T0 + 2000], [d2, T0 + 9]].sort());
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]).sort(),
+        [
+          [d1, T0 + 2000],
+          [d2, T0 + 9],
+        ].sort(),
+      );
     });
 
     it('the latest-of-all JSON fast path, where a backend has one, equals rendering the records', async () => {
@@ -297,11 +328,20 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         store.insertObservations(ids[0]!, series(3)),
         store.insertObservations(randomUUID(), series(3)),
         store.insertObservations(ids[1]!, series(2)),
-        store.insertObservations(ids[0]!, series(3).map((o) => ({ ...o, temperature: -7 }))),
+        store.insertObservations(
+          ids[0]!,
+          series(3).map((o) => ({ ...o, temperature: -7 })),
+        ),
       ]);
-      assert.deepEqual(results.map((r) => (r.status === 'fulfilled' ? r.value.written : (r.reason as { code?: string }).code)), [3, 'DEVICE_NOT_FOUND', 2, 3]);
+      assert.deepEqual(
+        results.map((r) => (r.status === 'fulfilled' ? r.value.written : (r.reason as { code?: string }).code)),
+        [3, 'DEVICE_NOT_FOUND', 2, 3],
+      );
       const page = await store.queryObservations(ids[0]!, { limit: 10 });
-      assert.deepEqual(page.observations.map((o) => o.temperature), [-7, -7, -7]);
+      assert.deepEqual(
+        page.observations.map((o) => o.temperature),
+        [-7, -7, -7],
+      );
       assert.equal((await store.queryObservations(ids[1]!, { limit: 10 })).observations.length, 2);
     });
 
@@ -375,6 +415,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         { ts: 0, temperature: 0.1 + 0.2, extra: null },
         { ts: Date.UTC(1999, 11, 31, 23, 59, 59, 999), temperature: -273.15, extra: null },
         { ts: Date.UTC(2038, 0, 19, 3, 14, 8, 1), temperature: 1e-300, extra: null },
+        // biome-ignore lint/correctness/noPrecisionLoss: a number past 2^53 on purpose: it must come back as JavaScript parses it
         { ts: Date.UTC(9999, 11, 31, 23, 59, 59, 999), temperature: 123456.7891, extra: { big: 12345678901234567 } },
       ];
       await store.insertObservations(id, rows);
@@ -412,7 +453,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.deepEqual(await tss(short2), []);
       assert.deepEqual(await tss(long1), [recent, old, ancient]);
       const latest = await store.latestObservations(a.groupId, 'short');
-      assert.deepEqual(latest.map((l) => [l.deviceId, l.observation.ts]), [[short1, recent]]);
+      assert.deepEqual(
+        latest.map((l) => [l.deviceId, l.observation.ts]),
+        [[short1, recent]],
+      );
       // Lifting the retention keeps what arrives from then on.
       await store.setRetention(a.groupId, 'short', null);
       await store.insertObservations(short1, [obs(old, 9)]);
@@ -426,7 +470,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.setState('other', 'x');
       await store.setState('sim:1', '{"a":3}');
       assert.equal(await store.getState('sim:1'), '{"a":3}');
-      assert.deepEqual(await store.listState('sim:'), [{ key: 'sim:1', value: '{"a":3}' }, { key: 'sim:2', value: '{"a":2}' }]);
+      assert.deepEqual(await store.listState('sim:'), [
+        { key: 'sim:1', value: '{"a":3}' },
+        { key: 'sim:2', value: '{"a":2}' },
+      ]);
       await store.deleteState('sim:1');
       assert.equal(await store.getState('sim:1'), null);
     });
