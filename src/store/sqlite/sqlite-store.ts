@@ -247,6 +247,9 @@ export class SqliteStore implements Store {
     }
   }
 
+  // Write transactions here BEGIN IMMEDIATE: the writer thread's connection writes too, and a
+  // transaction that read first could not wait for the write lock (SQLITE_BUSY_SNAPSHOT in WAL
+  // mode); taking the lock at BEGIN waits on busy_timeout instead.
   private run<T>(f: () => T): Promise<T> {
     if (this.queued.length && !this.writer) this.flushQueued();
     try {
@@ -340,7 +343,7 @@ export class SqliteStore implements Store {
           now,
         );
       });
-      tx();
+      tx.immediate();
       const rec: DeviceRecord = {
         id: d.id,
         deviceType: d.deviceType,
@@ -391,7 +394,7 @@ export class SqliteStore implements Store {
         this.s.deleteLatest.run(r.pk);
         this.s.deleteDevice.run(r.pk);
         this.s.bumpSolution.run(groupId, solution);
-      })();
+      }).immediate();
       return true;
     });
   }
@@ -432,7 +435,7 @@ export class SqliteStore implements Store {
     const settle = (it: Queued, r: InsertResult | ReefError) => (r instanceof ReefError ? it.reject(r) : it.resolve(r));
     let results: (InsertResult | ReefError)[] | null = null;
     try {
-      results = this.db.transaction(() => items.map(outcome))();
+      results = this.db.transaction(() => items.map(outcome)).immediate();
     } catch (e) {
       if (items.length === 1) items[0]!.reject(translated(e));
     }
@@ -440,7 +443,7 @@ export class SqliteStore implements Store {
     else if (items.length > 1) {
       for (const it of items) {
         try {
-          settle(it, this.db.transaction(() => outcome(it))());
+          settle(it, this.db.transaction(() => outcome(it)).immediate());
         } catch (e) {
           it.reject(translated(e));
         }
@@ -508,7 +511,7 @@ export class SqliteStore implements Store {
           this.writeBatch(pk, batch);
           written += batch.length;
         }
-      })();
+      }).immediate();
       return { written, missing };
     });
   }
@@ -619,7 +622,7 @@ export class SqliteStore implements Store {
         this.db.transaction(() => {
           rowsDeleted += this.s.expireObs.run(cutoff, r.group_id, r.name).changes;
           this.s.expireLatest.run(cutoff, r.group_id, r.name);
-        })();
+        }).immediate();
       }
       return { partitionsCreated: 0, partitionsDropped: 0, rowsDeleted };
     });
