@@ -4,7 +4,7 @@
 // devices exist and a warm-up upload, the counters are zeroed (callgrind_control -z), the measured
 // uploads run (bench:ingest's plan, bodies built beforehand, --concurrency in flight), and the
 // counters are dumped: the total counts every thread of the server process (main, libuv, V8).
-//   --observations N (default 20,000)  --devices N  --batch N  --concurrency N
+//   --observations N (default 20,000)  --warmup N (default: as many)  --devices N  --batch N  --concurrency N
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,6 +15,7 @@ const TOTAL = Number(arg('observations', '20000'));
 const DEVICES = Number(arg('devices', '100'));
 const BATCH = Number(arg('batch', '1000'));
 const CONCURRENCY = Number(arg('concurrency', '4'));
+const WARMUP = Number(arg('warmup', String(TOTAL)));
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-instr-'));
 const out = path.join(dir, 'callgrind.out');
@@ -46,7 +47,7 @@ try {
     );
   };
   // Warm-up in an earlier time range: the JIT has compiled the upload path before counting.
-  await post(ingestPlan(TOTAL, DEVICES, BATCH, Date.UTC(2025, 0, 1)).map(body));
+  await post(ingestPlan(WARMUP, DEVICES, BATCH, Date.UTC(2025, 0, 1)).map(body));
   const measured = ingestPlan(TOTAL, DEVICES, BATCH, Date.UTC(2026, 0, 1)).map(body);
   execFileSync('callgrind_control', ['-z', String(pid)]);
   await post(measured);
@@ -60,7 +61,7 @@ try {
   const m = /^(?:summary|totals): (\d+)/m.exec(text);
   if (!m) throw new Error(`no totals in ${dumps[0]}`);
   const ir = Number(m[1]);
-  console.log(`bench:instructions — ${fmt(TOTAL)} observations, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight, server under callgrind`);
+  console.log(`bench:instructions — ${fmt(TOTAL)} observations after ${fmt(WARMUP)} to warm up, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight, server under callgrind`);
   console.log(`server instructions: ${fmt(ir)} → ${fmt(ir / TOTAL)} per observation`);
 } finally {
   await server.stop();
