@@ -52,6 +52,8 @@ function packBatch(deviceId: string, batch: ObservationRecord[]) {
 type Row = Record<string, any>;
 
 const CHUNK = 100;
+/** Most observations the writer thread commits in one transaction (see sendToWriter). */
+const GROUP_ROWS = 50_000;
 
 function accountFromRow(r: Row): Account {
   return {
@@ -389,12 +391,14 @@ export class SqliteStore implements Store {
     return this.run(() => {
       const r = this.s.getDevice.get(groupId, solution, id) as Row | undefined;
       if (!r) return false;
-      this.db.transaction(() => {
-        this.s.deleteObs.run(r.pk);
-        this.s.deleteLatest.run(r.pk);
-        this.s.deleteDevice.run(r.pk);
-        this.s.bumpSolution.run(groupId, solution);
-      }).immediate();
+      this.db
+        .transaction(() => {
+          this.s.deleteObs.run(r.pk);
+          this.s.deleteLatest.run(r.pk);
+          this.s.deleteDevice.run(r.pk);
+          this.s.bumpSolution.run(groupId, solution);
+        })
+        .immediate();
       return true;
     });
   }
@@ -454,8 +458,12 @@ export class SqliteStore implements Store {
 
   private sendToWriter(): void {
     const w = (this.writer ??= this.startWriter());
-    const items = this.queued;
-    this.queued = [];
+    // A group holds at most GROUP_ROWS observations (always at least one batch), so one commit
+    // stays short and the uploads behind it are not held up by an ever larger transaction.
+    let n = 0;
+    let rows = 0;
+    while (n < this.queued.length && (n === 0 || rows + this.queued[n]!.batch.length <= GROUP_ROWS)) rows += this.queued[n++]!.batch.length;
+    const items = this.queued.splice(0, n);
     this.inFlight = items;
     const batches = items.map((it) => packBatch(it.deviceId, it.batch));
     w.ref();
@@ -500,18 +508,20 @@ export class SqliteStore implements Store {
       const missing: string[] = [];
       let written = 0;
       // One transaction, so one commit (one fsync) for every device of a simulation tick.
-      this.db.transaction(() => {
-        for (const { deviceId, batch } of items) {
-          const pk = this.s.devicePk.get(deviceId) as number | undefined;
-          if (pk === undefined) {
-            missing.push(deviceId);
-            continue;
+      this.db
+        .transaction(() => {
+          for (const { deviceId, batch } of items) {
+            const pk = this.s.devicePk.get(deviceId) as number | undefined;
+            if (pk === undefined) {
+              missing.push(deviceId);
+              continue;
+            }
+            if (!batch.length) continue;
+            this.writeBatch(pk, batch);
+            written += batch.length;
           }
-          if (!batch.length) continue;
-          this.writeBatch(pk, batch);
-          written += batch.length;
-        }
-      }).immediate();
+        })
+        .immediate();
       return { written, missing };
     });
   }
@@ -619,10 +629,12 @@ export class SqliteStore implements Store {
       let rowsDeleted = 0;
       for (const r of this.s.retentions.all() as Row[]) {
         const cutoff = now - (r.days as number) * 86_400_000;
-        this.db.transaction(() => {
-          rowsDeleted += this.s.expireObs.run(cutoff, r.group_id, r.name).changes;
-          this.s.expireLatest.run(cutoff, r.group_id, r.name);
-        }).immediate();
+        this.db
+          .transaction(() => {
+            rowsDeleted += this.s.expireObs.run(cutoff, r.group_id, r.name).changes;
+            this.s.expireLatest.run(cutoff, r.group_id, r.name);
+          })
+          .immediate();
       }
       return { partitionsCreated: 0, partitionsDropped: 0, rowsDeleted };
     });
