@@ -54,4 +54,23 @@ describe('sqlite: group commit on the writer thread', () => {
       db.close();
     }
   });
+
+  it('if the writer thread dies, uploads go on being stored on the main thread', async () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-writer-')), 'reef.db');
+    const store = new SqliteStore({ file });
+    await store.migrate();
+    const id = randomUUID();
+    await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+    const t0 = Date.UTC(2026, 0, 1);
+    await store.insertObservations(id, [{ ts: t0, temperature: 1, extra: null }]);
+    // The thread is private; ending it from outside stands for a crash of the thread.
+    const writer = (store as unknown as { writer: import('node:worker_threads').Worker }).writer;
+    await writer.terminate();
+    assert.deepEqual(await store.insertObservations(id, [{ ts: t0 + 1, temperature: 2, extra: null }]), { written: 1 });
+    assert.deepEqual(
+      (await store.queryObservations(id, { limit: 10 })).observations.map((o) => o.temperature),
+      [2, 1],
+    );
+    await store.close();
+  });
 });

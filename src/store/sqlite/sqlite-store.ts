@@ -491,14 +491,19 @@ export class SqliteStore implements Store {
         this.drained.splice(0).forEach((r) => r());
       }
     });
-    // A writer that dies takes no batch with it silently: what it held is refused (retry later),
-    // and later batches are written on this thread.
-    w.on('error', (e) => {
+    // A writer that dies takes no batch with it silently: what it held is refused with 503 (it may
+    // or may not have been committed; re-sending is safe, as the same timestamps replace), and later
+    // batches are written on this thread.
+    const failed = (e: unknown) => {
+      if (this.writer !== w) return; // closed on purpose, or already handled
       this.writer = null;
       this.opts = { ...this.opts, writerThread: false };
       this.inFlight.splice(0).forEach((it) => it.reject(new ReefError('STORE_UNAVAILABLE', 'the database writer failed; retry shortly', { retryAfter: 1, cause: e })));
       if (this.queued.length) setImmediate(this.flushQueued);
-    });
+      else this.drained.splice(0).forEach((r) => r());
+    };
+    w.on('error', failed);
+    w.on('exit', (code) => failed(new Error(`the writer thread exited (code ${code})`)));
     w.unref();
     return w;
   }
