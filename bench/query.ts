@@ -2,7 +2,9 @@
 // real `reef serve` child process:
 //   latest of all 10,000 devices (target p50 ≤ 20 ms), one device's newest 1,000 (target p50 ≤ 5 ms),
 //   GET devices requests/s against a bare Fastify route serving the same JSON in the same run
-//   (target ratio ≥ 0.5), and the server's peak RSS.
+//   (target ratio ≥ 0.5), the solution-wide query (issue 13.5: a page of 1,000 at the start and
+//   one reached through many next_page links, which keyset paging keeps at the same cost), and the
+//   server's peak RSS.
 //   --devices N  --per-device N  --seconds S  --concurrency N  --store sqlite|postgres
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -59,7 +61,7 @@ for (let k = 0; k < SANDBOX_KITS; k++) {
     solution: 'sandbox',
     deviceType: 'NICDevKit',
     domainInfo: {},
-    provisioningInfo: { status: 'provisioned', timestamp: new Date(T0).toISOString(), vendorMacAddress: (0x1000000000000 + k).toString(16).padStart(16, '0'), vendorNetworkDeviceType: 'MILLI' },
+    provisioningInfo: { status: 'provisioned', timestamp: new Date(T0).toISOString(), ssniMacAddress: (0x1000000000000 + k).toString(16).padStart(16, '0'), ssniNetworkDeviceType: 'MILLI' },
     mac: (0x1000000000000 + k).toString(16).padStart(16, '0'),
   });
 }
@@ -95,6 +97,29 @@ try {
   let i = 0;
   const one = await latency(async () => get(`/api/solutions/StudioSimulation/devices/${ids[(i++ * 7919) % DEVICES]}/observations?limit=1000`)(), 300);
   console.log(`one device, newest 1,000:     p50 ${fmt(one.p50, 2)} ms, p99 ${fmt(one.p99, 2)} ms  (target p50 ≤ 5 ms: ${one.p50 <= 5 ? 'met' : 'NOT met'})`);
+
+  // Solution-wide range query (issue 13.5): the first page, then a page reached by following
+  // next_page DEEP times; keyset paging (no OFFSET) should keep the deep one at the first one's cost.
+  const DEEP = Math.min(200, Math.floor((DEVICES * PER_DEVICE) / 1000) - 1);
+  const range = `/api/solutions/StudioSimulation/observations?from=${new Date(T0).toISOString()}&to=${new Date(T0 + PER_DEVICE * 10_000).toISOString()}&limit=1000`;
+  const first = await latency(get(range), 100, 5);
+  let deepUrl = `${server.url}${range}`;
+  for (let k = 0; k < DEEP; k++) {
+    const r = await request(deepUrl, { headers: h });
+    const next = r.headers.next_page;
+    if (r.status !== 200 || typeof next !== 'string') throw new Error(`paging stopped at page ${k + 1}: ${r.status}`);
+    deepUrl = next;
+  }
+  const deep = await latency(
+    async () => {
+      const r = await request(deepUrl, { headers: h });
+      if (r.status !== 200) throw new Error(`deep page: ${r.status}`);
+    },
+    100,
+    5,
+  );
+  console.log(`solution-wide page 1 (1,000): p50 ${fmt(first.p50, 2)} ms, p99 ${fmt(first.p99, 2)} ms`);
+  console.log(`solution-wide page ${DEEP + 1}:       p50 ${fmt(deep.p50, 2)} ms, p99 ${fmt(deep.p99, 2)} ms  (ratio to page 1: ${fmt(deep.p50 / first.p50, 2)})`);
 
   const devicesBody = (await request(`${server.url}/api/solutions/sandbox/devices`, { headers: h })).body;
   bare.kill();

@@ -5,11 +5,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import type { Config } from './config/config.ts';
+import { ConfigError, type Config } from './config/config.ts';
 import { Authenticator, createAccount } from './auth/accounts.ts';
 import { TokenService } from './auth/tokens.ts';
 import { upkeepJob } from './jobs/upkeep.ts';
 import { buildApp } from './http/app.ts';
+import { TlsError, loadTls, type TlsMaterial } from './config/tls.ts';
 import { openBackend } from './app/backend.ts';
 import type { Component, ComponentFactory, DemoCredentials, Services } from './app/contracts.ts';
 
@@ -23,6 +24,8 @@ export interface RunningServer {
   url: string;
   demo: DemoCredentials | null;
   components: Component[];
+  /** The certificate served when HTTPS is on (url then starts https://). */
+  tls: TlsMaterial | null;
   close(): Promise<void>;
 }
 
@@ -66,6 +69,17 @@ async function ensureDemo(s: Services): Promise<DemoCredentials | null> {
 }
 
 export async function startServer(config: Config, opts: ServiceOptions & { components?: ComponentFactory[] } = {}): Promise<RunningServer> {
+  // TLS problems (unreadable or mismatched files) stop the start before anything is opened.
+  let tls: TlsMaterial | null;
+  try {
+    tls = loadTls(
+      config.tls,
+      config.dataDir,
+      [config.http.host].filter((h) => h !== '0.0.0.0' && h !== '::'),
+    );
+  } catch (e) {
+    throw e instanceof TlsError ? new ConfigError([e.message]) : e;
+  }
   const services = await openServices(config, opts.log, opts.now ? { now: opts.now } : {});
   const demo = await ensureDemo(services);
   const components: Component[] = [];
@@ -83,12 +97,13 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
     ...(opts.now ? { now: opts.now } : {}),
     apiPlugins: components.flatMap((c) => (c.apiPlugin ? [c.apiPlugin] : [])),
     plugins: components.flatMap((c) => (c.plugin ? [c.plugin] : [])),
+    ...(tls ? { https: { cert: tls.cert, key: tls.key } } : {}),
   });
   await app.listen({ host: config.http.host, port: config.http.port });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
-  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+  const url = `${tls ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   for (const c of components) await c.start?.();
   await services.leadership.start();
 
@@ -102,5 +117,5 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
       await services.events.close();
       await services.store.close();
     })());
-  return { app, services, url, demo, components, close };
+  return { app, services, url, demo, components, tls, close };
 }

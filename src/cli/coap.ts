@@ -32,8 +32,7 @@ const MAC = /^[0-9a-fA-F]{2}([:-]?[0-9a-fA-F]{2}){7}$/;
 async function resolveDevice(client: ReefClient, given: string): Promise<string> {
   if (!MAC.test(given)) return given;
   const mac = given.replace(/[:-]/g, '').toLowerCase();
-  const kits = await client.listDevices();
-  const hit = kits.find((d) => d.provisioningInfo?.vendorMacAddress?.toLowerCase() === mac || String((d.domainInfo as Record<string, unknown>).nic_macID ?? '').toLowerCase() === mac);
+  const hit = await client.findDeviceByMac(mac);
   if (!hit) throw new CliError(`no dev kit with MAC ${mac} in solution ${client.solution}`);
   return hit.id;
 }

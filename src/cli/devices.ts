@@ -1,13 +1,14 @@
 // `reef devices list|get|create|delete`: the devices of a solution, through the SDK against a
 // running service (the endpoint and credentials `reef login` stored).
 import { UsageError, parseArgs, printJson, printTable } from './args.ts';
-import { connect, runClient } from './client-config.ts';
-import type { Device } from '../sdk/index.ts';
+import { CliError, connect, runClient } from './client-config.ts';
+import { deviceMac, normalizeMac, type Device } from '../sdk/index.ts';
 
 const HELP = `Usage:
   reef devices list [--type TYPE] [--json]            devices of the solution (optionally one type)
-  reef devices get ID [--json]                        one device
-  reef devices create --type TYPE [--lat N --lon N] [--json]
+  reef devices get ID|MAC [--json]                    one device, by id or by MAC (any spelling)
+  reef devices create --type TYPE [--lat N --lon N] [--mac MAC] [--json]
+                                                      --mac sets domainInfo.nic_macID (16 lower-case hex)
   reef devices delete ID                              a device and its observations
 
 Common options:
@@ -23,7 +24,7 @@ function row(d: Device) {
   return {
     id: d.id,
     type: d.deviceType,
-    mac: d.provisioningInfo?.vendorMacAddress ?? '',
+    mac: deviceMac(d) ?? '',
     status: d.provisioningInfo?.status ?? '',
     location: loc ? `${loc.latitude},${loc.longitude}` : '',
   };
@@ -38,7 +39,7 @@ function coordinate(v: string | undefined, name: string, limit: number): number 
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, { values: ['type', 'lat', 'lon', 'solution', 'endpoint'], booleans: ['json'] });
+  const args = parseArgs(rest, { values: ['type', 'lat', 'lon', 'mac', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
@@ -52,6 +53,8 @@ export async function run(argv: string[]): Promise<number> {
   const lon = coordinate(args.flags.lon, 'lon', 180);
   if ((lat === undefined) !== (lon === undefined)) throw new UsageError('give --lat and --lon together');
   if (sub === 'create' && !args.flags.type) throw new UsageError('--type is required');
+  const mac = args.flags.mac === undefined ? undefined : normalizeMac(args.flags.mac);
+  if (mac === null) throw new UsageError('--mac must be 16 hexadecimal digits (":" or "-" separators allowed)');
 
   return runClient('devices', async () => {
     const { client, conn } = connect(process.env, args);
@@ -64,13 +67,17 @@ export async function run(argv: string[]): Promise<number> {
         return 0;
       }
       case 'get': {
-        const d = await client.getDevice(args.positional[0]!);
+        const given = args.positional[0]!;
+        const byMac = normalizeMac(given);
+        const d = byMac ? await client.findDeviceByMac(byMac) : await client.getDevice(given);
+        if (!d) throw new CliError(`no device with MAC ${byMac} in solution ${conn.solution}`);
         if (json) printJson(d);
         else printTable([row(d)], ['id', 'type', 'mac', 'status', 'location']);
         return 0;
       }
       case 'create': {
-        const d = await client.createDevice({ deviceType: args.flags.type!, ...(lat !== undefined ? { domainInfo: { location: { latitude: lat, longitude: lon! } } } : {}) });
+        const domainInfo = { ...(lat !== undefined ? { location: { latitude: lat, longitude: lon! } } : {}), ...(mac ? { nic_macID: mac } : {}) };
+        const d = await client.createDevice({ deviceType: args.flags.type!, ...(Object.keys(domainInfo).length ? { domainInfo } : {}) });
         if (json) printJson(d);
         else process.stdout.write(`${d.id}\n`);
         return 0;

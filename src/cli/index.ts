@@ -15,6 +15,7 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Run
   login: { summary: 'Remember a running service, client id and (in a 0600 file) secret for the client commands', load: async () => (await import('./login.ts')).run },
   logout: { summary: 'Forget what reef login stored', load: async () => (await import('./login.ts')).runLogout },
   devices: { summary: 'List, show, create and delete devices of a running service', load: async () => (await import('./devices.ts')).run },
+  templates: { summary: 'List, show, create, update and delete device templates of a running service', load: async () => (await import('./templates.ts')).run },
   observations: { summary: "Get a device's observations (table, CSV, JSON, NDJSON) or upload a CSV/NDJSON file", load: async () => (await import('./observations.ts')).run },
   coap: { summary: 'CoAP get, put and observe on a dev kit through the gateway (HTTP bridge)', load: async () => (await import('./coap.ts')).run },
 };

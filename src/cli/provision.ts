@@ -46,7 +46,7 @@ export async function run(argv: string[]): Promise<number> {
     if (args.flags.json === 'true') printJson({ ...d, kitKey });
     else
       process.stdout.write(
-        `provisioned ${d.provisioningInfo!.vendorMacAddress} as device ${d.id} in sandbox of ${account.tenantId}\n` +
+        `provisioned ${d.provisioningInfo!.ssniMacAddress} as device ${d.id} in sandbox of ${account.tenantId}\n` +
           `kit key (shown once; reef provision --rekey issues a new one):\n  ${kitKey}\n` +
           `run the kit with: reef device --mac ${mac} --key ${kitKey} --gateway 127.0.0.1:${config.gateway.port}\n`,
       );

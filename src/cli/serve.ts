@@ -38,11 +38,16 @@ export async function run(argv: string[]): Promise<number> {
   log.info({ url: server.url, store: server.services.store.kind }, 'reef is listening');
   const lines = [`Reef is running at ${server.url}  (store: ${server.services.store.kind === 'sqlite' ? config.dataDir : 'postgres'})`];
   lines.push(`  API docs:  ${server.url}/api/docs`);
+  if (server.tls) {
+    lines.push(`  TLS certificate: ${server.tls.certFile}${server.tls.selfSigned ? ' (self-signed; give it to clients as their trusted certificate)' : ''}`);
+    lines.push(`    SHA-256 fingerprint: ${server.tls.fingerprint256}, valid to ${server.tls.validTo}`);
+  }
+  const curlTrust = server.tls?.selfSigned ? ` --cacert ${server.tls.certFile}` : '';
   if (server.demo) {
     lines.push('  Demo account (keep the secret private; it is stored only in the data directory):');
     lines.push(`    client id:     ${server.demo.clientId}`);
     lines.push(`    client secret: ${server.demo.clientSecret}`);
-    lines.push(`  Try: curl -s -X POST ${server.url}/api/tokens -H 'content-type: application/json' \\`);
+    lines.push(`  Try: curl -s${curlTrust} -X POST ${server.url}/api/tokens -H 'content-type: application/json' \\`);
     lines.push(`         -d '{"clientId":"${server.demo.clientId}","clientSecret":"${server.demo.clientSecret}"}'`);
   }
   for (const c of server.components) lines.push(...(c.banner?.(server.url) ?? []));

@@ -1,9 +1,12 @@
 // Configuration is read once, from REEF_* environment variables and command-line flags (flags win),
 // validated with every error collected, then passed down. Nothing else reads process.env.
 import path from 'node:path';
+import { tlsSettingProblems, type TlsSettings } from './tls.ts';
 
 export interface Config {
   http: { host: string; port: number; trustProxy: boolean; bodyLimitBytes: number; requestTimeoutMs: number; publicUrl: string | null };
+  /** HTTPS (and other TLS listeners): off unless a certificate or self-signing is asked for (src/config/tls.ts). */
+  tls: TlsSettings;
   dataDir: string;
   /** PostgreSQL connection string; unset means the embedded SQLite store in dataDir. */
   databaseUrl: string | null;
@@ -51,6 +54,9 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 export const SETTINGS = [
   { env: 'REEF_HTTP_HOST', flag: 'host', def: '127.0.0.1', doc: 'Address the HTTP server listens on' },
   { env: 'REEF_HTTP_PORT', flag: 'port', def: '8080', doc: 'HTTP port (0 picks a free one)' },
+  { env: 'REEF_TLS_CERT', flag: 'tls-cert', def: '', doc: 'PEM certificate file: serve HTTPS instead of HTTP (with REEF_TLS_KEY)' },
+  { env: 'REEF_TLS_KEY', flag: 'tls-key', def: '', doc: 'PEM private key file of REEF_TLS_CERT (not world-readable)' },
+  { env: 'REEF_TLS_SELF_SIGNED', flag: 'tls-self-signed', def: 'false', doc: 'Serve HTTPS with a self-signed certificate made at first start in the data dir' },
   { env: 'REEF_DATA_DIR', flag: 'data-dir', def: './data', doc: 'Directory of the embedded SQLite store and generated keys' },
   { env: 'REEF_DATABASE_URL', flag: 'database-url', def: '', doc: 'postgres:// URL; unset uses embedded SQLite' },
   { env: 'REEF_TOKEN_TTL', flag: 'token-ttl', def: '3600', doc: 'Access-token lifetime in seconds' },
@@ -132,6 +138,11 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
   const logLevel = str('REEF_LOG_LEVEL').toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`REEF_LOG_LEVEL (--log-level) must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const tlsCert = str('REEF_TLS_CERT');
+  const tlsKey = str('REEF_TLS_KEY');
+  const tls: TlsSettings = { cert: tlsCert ? path.resolve(tlsCert) : null, key: tlsKey ? path.resolve(tlsKey) : null, selfSigned: bool('REEF_TLS_SELF_SIGNED') };
+  problems.push(...tlsSettingProblems(tls));
+
   const config: Config = {
     http: {
       host,
@@ -141,6 +152,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       requestTimeoutMs: int('REEF_HTTP_REQUEST_TIMEOUT', 1, 3600) * 1000,
       publicUrl,
     },
+    tls,
     dataDir,
     databaseUrl,
     tokens: { ttlSeconds: ttl, secret, issuer: 'reef' },

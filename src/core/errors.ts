@@ -33,6 +33,7 @@ export const ERRORS = {
   SOLUTION_NOT_FOUND: { status: 404, title: 'No such solution for this account' },
   DEVICE_NOT_FOUND: { status: 404, coap: '4.04', title: 'No such device in this solution' },
   ACCOUNT_NOT_FOUND: { status: 404, title: 'No such account' },
+  TEMPLATE_NOT_FOUND: { status: 404, title: 'No such device template in this solution' },
   NOT_FOUND: { status: 404, coap: '4.04', title: 'No such resource' },
   // 405
   METHOD_NOT_ALLOWED: { status: 405, coap: '4.05', title: 'The endpoint does not accept this method' },
@@ -41,6 +42,7 @@ export const ERRORS = {
   // 409
   MAC_ALREADY_PROVISIONED: { status: 409, title: 'A device with this MAC address is already provisioned' },
   CONFLICT: { status: 409, title: 'The request conflicts with the current state' },
+  TOO_MANY_TEMPLATES: { status: 409, title: 'The solution holds as many device templates as allowed' },
   // 413
   PAYLOAD_TOO_LARGE: { status: 413, coap: '4.13', title: 'The body is larger than allowed' },
   TOO_MANY_OBSERVATIONS: { status: 413, title: 'More observations in one request than allowed' },

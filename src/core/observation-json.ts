@@ -29,6 +29,19 @@ export function latestJson(rows: { deviceId: string; observation: ObservationRec
   return '[' + parts.join(',') + ']';
 }
 
+/** Rows of several devices, consecutive rows of one device in one group (a solution-wide page). */
+export function groupedJson(rows: { deviceId: string; observation: ObservationRecord }[]): string {
+  const parts: string[] = [];
+  let i = 0;
+  while (i < rows.length) {
+    const id = rows[i]!.deviceId;
+    const obs: string[] = [];
+    for (; i < rows.length && rows[i]!.deviceId === id; i++) obs.push(observationJson(rows[i]!.observation));
+    parts.push('{"deviceId":"' + id + '","observations":[' + obs.join(',') + ']}');
+  }
+  return '[' + parts.join(',') + ']';
+}
+
 export function pageJson(rows: ObservationRecord[]): string {
   return '{"observations":[' + rows.map(observationJson).join(',') + ']}';
 }

@@ -20,12 +20,16 @@ export interface DomainInfo {
   [key: string]: unknown;
 }
 
-/** seed §2: the wire names carry a vendor word, written `vendor` here as in the seed. */
+/**
+ * seed §2 writes the two MAC fields with the placeholder word `vendor` "where the wire form carries a
+ * vendor word"; the wire word is `ssni`, and the original clients read exactly
+ * `provisioningInfo.ssniMacAddress` (issue 13.3), so Reef serves the wire names.
+ */
 export interface ProvisioningInfo {
   status: 'provisioned';
   timestamp: string;
-  vendorMacAddress: string;
-  vendorNetworkDeviceType: 'MILLI';
+  ssniMacAddress: string;
+  ssniNetworkDeviceType: 'MILLI';
 }
 
 /** A device as the HTTP API returns it (seed §2). */
@@ -68,6 +72,23 @@ export interface Observation {
 export interface ObservationGroup {
   deviceId: string;
   observations: Observation[];
+}
+
+/**
+ * A device template (issue 13.4): a named list of sensors of a solution. `sensors` items are kept
+ * as the client sent them: a sensor name, or an object with at least `name`.
+ */
+export interface DeviceTemplate {
+  id: string;
+  name: string;
+  sensors: unknown[];
+}
+
+export interface DeviceTemplateRecord extends DeviceTemplate {
+  groupId: string;
+  solution: string;
+  createdAt: number;
+  updatedAt: number;
 }
 
 export interface Account {

@@ -26,7 +26,7 @@ export function deviceId(id: string): string {
 }
 
 /** MAC as the seed shows it: 16 hexadecimal characters; stored lower case. */
-export function macAddress(mac: string, field = 'vendorMacAddress'): string {
+export function macAddress(mac: string, field = 'ssniMacAddress'): string {
   const m = mac.replace(/[:-]/g, '');
   if (!MAC16.test(m)) throw new ReefError('VALIDATION_FAILED', `${field} must be 16 hexadecimal characters`, { field });
   return m.toLowerCase();

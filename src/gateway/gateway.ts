@@ -128,6 +128,8 @@ export class Gateway {
     notificationsIn: 0,
     notificationsRelayed: 0,
     readingsStored: 0,
+    /** Of readingsStored, those of added sensors (each at its own timestamp). */
+    sensorReadingsStored: 0,
     storeErrors: 0,
     clockReports: 0,
     clockSets: 0,
@@ -288,7 +290,8 @@ export class Gateway {
   // ---- sessions --------------------------------------------------------------------------------
 
   private async sessionRequest(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
-    if (req.code === Code.POST) {
+    // The original Java client opens a session with POST or PUT (issue 13.6): both carry the token.
+    if (req.code === Code.POST || req.code === Code.PUT) {
       const cf = getUintOption(req, Option.CONTENT_FORMAT);
       if (cf !== undefined && cf !== ContentFormat.TEXT_PLAIN) return this.small(req, peer, new ReefError('UNSUPPORTED_MEDIA_TYPE', 'send the token as text (content-format 0)'));
       try {
@@ -313,7 +316,7 @@ export class Gateway {
         throw e;
       }
     }
-    return this.small(req, peer, new ReefError('METHOD_NOT_ALLOWED', 'POST, GET or DELETE'));
+    return this.small(req, peer, new ReefError('METHOD_NOT_ALLOWED', 'POST or PUT, GET or DELETE'));
   }
 
   private sessionEnded(s: Session, why: string): void {
@@ -540,7 +543,7 @@ export class Gateway {
     void this.device(mac)
       .then(async (d) => {
         if (!d || d.solution !== SANDBOX) return;
-        await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, mac)]);
+        await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, mac, this.o.maxClockSkewMs)]);
         this.stats.readingsStored++;
       })
       .catch((e: unknown) => {
@@ -553,11 +556,14 @@ export class Gateway {
    * The receive time of a kit's reading, one millisecond past the kit's previous one when they
    * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
    * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
+   * Never a whole second: that is where a temperature reading is stored (the kit's own reading
+   * second, issue 13.7), so an added sensor's reading cannot replace it.
    */
   private stamp(mac: string): number {
     const now = Date.now();
     const last = this.lastStamp.get(mac) ?? 0;
-    const t = now > last ? now : last + 1;
+    let t = now > last ? now : last + 1;
+    if (t % 1000 === 0) t++;
     this.lastStamp.set(mac, t);
     return t;
   }
@@ -572,6 +578,7 @@ export class Gateway {
         if (!d || d.solution !== SANDBOX) return;
         await storeObservations(this.deps.store, this.deps.events, d, [sensorObservation(type, r, at, mac)]);
         this.stats.readingsStored++;
+        this.stats.sensorReadingsStored++;
       })
       .catch((e: unknown) => {
         this.stats.storeErrors++;

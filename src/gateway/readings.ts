@@ -1,10 +1,13 @@
 // Kit readings into the platform (wire §3: "each dev-kit reading was posted as an observation of that
-// device in sandbox"). The unit rule (docs/coap.md "Readings into the platform"): the platform
-// stores °C. A kit set to Fahrenheit reports °F; its value is converted, (F − 32) × 5/9 rounded to
-// 4 decimals (seed §2: up to four fractional digits), and the kit's own figures are kept in the free
-// fields `rawValue` and `rawUnit`. The timestamp is the gateway's receive time (millisecond
-// precision, on the platform's clock); the kit's own epoch is kept as `kitEpoch`, since a kit's
-// clock may be off until the clock keeper sets it right.
+// device in sandbox"). The unit rule (docs/api.md "Temperature units"): the gateway stores °C. A kit
+// set to Fahrenheit reports °F; its value is converted, (F − 32) × 5/9 rounded to 4 decimals
+// (seed §2: up to four fractional digits), and the kit's own figures are kept in the free fields
+// `rawValue` and `rawUnit`.
+// The timestamp is the kit's own reading time (its epoch second), as the original clients that
+// upload kit readings themselves use it: the same reading then lands on the same (device, time) key
+// and an upload of it replaces the bridged one instead of doubling it (issue 13.7). A kit clock off
+// by more than the gateway's skew tolerance is not trusted: that reading is stored at its receipt
+// time with the kit's epoch kept as `kitEpoch`, and the clock keeper sets the kit right.
 import { decodeReading, decodeSensorReading, fahrenheitToCelsius, type Reading, type SensorReading } from '../coap/index.ts';
 import type { ObservationRecord } from '../core/types.ts';
 
@@ -16,13 +19,16 @@ export function toCelsius(r: Reading): number {
   return round4(r.unit === 'F' ? fahrenheitToCelsius(r.value) : r.value);
 }
 
-/** A decoded reading as the observation the platform stores. */
-export function readingObservation(r: Reading, receivedAt: number, mac: string): ObservationRecord {
-  return {
-    ts: receivedAt,
-    temperature: toCelsius(r),
-    extra: { unit: 'C', rawValue: r.value, rawUnit: r.unit, kitEpoch: r.epoch, mac, source: 'gateway' },
-  };
+/**
+ * A decoded reading as the observation the platform stores: at the kit's reading time when the
+ * kit's clock is within `trustMs` (+1 s, since the epoch is whole seconds) of the receipt time.
+ */
+export function readingObservation(r: Reading, receivedAt: number, mac: string, trustMs = 10_000): ObservationRecord {
+  const kitMs = r.epoch * 1000;
+  const trusted = Math.abs(kitMs - receivedAt) <= trustMs + 1000;
+  const extra: Record<string, unknown> = { unit: 'C', rawValue: r.value, rawUnit: r.unit, mac, source: 'gateway' };
+  if (!trusted) extra.kitEpoch = r.epoch;
+  return { ts: trusted ? kitMs : receivedAt, temperature: toCelsius(r), extra };
 }
 
 /** Decodes a notification payload; undefined when it is not a reading. */

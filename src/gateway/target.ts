@@ -78,13 +78,28 @@ export function requestTarget(m: CoapMessage): ProxyTarget {
   };
 }
 
-/** The kit MAC a target names, or TargetError('unsupported') (answered 5.05: the proxy will not go there). */
+/**
+ * The mesh domain every original CoAP sample writes (issue 13.6), in upper or lower case. Accepted
+ * beside the configured REEF_MESH_DOMAIN so those samples work unchanged.
+ */
+export const ORIGINAL_MESH_DOMAIN = 'SG.YEL01.SSN.SSNSGS.NET';
+
+/**
+ * The kit MAC a target names, or TargetError('unsupported') (answered 5.05: the proxy will not go
+ * there). The MAC is what names a kit: the host is never resolved, and the caller's group must own
+ * the kit, so accepting the original's domain beside the configured one opens nothing new. Host
+ * names compare case-insensitively (RFC 3986 §3.2.2).
+ */
 export function kitMac(t: ProxyTarget, meshDomain: string): string {
   if (t.scheme !== 'coap') throw new TargetError('unsupported', `only coap:// targets are proxied, not ${t.scheme.slice(0, 16)}://`);
-  const m = /^ssn([0-9a-f]{16})\.(.+)$/i.exec(t.host);
+  const m = /^ssn([0-9a-f]{16})\.(.+?)\.?$/i.exec(t.host);
   const [, mac, domain] = m ?? [];
-  if (!mac || !domain || domain.toLowerCase() !== meshDomain.toLowerCase() || (t.port !== undefined && t.port !== KIT_PORT)) {
-    throw new TargetError('unsupported', `only kits SSN<mac>.${meshDomain}:${KIT_PORT} are reachable`);
+  const known = domain !== undefined && (domain.toLowerCase() === meshDomain.toLowerCase() || domain.toLowerCase() === ORIGINAL_MESH_DOMAIN.toLowerCase());
+  if (!mac || !known || (t.port !== undefined && t.port !== KIT_PORT)) {
+    // The diagnostic names the domains expected, so a client configured for another one sees why
+    // (kept short: gateway diagnostics are capped at 96 bytes, the configured domain first).
+    const wanted = meshDomain.toLowerCase() === ORIGINAL_MESH_DOMAIN.toLowerCase() ? `SSN<mac>.${meshDomain}` : `SSN<mac>.${meshDomain} or SSN<mac>.${ORIGINAL_MESH_DOMAIN}`;
+    throw new TargetError('unsupported', `only ${wanted}:${KIT_PORT} are reachable`);
   }
   return mac.toLowerCase();
 }

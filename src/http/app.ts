@@ -12,6 +12,7 @@ import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import type { QuotaService } from '../service/quotas.ts';
 import { requireAccount } from './auth-hook.ts';
+import { installBodyParsers } from './content-types.ts';
 import { StreamRegistry } from './sse.ts';
 import { clientError, frameworkError, installErrorHandling, sendError } from './errors.ts';
 import * as schemas from './schemas.ts';
@@ -20,6 +21,7 @@ import { deviceRoutes } from './routes/devices.ts';
 import { healthRoutes } from './routes/health.ts';
 import { observationRoutes } from './routes/observations.ts';
 import { solutionRoutes } from './routes/solutions.ts';
+import { templateRoutes } from './routes/templates.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 
 export interface AppDeps {
@@ -36,43 +38,12 @@ export interface AppDeps {
   plugins?: FastifyPluginAsync[];
   /** The clock streams check token expiry against (tests move it). */
   now?: () => number;
+  /** Certificate and key (src/config/tls.ts loadTls): the app's server speaks HTTPS. */
+  https?: { cert: string; key: string };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 
-/**
- * Deepest JSON nesting a body may have. No Reef document nests past a handful of levels; bodies
- * nested thousands deep were answered 500 (a recursive step past them ran out of stack, issue
- * 11.7), so they are refused before parsing.
- */
-const MAX_JSON_DEPTH = 64;
-
-/**
- * One pass over the text, brackets outside strings only; stops as soon as the limit is passed.
- * Strings are jumped over with indexOf (native), since most of an upload's text is inside them.
- */
-function nestedDeeperThan(text: string, max: number): boolean {
-  let depth = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 34 /* " */) {
-      let j = text.indexOf('"', i + 1);
-      while (j > 0 && escaped(text, j)) j = text.indexOf('"', j + 1);
-      if (j < 0) return false; // unterminated: JSON.parse refuses it
-      i = j;
-    } else if (c === 123 /* { */ || c === 91 /* [ */) {
-      if (++depth > max) return true;
-    } else if (c === 125 || c === 93) depth--;
-  }
-  return false;
-}
-
-/** Whether the quote at `j` is escaped: an odd number of backslashes before it. */
-function escaped(text: string, j: number): boolean {
-  let k = j - 1;
-  while (text.charCodeAt(k) === 92 /* \\ */) k--;
-  return (j - 1 - k) % 2 === 1;
-}
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -80,6 +51,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Request ids: a random per-process prefix and a counter — unique across nodes, no entropy per request.
   const idPrefix = randomBytes(4).toString('hex');
   let idCounter = 0;
+  const serverTimeouts = { requestTimeout: config.http.requestTimeoutMs, connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(config.http.requestTimeoutMs / 4))) };
   const app = Fastify({
     ...(deps.logger
       ? { loggerInstance: deps.logger }
@@ -98,7 +70,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // (408) instead of holding a connection open forever (issue 11.7). Node checks open connections
     // every `connectionsCheckingInterval`, so the reaping happens within a quarter more.
     requestTimeout: config.http.requestTimeoutMs,
-    http: { requestTimeout: config.http.requestTimeoutMs, connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(config.http.requestTimeoutMs / 4))) },
+    http: serverTimeouts,
+    // Fastify makes an https.Server when given key material (issue 13.8): the same routes, and the
+    // same timeouts (Fastify hands `http` options only to a plain HTTP server).
+    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key, ...serverTimeouts } } : {}),
     // Errors before routing (a path segment too long, a broken URL) and errors Node's HTTP parser
     // raises (header overflow, timeout, garbage) get the uniform body too (src/http/errors.ts).
     frameworkErrors: (err, request, reply) => sendError(reply, frameworkError(err)),
@@ -117,17 +92,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const textAjv = new Ajv({ ...ajvOptions, coerceTypes: 'array' });
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
 
-  // The JavaScript SDK sends Content-Type: application/json on every request, GET and DELETE
-  // included (wire §1): an empty JSON body is "no body", not an error.
-  const defaultJson = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    if (nestedDeeperThan(body as string, MAX_JSON_DEPTH)) {
-      return done(new ReefError('VALIDATION_FAILED', `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`, { field: 'body' }), undefined);
-    }
-    return defaultJson(request, body as string, done);
-  });
+  // ---- request body content types (issue 13.1; src/http/content-types.ts, docs/api.md) ----
+  // JSON with an empty body allowed (the JavaScript SDK's bodiless GET/DELETE), nesting bounded
+  // (issue 11.7), and a body with no Content-Type read as JSON (the Windows client clears it).
+  // Token routes add text/plain.
+  installBodyParsers(app);
+  // ---- end of request body content types ----
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -178,6 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await api.register(deviceRoutes, { store, events, quotas });
     await api.register(observationRoutes, { store, events, config, quotas });
     await api.register(solutionRoutes, { store });
+    await api.register(templateRoutes, { store });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
   await app.register(adminRoutes, { store, events, quotas, adminKey: config.adminKey });

@@ -35,8 +35,8 @@ export const device = {
       properties: {
         status: { type: 'string' },
         timestamp: { type: 'string' },
-        vendorMacAddress: { type: 'string' },
-        vendorNetworkDeviceType: { type: 'string' },
+        ssniMacAddress: { type: 'string', description: "The kit's MAC, 16 lower-case hex (the seed's provisioningInfo.vendorMacAddress)" },
+        ssniNetworkDeviceType: { type: 'string', description: "MILLI (the seed's vendorNetworkDeviceType)" },
       },
     },
   },

@@ -10,6 +10,7 @@ import type {
   CoapRequestBody,
   CoapResponse,
   Device,
+  DeviceTemplate,
   ErrorBody,
   NewDevice,
   Observation,
@@ -20,9 +21,11 @@ import type {
   KitStatus,
   Simulation,
   StreamEvent,
+  TemplateSensor,
   TokenResponse,
   UploadObservation,
 } from './types.ts';
+import { deviceMac, normalizeMac } from './types.ts';
 
 export interface ReefClientOptions {
   /** Base URL of the service, e.g. `https://reef.example.org` (a trailing `/api` is accepted too). */
@@ -247,8 +250,51 @@ export class ReefClient {
     return (await this.request<Device>('GET', `${this.sol(opts)}/devices/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
   }
 
-  async deleteDevice(id: string, opts: CallOptions = {}): Promise<void> {
-    await this.request('DELETE', `${this.sol(opts)}/devices/${seg(id)}`, { idempotent: true, signal: opts.signal });
+  /** Deletes the device and its observations; answers the device as it was. */
+  async deleteDevice(id: string, opts: CallOptions = {}): Promise<Device> {
+    return (await this.request<Device>('DELETE', `${this.sol(opts)}/devices/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /**
+   * The device of the solution with this MAC (any case, with or without `:`/`-`), matched against
+   * every spelling a server may use (deviceMac), or null. The original platform did not dedupe
+   * devices, so its clients looked a device up by MAC before creating one.
+   */
+  async findDeviceByMac(mac: string, opts: CallOptions = {}): Promise<Device | null> {
+    const want = normalizeMac(mac);
+    if (!want) throw new TypeError(`findDeviceByMac: ${JSON.stringify(mac)} is not a MAC of 16 hexadecimal digits`);
+    return (await this.listDevices(opts)).find((d) => deviceMac(d) === want) ?? null;
+  }
+
+  // ---- device templates (wire §1) ---------------------------------------------------------------
+
+  /** The device templates of the solution, in creation order. */
+  async listDeviceTemplates(opts: CallOptions = {}): Promise<DeviceTemplate[]> {
+    return (await this.request<{ deviceTemplates: DeviceTemplate[] }>('GET', `${this.sol(opts)}/devicetemplates`, { idempotent: true, signal: opts.signal })).data.deviceTemplates;
+  }
+
+  /** The static templates every tenant sees (GET /api/tenants/systemTenant/devicetemplates); they have no id. */
+  async systemDeviceTemplates(opts: { signal?: AbortSignal } = {}): Promise<DeviceTemplate[]> {
+    return (await this.request<{ deviceTemplates: DeviceTemplate[] }>('GET', '/api/tenants/systemTenant/devicetemplates', { idempotent: true, signal: opts.signal })).data.deviceTemplates;
+  }
+
+  async getDeviceTemplate(id: string, opts: CallOptions = {}): Promise<DeviceTemplate> {
+    return (await this.request<{ deviceTemplates: DeviceTemplate }>('GET', `${this.sol(opts)}/devicetemplates/${seg(id)}`, { idempotent: true, signal: opts.signal })).data.deviceTemplates;
+  }
+
+  async createDeviceTemplate(t: { name: string; sensors: TemplateSensor[] }, opts: CallOptions = {}): Promise<DeviceTemplate> {
+    const body = { deviceTemplate: { name: t.name, sensors: t.sensors } };
+    return (await this.request<{ deviceTemplates: DeviceTemplate }>('POST', `${this.sol(opts)}/devicetemplates`, { body, idempotent: false, signal: opts.signal })).data.deviceTemplates;
+  }
+
+  /** Replaces the template's name and sensors. */
+  async updateDeviceTemplate(id: string, t: { name: string; sensors: TemplateSensor[] }, opts: CallOptions = {}): Promise<DeviceTemplate> {
+    const body = { deviceTemplate: { name: t.name, sensors: t.sensors } };
+    return (await this.request<{ deviceTemplates: DeviceTemplate }>('PUT', `${this.sol(opts)}/devicetemplates/${seg(id)}`, { body, idempotent: true, signal: opts.signal })).data.deviceTemplates;
+  }
+
+  async deleteDeviceTemplate(id: string, opts: CallOptions = {}): Promise<DeviceTemplate> {
+    return (await this.request<{ deviceTemplates: DeviceTemplate }>('DELETE', `${this.sol(opts)}/devicetemplates/${seg(id)}`, { idempotent: true, signal: opts.signal })).data.deviceTemplates;
   }
 
   // ---- observations ----------------------------------------------------------------------------
@@ -291,6 +337,26 @@ export class ReefClient {
         next = u.toString();
       }
       page = await this.getObservationsPage(next, { signal: q.signal });
+    }
+  }
+
+  /**
+   * Every observation of the solution in a range (issue 13.5): `[{deviceId, observations}]` groups,
+   * device by device, newest first within a device, page by page through `next_page`. Give `from`
+   * and/or `to` (without a range the server answers the latest of each device instead).
+   */
+  async *solutionObservationPages(q: { from?: string | Date; to?: string | Date; tags?: string; pageSize?: number } & CallOptions): AsyncGenerator<ObservationGroup[]> {
+    if (q.from === undefined && q.to === undefined) throw new TypeError('solutionObservationPages: give from and/or to');
+    let r = await this.request<ObservationGroup[]>('GET', `${this.sol(q)}/observations`, {
+      query: { from: iso(q.from), to: iso(q.to), tags: q.tags, limit: q.pageSize ?? 1000 },
+      idempotent: true,
+      signal: q.signal,
+    });
+    for (;;) {
+      yield r.data;
+      const next = r.headers.get('next_page');
+      if (!next) return;
+      r = await this.request<ObservationGroup[]>('GET', this.followable(next), { idempotent: true, signal: q.signal });
     }
   }
 

@@ -16,13 +16,42 @@ export interface DomainInfo {
   [key: string]: unknown;
 }
 
-/** seed §2: the wire names carry a vendor word, written `vendor` as in the seed. */
+/**
+ * seed §2 writes the MAC fields with a placeholder `vendor` word; the wire (and Reef) uses `ssni`.
+ * Use deviceMac() to read a device's MAC whichever spelling a server sends.
+ */
 export interface ProvisioningInfo {
   status: 'provisioned' | string;
   timestamp: string;
-  vendorMacAddress: string;
-  vendorNetworkDeviceType: 'MILLI' | string;
+  ssniMacAddress: string;
+  ssniNetworkDeviceType: 'MILLI' | string;
   [key: string]: unknown;
+}
+
+/** A sensor of a device template: its name, or an object with at least `name` (unit, type...). */
+export type TemplateSensor = string | { name: string; [key: string]: unknown };
+
+/** A device template (docs/api.md "Device templates"); static (system) templates have no id. */
+export interface DeviceTemplate {
+  id?: string;
+  name: string;
+  sensors: TemplateSensor[];
+}
+
+/** A MAC in the one form Reef stores and the original clients match on: 16 lower-case hex, or null. */
+export function normalizeMac(mac: unknown): string | null {
+  if (typeof mac !== 'string') return null;
+  const m = mac.replace(/[:-]/g, '').toLowerCase();
+  return /^[0-9a-f]{16}$/.test(m) ? m : null;
+}
+
+/**
+ * A device's MAC from any of its spellings: provisioningInfo.ssniMacAddress (the wire),
+ * provisioningInfo.vendorMacAddress (the seed's placeholder) or domainInfo.nic_macID (wire §1).
+ */
+export function deviceMac(d: Pick<Device, 'provisioningInfo' | 'domainInfo'>): string | null {
+  const p = d.provisioningInfo as Record<string, unknown> | undefined;
+  return normalizeMac(p?.ssniMacAddress) ?? normalizeMac(p?.vendorMacAddress) ?? normalizeMac((d.domainInfo as Record<string, unknown> | undefined)?.nic_macID);
 }
 
 export interface Device {

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { ReefError } from '../core/errors.ts';
 import { DEVICE_TYPE_DEVKIT, SANDBOX, STUDIO_SIMULATION, type Account, type DeviceRecord, type DomainInfo, type ProvisioningInfo } from '../core/types.ts';
-import { deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
+import { UUID, deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import { issueKitKey } from './kit-keys.ts';
 import type { Store } from '../store/store.ts';
@@ -68,6 +68,12 @@ export function parseDomainInfo(v: unknown): DomainInfo {
     const l = loc as Record<string, unknown>;
     info.location = { ...l, latitude: latitude(l.latitude), longitude: longitude(l.longitude) };
   }
+  // A MAC given by a client is kept in the one form the original clients match on (wire §1:
+  // 16 lower-case hex), whichever separators or case it came in.
+  if (info.nic_macID !== undefined) {
+    if (typeof info.nic_macID !== 'string') throw new ReefError('VALIDATION_FAILED', 'domainInfo.nic_macID must be a MAC of 16 hexadecimal characters', { field: 'domainInfo.nic_macID' });
+    info.nic_macID = macAddress(info.nic_macID, 'domainInfo.nic_macID');
+  }
   if (JSON.stringify(info).length > MAX_DOMAIN_INFO_BYTES) {
     throw new ReefError('VALIDATION_FAILED', `domainInfo must be at most ${MAX_DOMAIN_INFO_BYTES} bytes of JSON`, { field: 'domainInfo' });
   }
@@ -82,23 +88,36 @@ export async function createDevice(store: Store, events: EventBus, account: Acco
   if (input.provisioningInfo !== undefined) {
     throw new ReefError('VALIDATION_FAILED', 'provisioningInfo is set by provisioning a dev kit (reef provision), not by clients', { field: 'provisioningInfo' });
   }
+  const domainInfo = parseDomainInfo(input.domainInfo);
+  // A device may name a template of its solution (issue 13.4, docs/api.md "Device templates"):
+  // the name must resolve, so a typo is a clear 400 rather than a dangling link.
+  if (domainInfo.templateId !== undefined) {
+    const tid = domainInfo.templateId;
+    if (typeof tid !== 'string' || !UUID.test(tid) || !(await store.getTemplate(account.groupId, solution, tid.toLowerCase()))) {
+      throw new ReefError('VALIDATION_FAILED', `domainInfo.templateId must be the id of a device template of solution ${JSON.stringify(solution)}`, { field: 'domainInfo.templateId' });
+    }
+    domainInfo.templateId = tid.toLowerCase();
+  }
   const d = await store.createDevice({
     id: randomUUID(),
     tenantId: account.tenantId,
     groupId: account.groupId,
     solution,
     deviceType: input.deviceType,
-    domainInfo: parseDomainInfo(input.domainInfo),
+    domainInfo,
   });
   events.publish({ kind: 'device', groupId: d.groupId, solution, deviceId: d.id, action: 'created' });
   return d;
 }
 
-export async function deleteDevice(store: Store, events: EventBus, account: Account, solution: string, id: string): Promise<void> {
-  solutionName(solution);
-  const ok = await store.deleteDevice(account.groupId, solution, checkDeviceId(id));
+/** Deletes the device and its observations; answers the device as it was (issue 13.2). */
+export async function deleteDevice(store: Store, events: EventBus, account: Account, solution: string, id: string): Promise<DeviceRecord> {
+  const d = await findDevice(store, account, solution, id);
+  // A concurrent delete may win between the read and this: then it is gone, as for the loser.
+  const ok = await store.deleteDevice(account.groupId, solution, d.id);
   if (!ok) throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
-  events.publish({ kind: 'device', groupId: account.groupId, solution, deviceId: id.toLowerCase(), action: 'deleted' });
+  events.publish({ kind: 'device', groupId: account.groupId, solution, deviceId: d.id, action: 'deleted' });
+  return d;
 }
 
 /**
@@ -116,8 +135,8 @@ export async function provisionKit(store: Store, events: EventBus | null, accoun
   const provisioningInfo: ProvisioningInfo = {
     status: 'provisioned',
     timestamp: new Date().toISOString(),
-    vendorMacAddress: m,
-    vendorNetworkDeviceType: 'MILLI',
+    ssniMacAddress: m,
+    ssniNetworkDeviceType: 'MILLI',
   };
   const d = await store.createDevice({
     id: randomUUID(),
@@ -125,7 +144,8 @@ export async function provisionKit(store: Store, events: EventBus | null, accoun
     groupId: account.groupId,
     solution: SANDBOX,
     deviceType: DEVICE_TYPE_DEVKIT,
-    domainInfo: {},
+    // The Windows and MQTT clients find kits by domainInfo.nic_macID (16 lower-case hex, wire §1).
+    domainInfo: { nic_macID: m },
     provisioningInfo,
     mac: m,
   });

@@ -6,7 +6,7 @@ import { toWireObservation, type DeviceRecord, type ObservationRecord } from '..
 import { duration, isoTimestamp, temperature } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
-import type { ObservationQuery, Store } from '../store/store.ts';
+import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
 
 /**
  * Validates every observation before anything is stored, so one bad entry rejects the batch.
@@ -115,6 +115,51 @@ export async function deviceObservationsJson(store: Store, device: DeviceRecord,
     ? await store.observationPageJson(device.id, query)
     : await store.queryObservations(device.id, query).then((p) => ({ json: pageJson(p.observations), nextBefore: p.nextBefore }));
   return { json: page.json, nextAfter: page.nextBefore === null ? null : new Date(page.nextBefore).toISOString() };
+}
+
+/** True when a solution-wide read asks for a range (issue 13.5); otherwise it is "latest of each". */
+export function isRangeQuery(q: RangeQuery): boolean {
+  return q.from !== undefined || q.to !== undefined || q.after !== undefined;
+}
+
+// The solution-wide cursor: `<ISO timestamp>~<device sequence>` — where the previous page stopped.
+// Opaque to clients (they GET the next_page URL verbatim); readable in logs.
+const SOLUTION_CURSOR = /^(.{1,40})~(\d{1,15})$/;
+
+/**
+ * Every observation of the solution in the range, device by device (creation order), newest first
+ * within a device, keyset-paged through `after`. `tags` (one tag) filters. No range: not this.
+ */
+export async function solutionObservations(
+  store: Store,
+  groupId: string,
+  solution: string,
+  q: RangeQuery,
+): Promise<{ rows: { deviceId: string; observation: ObservationRecord }[]; nextAfter: string | null }> {
+  const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
+  const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
+  if (from !== undefined && to !== undefined && from > to) throw new ReefError('VALIDATION_FAILED', 'from must not be after to', { field: 'from' });
+  let after: SolutionCursor | undefined;
+  if (q.after !== undefined) {
+    const m = SOLUTION_CURSOR.exec(q.after);
+    let ts = NaN;
+    try {
+      if (m) ts = isoTimestamp(m[1], 'after');
+    } catch {
+      ts = NaN;
+    }
+    if (!m || !Number.isFinite(ts)) throw new ReefError('INVALID_CURSOR', 'after must be the cursor from a next_page link', { field: 'after' });
+    after = { ts, device: Number(m[2]) };
+  }
+  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
+  const page = await store.querySolutionObservations(groupId, solution, {
+    limit,
+    ...(from === undefined ? {} : { from }),
+    ...(to === undefined ? {} : { to }),
+    ...(q.tags === undefined ? {} : { tag: q.tags }),
+    ...(after === undefined ? {} : { after }),
+  });
+  return { rows: page.rows, nextAfter: page.next ? `${new Date(page.next.ts).toISOString()}~${page.next.device}` : null };
 }
 
 /** Per-bucket min/avg/max of temperature over [from, to): what the plot asks for on long ranges. */

@@ -2,7 +2,7 @@
 // postgres/) implements and that test/store/conformance.ts checks. Backends translate their driver
 // errors into the catalogue of src/core/errors.ts (unique violations → CONFLICT-family codes,
 // connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
-import type { Account, DeviceRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
+import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
 
 export interface NewDevice {
   id: string;
@@ -32,6 +32,45 @@ export interface ObservationPage {
   observations: ObservationRecord[];
   /** The cursor for the next page, or null when nothing older remains. */
   nextBefore: number | null;
+}
+
+/**
+ * Where a solution-wide page stopped: the store's device sequence number (devices are walked in
+ * creation order) and the timestamp of the last observation returned for that device.
+ */
+export interface SolutionCursor {
+  device: number;
+  ts: number;
+}
+
+export interface SolutionObservationQuery {
+  /** Inclusive lower bound, epoch ms. */
+  from?: number;
+  /** Exclusive upper bound, epoch ms. */
+  to?: number;
+  limit: number;
+  /** Only observations whose `tags` field contains this tag. */
+  tag?: string;
+  /** Resume strictly after this position. */
+  after?: SolutionCursor;
+}
+
+export interface SolutionObservationPage {
+  /** Device by device (creation order), newest first within a device. */
+  rows: { deviceId: string; observation: ObservationRecord }[];
+  /** The cursor of the next page, or null when nothing remains. */
+  next: SolutionCursor | null;
+}
+
+/** Turns up to limit + 1 rows (pk, id, ts, ...) into a page and its cursor: shared by the backends. */
+export function solutionPage<R extends { pk: number; id: string; ts: number }>(rows: R[], limit: number, toRecord: (r: R) => ObservationRecord): SolutionObservationPage {
+  const more = rows.length > limit;
+  if (more) rows.length = limit;
+  const last = rows[rows.length - 1];
+  return {
+    rows: rows.map((r) => ({ deviceId: r.id, observation: toRecord(r) })),
+    next: more && last ? { device: Number(last.pk), ts: Number(last.ts) } : null,
+  };
 }
 
 export interface BucketQuery {
@@ -126,6 +165,19 @@ export interface Store {
    */
   countObservationsByTenant(): Promise<Map<string, number>>;
 
+  // device templates (issue 13.4): per group and solution, in creation order
+  listTemplates(groupId: string, solution: string): Promise<DeviceTemplateRecord[]>;
+  getTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null>;
+  /**
+   * Creates the template (and its solution) unless the solution already holds `maxPerSolution`
+   * templates: then TOO_MANY_TEMPLATES, decided atomically with the insert.
+   */
+  createTemplate(t: { id: string; groupId: string; solution: string; name: string; sensors: unknown[] }, maxPerSolution: number): Promise<DeviceTemplateRecord>;
+  /** Replaces name and sensors; null when the group's solution has no such template. */
+  updateTemplate(groupId: string, solution: string, id: string, t: { name: string; sensors: unknown[] }): Promise<DeviceTemplateRecord | null>;
+  /** The deleted template, or null when there was none. */
+  deleteTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null>;
+
   // observations
   /**
    * Stores a batch for one device in one transaction: all or nothing. An observation with the same
@@ -153,6 +205,12 @@ export interface Store {
    * observations (the conformance suite checks), with the same cursor. Callers fall back when absent.
    */
   observationPageJson?(deviceId: string, q: ObservationQuery): Promise<{ json: string; nextBefore: number | null }>;
+  /**
+   * Every observation of the group's solution in the range (issue 13.5), keyset-paged: device by
+   * device in creation order, newest first within a device. A page costs index range scans of the
+   * devices it touches (one probe for a device with nothing in range); never OFFSET or COUNT.
+   */
+  querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage>;
   /** Per-bucket min/avg/max of temperature over [from, to), oldest first, empty buckets omitted. */
   bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]>;
 

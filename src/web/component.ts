@@ -2,7 +2,9 @@
 // @fastify/static: only files inside web/dist, by content type; hashed assets cached for a year
 // (their names change with their content, so they are immutable), index.html revalidated on every
 // load so a new build is picked up at once (RFC 9111 §5.2.2.4 no-cache, with an ETag for the 304).
-// Files are read on request, so a rebuild needs no restart.
+// Files are read on request, so a rebuild needs no restart. Text files (the app's JavaScript, CSS,
+// HTML, the map's Natural Earth JSON) are also built gzipped (web/vite.config.ts) and those are sent
+// to clients that accept gzip (preCompressed: RFC 9110 §8.4, with Vary: Accept-Encoding).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,11 +30,14 @@ export function webPlugin(dist = WEB_DIST) {
       serve: false,
       index: false,
       dotfiles: 'ignore',
+      preCompressed: true,
       etag: true,
       lastModified: true,
       // Cache-Control is set per file below.
       cacheControl: false,
-      setHeaders(reply, file) {
+      setHeaders(reply, sent) {
+        // The gzipped twin of a file gets that file's headers (its type, its caching).
+        const file = sent.replace(/\.(gz|br)$/, '');
         reply.header('x-content-type-options', 'nosniff');
         // RFC 9239 §6: text/javascript is the one type for JavaScript (the mime table still says application/).
         if (/\.m?js$/.test(file)) reply.header('content-type', 'text/javascript; charset=utf-8');
@@ -44,6 +49,12 @@ export function webPlugin(dist = WEB_DIST) {
           reply.header('cache-control', IMMUTABLE);
         }
       },
+    });
+
+    // A gzipped twin gets its type from @fastify/static after setHeaders ran: the same RFC 9239 rule again.
+    app.addHook('onSend', async (_request, reply, payload) => {
+      if (String(reply.getHeader('content-type') ?? '').startsWith('application/javascript')) reply.header('content-type', 'text/javascript; charset=utf-8');
+      return payload;
     });
 
     const index = (reply: FastifyReply) => {

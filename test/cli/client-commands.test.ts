@@ -149,6 +149,46 @@ describe('reef devices and observations', () => {
     return r.stdout.split('\n').filter(Boolean).length;
   }
 
+  it('templates create, list, update, get, system and delete (issue 13.4)', async () => {
+    const c = await reef(['templates', 'create', '--name', 'Greenhouse', '--sensors', 'temperature,humidity', '--solution', 'tpl'], { env });
+    assert.equal(c.code, 0, c.stderr);
+    const id = c.stdout.trim();
+    assert.match(id, /^[0-9a-f-]{36}$/);
+    const list = await reef(['templates', 'list', '--json', '--solution', 'tpl'], { env });
+    assert.deepEqual(JSON.parse(list.stdout), [{ id, name: 'Greenhouse', sensors: ['temperature', 'humidity'] }]);
+    const table = await reef(['templates', 'list', '--solution', 'tpl'], { env });
+    assert.match(table.stdout, /Greenhouse\s+temperature,humidity/);
+    const up = await reef(['templates', 'update', id, '--name', 'Greenhouse 2', '--sensors-json', '[{"name":"light","unit":"lx"}]', '--json', '--solution', 'tpl'], { env });
+    assert.equal(up.code, 0, up.stderr);
+    assert.deepEqual(JSON.parse(up.stdout).sensors, [{ name: 'light', unit: 'lx' }]);
+    const sys = await reef(['templates', 'system', '--json'], { env });
+    assert.ok(JSON.parse(sys.stdout).some((t: { name: string; id?: string }) => t.name === 'NICDevKit' && t.id === undefined));
+    const bad = await reef(['templates', 'create', '--name', 'x', '--sensors', 'a,a', '--solution', 'tpl'], { env });
+    assert.equal(bad.code, 1);
+    assert.match(oneLine(bad), /listed twice/);
+    assert.equal((await reef(['templates', 'create', '--name', 'x'], { env })).code, 2, 'usage: no sensors');
+    const del = await reef(['templates', 'delete', id, '--solution', 'tpl'], { env });
+    assert.equal(del.code, 0, del.stderr);
+    assert.equal((await reef(['templates', 'get', id, '--solution', 'tpl'], { env })).code, 1);
+  });
+
+  it('devices create --mac stores domainInfo.nic_macID in wire form; get finds it by MAC in any spelling (issue 13.3)', async () => {
+    const c = await reef(['devices', 'create', '--type', 'MILLI', '--mac', '00:13:50:05:FF:AA:BB:01', '--json', '--solution', 'macs'], { env });
+    assert.equal(c.code, 0, c.stderr);
+    const d = JSON.parse(c.stdout);
+    assert.deepEqual(d.domainInfo, { nic_macID: '00135005ffaabb01' });
+    for (const spelling of ['00135005FFAABB01', '00-13-50-05-ff-aa-bb-01']) {
+      const g = await reef(['devices', 'get', spelling, '--json', '--solution', 'macs'], { env });
+      assert.equal(g.code, 0, g.stderr);
+      assert.equal(JSON.parse(g.stdout).id, d.id);
+    }
+    const none = await reef(['devices', 'get', '00135005ffaabb02', '--solution', 'macs'], { env });
+    assert.equal(none.code, 1);
+    assert.match(oneLine(none), /no device with MAC 00135005ffaabb02/);
+    const bad = await reef(['devices', 'create', '--type', 'MILLI', '--mac', 'nope'], { env });
+    assert.equal(bad.code, 2);
+  });
+
   it('devices create, list (table and --json, --type filter), get, delete', async () => {
     const c = await reef(['devices', 'create', '--type', 'Weather', '--lat', '52.5', '--lon', '13.4', '--json'], { env });
     assert.equal(c.code, 0, c.stderr);

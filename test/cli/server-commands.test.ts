@@ -87,7 +87,8 @@ describe('reef account / provision', () => {
     assert.equal(p.code, 0, p.stderr);
     const d = JSON.parse(p.stdout);
     assert.equal(d.deviceType, 'NICDevKit');
-    assert.deepEqual({ ...d.provisioningInfo, timestamp: 'T' }, { status: 'provisioned', timestamp: 'T', vendorMacAddress: '00135005ff1234ab', vendorNetworkDeviceType: 'MILLI' });
+    assert.deepEqual({ ...d.provisioningInfo, timestamp: 'T' }, { status: 'provisioned', timestamp: 'T', ssniMacAddress: '00135005ff1234ab', ssniNetworkDeviceType: 'MILLI' });
+    assert.deepEqual(d.domainInfo, { nic_macID: '00135005ff1234ab' });
     const again = await reef(['provision', '--client-id', a.clientId, '--mac', '00135005ff1234ab', '--data-dir', dir]);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /already provisioned/);

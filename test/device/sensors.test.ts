@@ -218,11 +218,21 @@ describe('added sensors through the gateway', () => {
     const bat = obs.find((o) => o.sensor === 'battery')!;
     assert.ok(Math.abs((bat.battery as number) - 3.7) < 0.1);
     assert.equal(bat.batteryUnit, 'V');
-    // The kit notifies all three in the same tick: none of them replaces another (one timestamp each).
+    // The kit notifies all three in the same tick: no added sensor's reading replaces another or a
+    // temperature reading (one timestamp each). Temperature readings sit on the kit's own reading
+    // second (issue 13.7), so two in the same kit second are one observation, as an upload of both.
     await h.kits[0]!.stop();
     await until(async () => {
       const r = await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations?limit=10000`, { token: alice.token });
-      return ((await r.json()) as { observations: unknown[] }).observations.length === h.gw.gateway.stats.readingsStored;
-    }, 'every stored reading is kept');
+      const all = (await r.json()) as { observations: { timestamp: string; sensor?: string; temperature?: number }[] };
+      const sensors = all.observations.filter((o) => o.sensor !== undefined);
+      const temperatures = all.observations.filter((o) => o.temperature !== undefined);
+      return (
+        sensors.length === h.gw.gateway.stats.sensorReadingsStored &&
+        sensors.every((o) => !o.timestamp.endsWith('.000Z')) &&
+        temperatures.length > 0 &&
+        temperatures.every((o) => o.timestamp.endsWith('.000Z'))
+      );
+    }, 'every added sensor reading is kept beside the temperature readings');
   });
 });

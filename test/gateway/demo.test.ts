@@ -40,11 +40,11 @@ describe('demo kit', () => {
     await until(() => gw.demoMac === mac && gw.gateway.kits.get(mac) !== undefined, 'the demo kit announces itself');
     const token = await t!.token(demo);
     const list = (await (await t!.request('GET', '/api/solutions/sandbox/devices', { token })).json()) as {
-      devices: { id: string; deviceType: string; provisioningInfo?: { vendorMacAddress: string } }[];
+      devices: { id: string; deviceType: string; provisioningInfo?: { ssniMacAddress: string } }[];
     };
     const kits = list.devices.filter((d) => d.deviceType === 'NICDevKit');
     assert.equal(kits.length, 1);
-    assert.equal(kits[0]!.provisioningInfo!.vendorMacAddress, mac);
+    assert.equal(kits[0]!.provisioningInfo!.ssniMacAddress, mac);
 
     const port = await freePort();
     const gwUri = `coap://127.0.0.1:${gw.address().port}`;

@@ -53,7 +53,9 @@ describe('devices', () => {
     // An upper-case UUID names the same device.
     assert.equal((await server.request('GET', `/api/solutions/mine/devices/${d.id.toUpperCase()}`, { token })).status, 200);
     const del = await server.request('DELETE', `/api/solutions/mine/devices/${d.id}`, { token, headers: { 'content-type': 'application/json' } });
-    assert.equal(del.status, 204);
+    // 200 with the deleted device as JSON (issue 13.2): the original SDK parses every answer.
+    assert.equal(del.status, 200);
+    assert.deepEqual(await del.json(), { id: d.id, deviceType: 'Thermo', domainInfo: {} });
     assert.equal((await server.request('GET', `/api/solutions/mine/devices/${d.id}`, { token })).status, 404);
     const again = await server.request('DELETE', `/api/solutions/mine/devices/${d.id}`, { token });
     assert.equal(again.status, 404);
@@ -193,10 +195,11 @@ describe('dev-kit provisioning over HTTP (operator)', () => {
     assert.match(kitKey, /^[0-9a-f]{64}$/);
     assert.equal(r.headers.get('cache-control'), 'no-store');
     assert.equal(d.deviceType, 'NICDevKit');
-    assert.deepEqual(d.domainInfo, {});
+    // The original's wire names (issue 13.3): the seed's vendor* placeholders are ssni* on the wire.
+    assert.deepEqual(d.domainInfo, { nic_macID: mac });
     assert.equal(d.provisioningInfo.status, 'provisioned');
-    assert.equal(d.provisioningInfo.vendorMacAddress, mac);
-    assert.equal(d.provisioningInfo.vendorNetworkDeviceType, 'MILLI');
+    assert.equal(d.provisioningInfo.ssniMacAddress, mac);
+    assert.equal(d.provisioningInfo.ssniNetworkDeviceType, 'MILLI');
     assert.match(d.provisioningInfo.timestamp!, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     const list = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).json()) as { devices: unknown[] };
     assert.deepEqual(list.devices, [d]);

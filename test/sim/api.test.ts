@@ -239,7 +239,7 @@ test('a simulation with a duration completes; a stopped one writes no more', asy
 test('a deleted simulated device is left out; the simulation runs on', async () => {
   const sim = await json<Simulation>(await s.request('POST', BASE, { token: alice.token, body: { devices: 2, interval: '50ms' } }), 201);
   await waitFor('readings', async () => (await observationsOf(s, alice.token, sim.deviceIds![1]!)).length >= 2);
-  await json(await s.request('DELETE', `/api/solutions/StudioSimulation/devices/${sim.deviceIds![0]}`, { token: alice.token }), 204);
+  await json(await s.request('DELETE', `/api/solutions/StudioSimulation/devices/${sim.deviceIds![0]}`, { token: alice.token }), 200);
   const n = (await observationsOf(s, alice.token, sim.deviceIds![1]!)).length;
   await waitFor('more readings', async () => (await observationsOf(s, alice.token, sim.deviceIds![1]!)).length > n + 2);
   const g = await json<Simulation>(await s.request('GET', `${BASE}/${sim.id}`, { token: alice.token }), 200);

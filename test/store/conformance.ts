@@ -160,7 +160,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
     it('filters devices by type and keeps provisioning info and MAC', async () => {
       const a = account('erin');
       const mac = randomUUID().replace(/-/g, '').slice(0, 16);
-      const pi = { status: 'provisioned' as const, timestamp: new Date(T0).toISOString(), vendorMacAddress: mac, vendorNetworkDeviceType: 'MILLI' as const };
+      const pi = { status: 'provisioned' as const, timestamp: new Date(T0).toISOString(), ssniMacAddress: mac, ssniNetworkDeviceType: 'MILLI' as const };
       await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'sandbox', deviceType: 'NICDevKit', domainInfo: {}, provisioningInfo: pi, mac });
       await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'sandbox', deviceType: 'Other', domainInfo: {} });
       const kits = await store.listDevices(a.groupId, 'sandbox', 'NICDevKit');
@@ -188,6 +188,123 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal(seen.length, 2500);
       assert.equal(new Set(seen).size, 2500);
       assert.deepEqual(seen, rows.map((r) => r.ts).reverse());
+    });
+
+    it('solution-wide pages: every observation in the range once, device by device, newest first; tag filter; other groups and solutions never', async () => {
+      const a = account('solwide');
+      const ids: string[] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
+      // Device 0: 700 rows, device 1: none, device 2: 5 rows at the same instants as device 0, device 3: 300 rows.
+      await store.insertObservations(ids[0]!, series(700));
+      await store.insertObservations(
+        ids[2]!,
+        series(5).map((r, i) => ({ ...r, extra: i % 2 ? { tags: ['hot'] } : null })),
+      );
+      await store.insertObservations(ids[3]!, series(300, 1000, T0 + 10_000));
+      // Noise that must never show: another solution of the group, another group.
+      const elsewhere = randomUUID();
+      await store.createDevice({ id: elsewhere, tenantId: a.tenantId, groupId: a.groupId, solution: 'other', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(elsewhere, series(50));
+      const b = account('solwide-b');
+      const theirs = randomUUID();
+      await store.createDevice({ id: theirs, tenantId: b.tenantId, groupId: b.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(theirs, series(50));
+
+      const seen: string[] = [];
+      let after: { device: number; ts: number } | undefined;
+      let pages = 0;
+      for (;;) {
+        const page = await store.querySolutionObservations(a.groupId, 'wide', { limit: 64, ...(after ? { after } : {}) });
+        assert.ok(page.rows.length <= 64);
+        seen.push(...page.rows.map((r) => `${r.deviceId}@${r.observation.ts}`));
+        pages++;
+        if (!page.next) break;
+        after = page.next;
+      }
+      const expected = [
+        ...series(700)
+          .map((r) => `${ids[0]}@${r.ts}`)
+          .reverse(),
+        ...series(5)
+          .map((r) => `${ids[2]}@${r.ts}`)
+          .reverse(),
+        ...series(300, 1000, T0 + 10_000)
+          .map((r) => `${ids[3]}@${r.ts}`)
+          .reverse(),
+      ];
+      assert.deepEqual(seen, expected, 'no gap, no duplicate, device by device, newest first');
+      assert.equal(pages, Math.ceil(expected.length / 64));
+
+      // A range: [from, to) on every device.
+      const ranged = await store.querySolutionObservations(a.groupId, 'wide', { limit: 10_000, from: T0 + 2000, to: T0 + 12_000 });
+      assert.deepEqual(
+        ranged.rows.map((r) => `${r.deviceId}@${r.observation.ts}`),
+        [
+          ...series(10, 1000, T0 + 2000)
+            .map((r) => `${ids[0]}@${r.ts}`)
+            .reverse(),
+          ...series(3, 1000, T0 + 2000)
+            .map((r) => `${ids[2]}@${r.ts}`)
+            .reverse(),
+          ...series(2, 1000, T0 + 10_000)
+            .map((r) => `${ids[3]}@${r.ts}`)
+            .reverse(),
+        ],
+      );
+      assert.equal(ranged.next, null);
+      // One tag.
+      const hot = await store.querySolutionObservations(a.groupId, 'wide', { limit: 100, tag: 'hot' });
+      assert.deepEqual(
+        hot.rows.map((r) => [r.deviceId, r.observation.ts]),
+        [
+          [ids[2], T0 + 3000],
+          [ids[2], T0 + 1000],
+        ],
+      );
+      assert.deepEqual(hot.rows[0]!.observation.extra, { tags: ['hot'] });
+      // Nothing of another group even with its own solution name, nothing for a solution it lacks.
+      assert.deepEqual((await store.querySolutionObservations(a.groupId, 'nope', { limit: 10 })).rows, []);
+      const bPage = await store.querySolutionObservations(b.groupId, 'wide', { limit: 1000 });
+      assert.deepEqual([...new Set(bPage.rows.map((r) => r.deviceId))], [theirs]);
+      // A cursor naming another group's device position only positions the walk: still only a's rows.
+      const forged = await store.querySolutionObservations(a.groupId, 'wide', { limit: 1000, after: { device: 0, ts: Number.MAX_SAFE_INTEGER } });
+      assert.ok(forged.rows.every((r) => ids.includes(r.deviceId)));
+    });
+
+    it('device templates: created in order, read, replaced, deleted; per group and solution; capped atomically', async () => {
+      const a = account('tpl');
+      const b = account('tpl-b');
+      assert.deepEqual(await store.listTemplates(a.groupId, 'kit'), []);
+      const sensors = ['temperature', { name: 'humidity', unit: '%', range: [0, 100] }];
+      const t1 = await store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: 'Env', sensors }, 3);
+      const t2 = await store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: 'Temp', sensors: ['temperature'] }, 3);
+      assert.equal(await store.solutionExists(a.groupId, 'kit'), true, 'a template makes its solution');
+      assert.deepEqual(
+        (await store.listTemplates(a.groupId, 'kit')).map((t) => [t.id, t.name, t.sensors]),
+        [
+          [t1.id, 'Env', sensors],
+          [t2.id, 'Temp', ['temperature']],
+        ],
+      );
+      assert.deepEqual((await store.getTemplate(a.groupId, 'kit', t1.id))?.sensors, sensors);
+      // Another group, another solution: nothing.
+      assert.equal(await store.getTemplate(b.groupId, 'kit', t1.id), null);
+      assert.equal(await store.getTemplate(a.groupId, 'other', t1.id), null);
+      assert.deepEqual(await store.listTemplates(b.groupId, 'kit'), []);
+      assert.equal(await store.updateTemplate(b.groupId, 'kit', t1.id, { name: 'Stolen', sensors: [] }), null);
+      assert.equal(await store.deleteTemplate(b.groupId, 'kit', t1.id), null);
+      const up = await store.updateTemplate(a.groupId, 'kit', t1.id, { name: 'Env v2', sensors: ['temperature', 'light'] });
+      assert.deepEqual([up?.id, up?.name, up?.sensors], [t1.id, 'Env v2', ['temperature', 'light']]);
+      assert.ok(up!.updatedAt >= up!.createdAt);
+      // The cap holds even when creators race.
+      const racers = await Promise.allSettled([1, 2, 3].map((i) => store.createTemplate({ id: randomUUID(), groupId: a.groupId, solution: 'kit', name: `R${i}`, sensors: [] }, 3)));
+      assert.equal(racers.filter((r) => r.status === 'fulfilled').length, 1);
+      for (const r of racers) if (r.status === 'rejected') assert.ok(isReefError(r.reason) && r.reason.code === 'TOO_MANY_TEMPLATES');
+      assert.equal((await store.listTemplates(a.groupId, 'kit')).length, 3);
+      const gone = await store.deleteTemplate(a.groupId, 'kit', t2.id);
+      assert.equal(gone?.name, 'Temp');
+      assert.equal(await store.deleteTemplate(a.groupId, 'kit', t2.id), null);
+      assert.equal((await store.listTemplates(a.groupId, 'kit')).length, 2);
     });
 
     it('from is inclusive, to exclusive', async () => {

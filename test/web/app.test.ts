@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import type { TestServer } from '../helpers/server.ts';
 import { connect, countViaApi, createDevice, launchBrowser, newPage, series, shot, startWebServer, upload, waitAttr, waitText } from './harness.ts';
 

@@ -104,6 +104,7 @@ describe('web app: the dashboard', () => {
     await waitAttr(page, '#plot-info', 'data-state', 'ready');
     let last = await num(page, 'data-last-x');
     let edge = await num(page, 'data-x-max');
+    const first = edge;
     const end = Date.now() + 30_000;
     let readings = 0;
     while (Date.now() < end) {
@@ -112,13 +113,14 @@ describe('web app: the dashboard', () => {
       const x = await num(page, 'data-last-x');
       const right = await num(page, 'data-x-max');
       assert.ok(right >= Math.floor(x), `the newest reading (${x}) is on screen (right edge ${right})`);
-      assert.ok(right > edge, `the right edge advanced: ${edge} → ${right}`);
+      assert.ok(right >= edge, `the right edge never goes back: ${edge} → ${right}`);
       assert.equal(await page.getAttribute('#plot-info', 'data-zoomed'), 'false');
       assert.equal(await page.locator('#reset-zoom').isHidden(), true, 'nobody zoomed: no Reset zoom');
       [last, edge] = [x, right];
       readings++;
     }
     assert.ok(readings >= 5, `readings arrived every 2 s: ${readings}`);
+    assert.ok(edge - first >= 20, `over 30 s the right edge advanced with the readings: ${first} → ${edge}`);
     await shot(page, 'live-following');
 
     // A user's zoom stays put while readings arrive; Reset zoom follows again.
@@ -167,7 +169,7 @@ describe('web app: the dashboard', () => {
         const values = ((await page.getAttribute('#plot', 'data-y-tick-values')) ?? '').split(' ').map(Number);
         assert.equal(labels.length, values.length);
         assert.ok(labels.length >= 3, `ticks: ${labels}`);
-        labels.forEach((l, i) => assert.ok(Math.abs(Number(l) - values[i]!) < 1e-9, `label ${l} is the tick ${values[i]}`));
+        for (const [i, l] of labels.entries()) assert.ok(Math.abs(Number(l) - values[i]!) < 1e-9, `label ${l} is the tick ${values[i]}`);
         // One step, one number of decimals: no "21.0" beside "21.25".
         assert.equal(new Set(labels.map((l) => l.split('.')[1]?.length ?? 0)).size, 1, `${labels}`);
         seen.push(labels.join(' '));
@@ -349,6 +351,16 @@ describe('web app: the dashboard', () => {
     await shot(page, 'phone-collapsed');
     await page.getByRole('button', { name: 'Expand Devices' }).click();
     assert.equal(await page.locator('#devices').isVisible(), true);
+
+    // Choosing a tile far down the page plots its device without scrolling the page away from it.
+    const tileSel = `#latest li[data-id="${old}"] .tile`;
+    await page.locator(tileSel).scrollIntoViewIfNeeded();
+    await page.locator(tileSel).click();
+    await waitAttr(page, '#plot-info', 'data-devices', old);
+    await waitAttr(page, `#devices tr[data-id="${old}"]`, 'aria-selected', 'true');
+    const t = (await page.locator(tileSel).boundingBox())!;
+    assert.ok(t.y >= 0 && t.y + t.height <= 844, `the tapped tile is still on screen (at ${t.y})`);
+    await plotOf(page, ramp);
 
     // Two fingers spread on the plot: it zooms in.
     await page.locator('#plot').scrollIntoViewIfNeeded();

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { testConfig } from '../../src/config/config.ts';
 import { loadDeviceConfig } from '../../src/device/config.ts';
 import { Kit } from '../../src/device/kit.ts';

@@ -3,10 +3,10 @@
 // app's own sources type-check (they are outside the root tsconfig).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import fs from 'node:fs';
 import { webPlugin } from '../../src/web/component.ts';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.ts';
 import { startWebServer } from './harness.ts';
@@ -41,6 +41,39 @@ describe('web component', () => {
     // "Cache-Control: no-cache" to a conditional request, which asks for a full end-to-end reload.)
     const again = await fetch(server.url + '/', { headers: { 'if-none-match': r.headers.get('etag')!, 'cache-control': 'max-age=0' } });
     assert.equal(again.status, 304);
+  });
+
+  test('text assets go gzipped to clients that accept it, as is to those that do not; the map data too', async () => {
+    const html = await (await fetch(server.url + '/')).text();
+    const js = /src="(\/assets\/[^"]+\.js)"/.exec(html)![1]!;
+    const plain = await fetch(server.url + js, { headers: { 'accept-encoding': 'identity' } });
+    assert.equal(plain.headers.get('content-encoding'), null);
+    const body = Buffer.from(await plain.arrayBuffer());
+    // node's fetch would decode gzip itself: ask with a raw request to see the bytes on the wire.
+    const { request } = await import('node:http');
+    const { gunzipSync } = await import('node:zlib');
+    const raw = await new Promise<{ headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+      const req = request(server.url + js, { headers: { 'accept-encoding': 'gzip, deflate, br' } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(raw.headers['content-encoding'], 'gzip');
+    assert.match(String(raw.headers.vary), /accept-encoding/i);
+    assert.ok(raw.body.length < body.length / 2, `${raw.body.length} gzipped vs ${body.length}`);
+    assert.deepEqual(gunzipSync(raw.body), body);
+    const refused = await fetch(server.url + js, { headers: { 'accept-encoding': 'gzip;q=0' } });
+    assert.equal(refused.headers.get('content-encoding'), null);
+    // The Natural Earth borders the map fetches are a hashed asset of their own, compressed the same way.
+    const mapChunk = fs.readdirSync(path.join(ROOT, 'web', 'dist', 'assets')).find((f) => f.startsWith('countries-50m') && f.endsWith('.json'));
+    assert.ok(mapChunk, 'the borders are built as an asset');
+    const data = await fetch(`${server.url}/assets/${mapChunk}`);
+    assert.equal(data.status, 200);
+    assert.match(data.headers.get('content-type') ?? '', /^application\/json/);
+    assert.equal(((await data.json()) as { type: string }).type, 'Topology');
   });
 
   test('nothing outside web/dist; unknown assets and API routes keep the JSON 404', async () => {

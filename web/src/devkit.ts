@@ -4,7 +4,7 @@
 // temperature, unit and clock; every action shows what the kit answered (its CoAP code and
 // payload), and the unit confirmation is the kit's own `?cfg` answer ("<epoch>,<C|F>", docs/device.md).
 // The kit's errors and deadlines are shown as the bridge words them.
-import type { CoapResponse } from '../../src/sdk/index.ts';
+import { deviceMac, type CoapResponse } from '../../src/sdk/index.ts';
 import { ApiError, type Connection, type Device } from './api.ts';
 import { addCollapse, el, fmtTime, isDevKit, shortId, zoneLabel } from './format.ts';
 import type { PanelContext } from './panels.ts';
@@ -118,7 +118,7 @@ export class DevKitPanel {
     const observe = btn('Start observing', () => (this.observing ? this.stopObserve() : void this.startObserve()), { 'aria-pressed': 'false', id: 'kit-observe' });
     const answer = el('p', { id: 'kit-answer', class: 'muted mono kit-answer', 'aria-live': 'polite' });
     this.out = { value, when, unit, clock, status, answer, log, observe };
-    const mac = d.provisioningInfo?.vendorMacAddress ?? '';
+    const mac = deviceMac(d) ?? '';
     this.root.replaceChildren(
       el('h2', { id: 'devkit-h' }, `Dev kit ${shortId(d.id)}`, el('span', { class: 'count mono' }, mac ? ` · ${mac}` : '')),
       el('dl', { class: 'kv' }, el('dt', {}, 'Temperature'), value, el('dt', {}, 'Read at'), when, el('dt', {}, 'Kit unit'), unit, el('dt', {}, 'Kit clock'), clock),

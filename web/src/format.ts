@@ -1,4 +1,5 @@
 // Units, ages and small DOM helpers shared by the panels.
+import { deviceMac } from '../../src/sdk/index.ts';
 import type { Device } from './api.ts';
 
 export type Unit = 'C' | 'F';
@@ -90,9 +91,9 @@ export function shortId(id: string): string {
   return id.slice(0, 8);
 }
 
-/** The MAC (seed §2 provisioningInfo, or wire §1 domainInfo.nic_macID) or the location. */
+/** The MAC (provisioningInfo.ssniMacAddress, the seed's vendorMacAddress, or wire §1 domainInfo.nic_macID) or the location. */
 export function whereOf(d: Device): string {
-  const mac = d.provisioningInfo?.vendorMacAddress ?? (typeof d.domainInfo?.nic_macID === 'string' ? d.domainInfo.nic_macID : undefined);
+  const mac = deviceMac(d);
   if (mac) return mac;
   const l = d.domainInfo?.location;
   if (l && Number.isFinite(l.latitude) && Number.isFinite(l.longitude)) return `${l.latitude.toFixed(3)}, ${l.longitude.toFixed(3)}`;

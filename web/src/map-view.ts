@@ -68,7 +68,7 @@ export class MapView {
   private frame = 0;
 
   constructor(
-    private readonly host: HTMLElement,
+    host: HTMLElement,
     private readonly legend: HTMLElement,
     private readonly ctx: MapContext,
   ) {

@@ -187,7 +187,19 @@ export class DeviceTable {
     }
   }
 
+  /**
+   * Brings the row into view inside the table's own scroll box only: a selection made elsewhere (a
+   * tile, the map, the first device picked on connect) never scrolls the page away from where the
+   * user is (on a phone, away from the panel they are using).
+   */
   focusRow(id: string): void {
-    this.rows.get(id)?.scrollIntoView({ block: 'nearest' });
+    const tr = this.rows.get(id);
+    const wrap = this.table.parentElement;
+    if (!tr || !wrap || !tr.isConnected) return;
+    const w = wrap.getBoundingClientRect();
+    const r = tr.getBoundingClientRect();
+    const head = this.table.tHead?.getBoundingClientRect().height ?? 0;
+    if (r.top < w.top + head) wrap.scrollTop -= w.top + head - r.top;
+    else if (r.bottom > w.bottom) wrap.scrollTop += r.bottom - w.bottom;
   }
 }

@@ -56,7 +56,18 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
       schema: {
         tags: ['admin'],
         summary: "Provision a dev kit (NICDevKit) to an account's sandbox, as on order fulfillment (seed §3)",
-        body: { type: 'object', properties: { clientId: { type: 'string', maxLength: 100 }, mac: { type: 'string', maxLength: 32 } }, required: ['clientId', 'mac'] },
+        // The MAC under any of its names (issue 13.3): `mac`, the wire's `ssniMacAddress`, or the
+        // seed's `vendorMacAddress`; with or without ':'/'-' separators, any case.
+        body: {
+          type: 'object',
+          properties: {
+            clientId: { type: 'string', maxLength: 100 },
+            mac: { type: 'string', maxLength: 32 },
+            ssniMacAddress: { type: 'string', maxLength: 32 },
+            vendorMacAddress: { type: 'string', maxLength: 32 },
+          },
+          required: ['clientId'],
+        },
         response: {
           201: {
             description: 'The device, and `kitKey`: the kit key (64 hex digits), in this response only (docs/security.md "Kits")',
@@ -67,8 +78,14 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
       },
     },
     async (request, reply) => {
-      const { clientId, mac } = request.body as { clientId: string; mac: string };
-      const account = await findAccount(store, clientId);
+      const b = request.body as { clientId: string; mac?: string; ssniMacAddress?: string; vendorMacAddress?: string };
+      const given = [b.mac, b.ssniMacAddress, b.vendorMacAddress].filter((v) => v !== undefined);
+      const mac = given[0];
+      if (mac === undefined) throw new ReefError('VALIDATION_FAILED', 'body must have mac (or ssniMacAddress / vendorMacAddress)', { field: 'mac' });
+      if (new Set(given.map((v) => v.replace(/[:-]/g, '').toLowerCase())).size > 1) {
+        throw new ReefError('VALIDATION_FAILED', 'mac, ssniMacAddress and vendorMacAddress name different MACs', { field: 'mac' });
+      }
+      const account = await findAccount(store, b.clientId);
       await quotas.checkDevices(account.tenantId, 1);
       const { device, kitKey } = await provisionKit(store, events, account, mac);
       return reply

@@ -73,12 +73,18 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
   app.delete(
     '/api/solutions/:solution/devices/:id',
     {
-      schema: { tags: ['devices'], summary: 'Delete a device and its observations', params: deviceParams, response: { 204: { type: 'null' }, ...errors(400, 401, 404) } },
+      schema: {
+        tags: ['devices'],
+        summary: 'Delete a device and its observations; answers the deleted device',
+        params: deviceParams,
+        response: { 200: { $ref: 'Device#' }, ...errors(400, 401, 404) },
+      },
     },
-    async (request, reply) => {
+    async (request) => {
       const { solution, id } = request.params as { solution: string; id: string };
-      await deleteDevice(store, events, request.account, solution, id);
-      return reply.code(204).send();
+      // 200 with a JSON body, not 204: the original SDK parses every answer as JSON and reports an
+      // empty one as a failed delete (issue 13.2).
+      return toWireDevice(await deleteDevice(store, events, request.account, solution, id));
     },
   );
 }

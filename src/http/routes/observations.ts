@@ -6,8 +6,8 @@ import { solutionName } from '../../core/validate.ts';
 import type { Config } from '../../config/config.ts';
 import type { EventBus, ReefEvent } from '../../events/bus.ts';
 import { findDevice, resolveSolution } from '../../service/devices.ts';
-import { deviceBuckets, deviceObservationsJson, parseBatch, storeObservations, type RangeQuery } from '../../service/observations.ts';
-import { latestJson } from '../../core/observation-json.ts';
+import { deviceBuckets, deviceObservationsJson, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
+import { groupedJson, latestJson } from '../../core/observation-json.ts';
 import type { Store } from '../../store/store.ts';
 import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
@@ -23,6 +23,13 @@ const rangeQuery = {
     tags: { type: 'string', maxLength: 200, description: 'Only observations whose tags contain this tag' },
     bucket: { type: 'string', maxLength: 16, description: 'Aggregate into buckets (10s, 5m, 1h...): needs from and to' },
   },
+} as const;
+
+/** The solution-wide read takes the range parameters but not bucket (a per-device aggregate). */
+const { bucket: _bucket, ...solutionRangeProperties } = rangeQuery.properties;
+const solutionRangeQuery = {
+  type: 'object',
+  properties: { ...solutionRangeProperties, after: { ...rangeQuery.properties.after, description: 'Paging cursor from the next_page header (<timestamp>~<device position>)' } },
 } as const;
 
 /**
@@ -81,9 +88,9 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     {
       schema: {
         tags: ['observations'],
-        summary: 'The latest observation of every device of the solution',
+        summary: 'The latest observation of every device of the solution; with from, to (or after): every observation in the range, paged by next_page',
         params: solutionParams,
-        querystring: rangeQuery,
+        querystring: solutionRangeQuery,
         response: {
           200: {
             type: 'array',
@@ -97,6 +104,15 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const { solution } = request.params as { solution: string };
       await resolveSolution(store, request.account, solution);
       const { groupId } = request.account;
+      // With a range (from, to, or a next_page cursor) the original answers every matching
+      // observation of the solution, paged (issue 13.5); without one, the latest of each device,
+      // where tags and limit are ignored as the wire reference says.
+      const q = request.query as RangeQuery;
+      if (isRangeQuery(q)) {
+        const page = await solutionObservations(store, groupId, solution, q);
+        if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
+        return reply.type('application/json; charset=utf-8').send(groupedJson(page.rows));
+      }
       const body = store.latestObservationsJson ? await store.latestObservationsJson(groupId, solution) : latestJson(await store.latestObservations(groupId, solution));
       return reply.type('application/json; charset=utf-8').send(body);
     },

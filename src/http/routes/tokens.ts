@@ -2,9 +2,12 @@
 // client id + secret → a signed access token (seed §5).
 import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../../auth/accounts.ts';
+import { acceptJsonAsText } from '../content-types.ts';
 import { errors } from '../schemas.ts';
 
 export async function tokenRoutes(app: FastifyInstance, opts: { auth: Authenticator }) {
+  // Clients post credentials as text/plain or with no Content-Type (issue 13.1): JSON either way.
+  acceptJsonAsText(app);
   const schema = {
     tags: ['tokens'],
     summary: 'Exchange a client id and secret for an access token',

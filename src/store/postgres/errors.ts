@@ -28,7 +28,7 @@ export function translate(e: unknown): never {
   const err = e as { code?: string; constraint?: string; message?: string };
   const code = err?.code ?? '';
   if (code === '23505') {
-    if (err.constraint === 'devices_mac_key') throw new ReefError('MAC_ALREADY_PROVISIONED', undefined, { field: 'vendorMacAddress', cause: e });
+    if (err.constraint === 'devices_mac_key') throw new ReefError('MAC_ALREADY_PROVISIONED', undefined, { field: 'ssniMacAddress', cause: e });
     throw new ReefError('CONFLICT', 'an entry with the same key exists', { cause: e });
   }
   // PostgreSQL text and jsonb cannot hold U+0000 (22P05 in jsonb escapes, 22021 in text).

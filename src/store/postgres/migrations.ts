@@ -145,4 +145,35 @@ SELECT reef_ensure_tier(0);
     // so a node can cache a rendered device list and know, with one cheap read, that it is current.
     sql: 'ALTER TABLE solutions ADD COLUMN version bigint NOT NULL DEFAULT 0;',
   },
+  {
+    version: 4,
+    name: 'devkit wire names',
+    // Dev kits carry the original's wire names (issue 13.3): provisioningInfo.ssniMacAddress and
+    // ssniNetworkDeviceType instead of the seed's vendor* placeholders, and domainInfo.nic_macID.
+    // Their solutions' versions move on so no node's cached device list outlives the rewrite.
+    sql: `UPDATE devices SET
+            provisioning_info = (provisioning_info - 'vendorMacAddress' - 'vendorNetworkDeviceType')
+              || jsonb_build_object('ssniMacAddress', mac,
+                   'ssniNetworkDeviceType', coalesce(provisioning_info->>'vendorNetworkDeviceType', provisioning_info->>'ssniNetworkDeviceType', 'MILLI')),
+            domain_info = domain_info || jsonb_build_object('nic_macID', mac)
+          WHERE mac IS NOT NULL AND provisioning_info IS NOT NULL;
+          UPDATE solutions s SET version = version + 1
+          WHERE EXISTS (SELECT 1 FROM devices d WHERE d.group_id = s.group_id AND d.solution = s.name AND d.mac IS NOT NULL);`,
+  },
+  {
+    version: 5,
+    name: 'device templates',
+    // Device templates (issue 13.4): per tenant group and solution, listed in creation order.
+    sql: `CREATE TABLE device_templates (
+            pk         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id         text COLLATE "C" NOT NULL UNIQUE,
+            group_id   text COLLATE "C" NOT NULL,
+            solution   text COLLATE "C" NOT NULL,
+            name       text NOT NULL,
+            sensors    jsonb NOT NULL,
+            created_at bigint NOT NULL,
+            updated_at bigint NOT NULL
+          );
+          CREATE INDEX device_templates_by_solution ON device_templates (group_id, solution, pk);`,
+  },
 ];

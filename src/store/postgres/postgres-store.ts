@@ -3,8 +3,22 @@
 // observations, job state) lives here. Schema and partitioning: migrations.ts.
 import pg from 'pg';
 import { ReefError } from '../../core/errors.ts';
-import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, MaintenanceReport, ManyInsertResult, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
+import type {
+  Bucket,
+  BucketQuery,
+  InsertResult,
+  MaintenanceReport,
+  ManyInsertResult,
+  NewDevice,
+  ObservationPage,
+  ObservationQuery,
+  SigningKey,
+  SolutionObservationPage,
+  SolutionObservationQuery,
+  Store,
+} from '../store.ts';
+import { solutionPage } from '../store.ts';
 import { translate } from './errors.ts';
 import { LOCK_MIGRATE, LOCK_PARTITIONS, MIGRATIONS } from './migrations.ts';
 import { PartitionMap, parseRangeBound } from './partitions.ts';
@@ -53,6 +67,12 @@ function deviceFromRow(r: Row): DeviceRecord {
   };
   if (r.provisioning_info) d.provisioningInfo = r.provisioning_info;
   return d;
+}
+
+const TEMPLATE_COLS = 'id, group_id, solution, name, sensors, created_at, updated_at';
+
+function templateFromRow(r: Row): DeviceTemplateRecord {
+  return { id: r.id, name: r.name, sensors: r.sensors, groupId: r.group_id, solution: r.solution, createdAt: Number(r.created_at), updatedAt: Number(r.updated_at) };
 }
 
 function obsFromRow(r: Row): ObservationRecord {
@@ -328,6 +348,47 @@ export class PostgresStore implements Store {
     return rec;
   }
 
+  async listTemplates(groupId: string, solution: string): Promise<DeviceTemplateRecord[]> {
+    const r = await this.q(`SELECT ${TEMPLATE_COLS} FROM device_templates WHERE group_id = $1 AND solution = $2 ORDER BY pk`, [groupId, solution], 'list-templates');
+    return r.rows.map(templateFromRow);
+  }
+  async getTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null> {
+    const r = await this.q(`SELECT ${TEMPLATE_COLS} FROM device_templates WHERE group_id = $1 AND solution = $2 AND id = $3`, [groupId, solution, id], 'get-template');
+    return r.rows[0] ? templateFromRow(r.rows[0]) : null;
+  }
+  async createTemplate(t: { id: string; groupId: string; solution: string; name: string; sensors: unknown[] }, maxPerSolution: number): Promise<DeviceTemplateRecord> {
+    const now = Date.now();
+    return this.tx(async (c) => {
+      // The solution row, made or locked first, serialises creators of one solution: the count and
+      // the insert then agree (no two writers past the cap).
+      await c.query('INSERT INTO solutions (group_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (group_id, name) DO NOTHING', [t.groupId, t.solution, now]);
+      await c.query('SELECT 1 FROM solutions WHERE group_id = $1 AND name = $2 FOR UPDATE', [t.groupId, t.solution]);
+      const n = (await c.query('SELECT count(*)::int AS n FROM device_templates WHERE group_id = $1 AND solution = $2', [t.groupId, t.solution])).rows[0].n as number;
+      if (n >= maxPerSolution) throw new ReefError('TOO_MANY_TEMPLATES', `a solution holds at most ${maxPerSolution} device templates`);
+      await c.query('INSERT INTO device_templates (id, group_id, solution, name, sensors, created_at, updated_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $6)', [
+        t.id,
+        t.groupId,
+        t.solution,
+        t.name,
+        JSON.stringify(t.sensors),
+        now,
+      ]);
+      return { ...t, createdAt: now, updatedAt: now };
+    });
+  }
+  async updateTemplate(groupId: string, solution: string, id: string, t: { name: string; sensors: unknown[] }): Promise<DeviceTemplateRecord | null> {
+    const r = await this.q(
+      `UPDATE device_templates SET name = $4, sensors = $5::jsonb, updated_at = $6 WHERE group_id = $1 AND solution = $2 AND id = $3 RETURNING ${TEMPLATE_COLS}`,
+      [groupId, solution, id, t.name, JSON.stringify(t.sensors), Date.now()],
+      'update-template',
+    );
+    return r.rows[0] ? templateFromRow(r.rows[0]) : null;
+  }
+  async deleteTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null> {
+    const r = await this.q(`DELETE FROM device_templates WHERE group_id = $1 AND solution = $2 AND id = $3 RETURNING ${TEMPLATE_COLS}`, [groupId, solution, id], 'delete-template');
+    return r.rows[0] ? templateFromRow(r.rows[0]) : null;
+  }
+
   async listDevices(groupId: string, solution: string, deviceType?: string): Promise<DeviceRecord[]> {
     const r =
       deviceType === undefined
@@ -466,6 +527,44 @@ export class PostgresStore implements Store {
     const more = rows.length > q.limit;
     if (more) rows.pop();
     return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+  }
+
+  async querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {
+    const from = q.from ?? 0;
+    const to = q.to ?? Number.MAX_SAFE_INTEGER;
+    const tag = q.tag ?? null;
+    // One more than asked tells whether another page exists.
+    const want = q.limit + 1;
+    const rows: Row[] = [];
+    if (q.after) {
+      // The cursor's own device: the rest of it below the cursor, one index range scan.
+      const r = await this.q(
+        `SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.tier = d.tier AND o.device_pk = d.pk
+         WHERE d.group_id = $1 AND d.solution = $2 AND d.pk = $3 AND o.ts >= $4 AND o.ts < $5
+         AND ($7::text IS NULL OR o.extra -> 'tags' ? $7) ORDER BY o.ts DESC LIMIT $6`,
+        [groupId, solution, q.after.device, from, Math.min(to, q.after.ts), want, tag],
+        'solution-page-device',
+      );
+      rows.push(...r.rows);
+    }
+    if (rows.length < want) {
+      // Devices in pk order (devices_by_solution), each one's newest rows through the lateral
+      // (device_pk, ts DESC) index scan; the incremental sort on the presorted pk lets LIMIT stop
+      // after the devices that fill the page.
+      const r = await this.q(
+        `SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d
+         CROSS JOIN LATERAL (
+           SELECT ts, temperature, extra FROM observations o
+           WHERE o.tier = d.tier AND o.device_pk = d.pk AND o.ts >= $4 AND o.ts < $5 AND ($7::text IS NULL OR o.extra -> 'tags' ? $7)
+           ORDER BY o.ts DESC LIMIT $6) o
+         WHERE d.group_id = $1 AND d.solution = $2 AND d.pk > $3
+         ORDER BY d.pk, o.ts DESC LIMIT $6`,
+        [groupId, solution, q.after?.device ?? -1, from, to, want - rows.length, tag],
+        'solution-page-rest',
+      );
+      rows.push(...r.rows);
+    }
+    return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow);
   }
 
   async bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {

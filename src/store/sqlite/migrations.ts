@@ -92,4 +92,35 @@ CREATE TABLE state (
     // process (reef provision) wrote it.
     sql: 'ALTER TABLE solutions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;',
   },
+  {
+    version: 6,
+    name: 'devkit-wire-names',
+    // Dev kits carry the original's wire names (issue 13.3): provisioningInfo.ssniMacAddress and
+    // ssniNetworkDeviceType instead of the seed's vendor* placeholders, and domainInfo.nic_macID.
+    // Their solutions' versions move on so no cached device list outlives the rewrite.
+    sql: `UPDATE devices SET
+            provisioning_info = json_set(json_remove(provisioning_info, '$.vendorMacAddress', '$.vendorNetworkDeviceType'),
+              '$.ssniMacAddress', mac,
+              '$.ssniNetworkDeviceType', coalesce(json_extract(provisioning_info, '$.vendorNetworkDeviceType'), json_extract(provisioning_info, '$.ssniNetworkDeviceType'), 'MILLI')),
+            domain_info = json_set(domain_info, '$.nic_macID', mac)
+          WHERE mac IS NOT NULL AND provisioning_info IS NOT NULL;
+          UPDATE solutions SET version = version + 1
+          WHERE EXISTS (SELECT 1 FROM devices d WHERE d.group_id = solutions.group_id AND d.solution = solutions.name AND d.mac IS NOT NULL);`,
+  },
+  {
+    version: 7,
+    name: 'device-templates',
+    // Device templates (issue 13.4): per tenant group and solution, listed in creation order.
+    sql: `CREATE TABLE device_templates (
+            pk         INTEGER PRIMARY KEY,
+            id         TEXT NOT NULL UNIQUE,
+            group_id   TEXT NOT NULL,
+            solution   TEXT NOT NULL,
+            name       TEXT NOT NULL,
+            sensors    TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+          );
+          CREATE INDEX device_templates_by_solution ON device_templates (group_id, solution, pk);`,
+  },
 ];

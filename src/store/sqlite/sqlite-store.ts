@@ -6,8 +6,22 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
 import { observationJson, observationJsonText } from '../../core/observation-json.ts';
-import type { Account, DeviceRecord, ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, InsertResult, ManyInsertResult, MaintenanceReport, NewDevice, ObservationPage, ObservationQuery, SigningKey, Store } from '../store.ts';
+import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
+import type {
+  Bucket,
+  BucketQuery,
+  InsertResult,
+  ManyInsertResult,
+  MaintenanceReport,
+  NewDevice,
+  ObservationPage,
+  ObservationQuery,
+  SigningKey,
+  SolutionObservationPage,
+  SolutionObservationQuery,
+  Store,
+} from '../store.ts';
+import { solutionPage } from '../store.ts';
 import { MIGRATIONS } from './migrations.ts';
 
 export interface SqliteOptions {
@@ -82,12 +96,20 @@ function deviceFromRow(r: Row): DeviceRecord {
   return d;
 }
 
+function templateFromRow(r: Row): DeviceTemplateRecord {
+  return { id: r.id, name: r.name, sensors: JSON.parse(r.sensors), groupId: r.group_id, solution: r.solution, createdAt: r.created_at, updatedAt: r.updated_at };
+}
+
+function obsFromRow(r: Row): ObservationRecord {
+  return { ts: r.ts, temperature: r.temperature ?? null, extra: r.extra ? JSON.parse(r.extra) : null };
+}
+
 /** Driver errors → the catalogue. */
 function translate(e: unknown): never {
   const code = (e as { code?: string })?.code ?? '';
   const msg = (e as Error)?.message ?? '';
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
-    if (msg.includes('devices.mac')) throw new ReefError('MAC_ALREADY_PROVISIONED', undefined, { field: 'vendorMacAddress', cause: e });
+    if (msg.includes('devices.mac')) throw new ReefError('MAC_ALREADY_PROVISIONED', undefined, { field: 'ssniMacAddress', cause: e });
     throw new ReefError('CONFLICT', 'an entry with the same key exists', { cause: e });
   }
   if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_IOERR' || code === 'SQLITE_FULL') {
@@ -191,6 +213,23 @@ export class SqliteStore implements Store {
       pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
                      AND extra IS NOT NULL AND json_valid(extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = ?)
                      ORDER BY ts DESC LIMIT ?`).raw(true),
+      // Solution-wide pages (issue 13.5): devices in pk order from the covering index, each device's
+      // observations newest first from the (device_pk, ts) key walked backwards, stopped by LIMIT.
+      // The cursor's own device is read first with its upper bound moved to the cursor.
+      solPageDevice: p(`SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.device_pk = d.pk
+                        WHERE d.group_id = @g AND d.solution = @s AND d.pk = @pk AND o.ts >= @from AND o.ts < @to
+                        AND (@tag IS NULL OR (o.extra IS NOT NULL AND json_valid(o.extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = @tag)))
+                        ORDER BY o.ts DESC LIMIT @limit`),
+      solPageRest: p(`SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.device_pk = d.pk
+                      WHERE d.group_id = @g AND d.solution = @s AND d.pk > @pk AND o.ts >= @from AND o.ts < @to
+                      AND (@tag IS NULL OR (o.extra IS NOT NULL AND json_valid(o.extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = @tag)))
+                      ORDER BY d.pk, o.ts DESC LIMIT @limit`),
+      listTemplates: p('SELECT * FROM device_templates WHERE group_id = ? AND solution = ? ORDER BY pk'),
+      getTemplate: p('SELECT * FROM device_templates WHERE group_id = ? AND solution = ? AND id = ?'),
+      countTemplates: p('SELECT count(*) FROM device_templates WHERE group_id = ? AND solution = ?').pluck(),
+      insertTemplate: p('INSERT INTO device_templates (id, group_id, solution, name, sensors, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      updateTemplate: p('UPDATE device_templates SET name = ?, sensors = ?, updated_at = ? WHERE group_id = ? AND solution = ? AND id = ?'),
+      deleteTemplate: p('DELETE FROM device_templates WHERE group_id = ? AND solution = ? AND id = ?'),
       buckets: p(`SELECT CAST(ts - @from AS INTEGER) / CAST(@size AS INTEGER) * @size + @from AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
                   FROM observations WHERE device_pk = @pk AND ts >= @from AND ts < @to GROUP BY b ORDER BY b`),
       setRetention: p('UPDATE solutions SET retention_days = ? WHERE group_id = ? AND name = ?'),
@@ -358,6 +397,44 @@ export class SqliteStore implements Store {
       };
       if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
       return rec;
+    });
+  }
+  listTemplates(groupId: string, solution: string) {
+    return this.run(() => (this.s.listTemplates.all(groupId, solution) as Row[]).map(templateFromRow));
+  }
+  getTemplate(groupId: string, solution: string, id: string) {
+    return this.run(() => {
+      const r = this.s.getTemplate.get(groupId, solution, id) as Row | undefined;
+      return r ? templateFromRow(r) : null;
+    });
+  }
+  createTemplate(t: { id: string; groupId: string; solution: string; name: string; sensors: unknown[] }, maxPerSolution: number) {
+    return this.run(() => {
+      const now = Date.now();
+      // BEGIN IMMEDIATE: the count and the insert see the same solution (no two writers past the cap).
+      this.db
+        .transaction(() => {
+          if ((this.s.countTemplates.get(t.groupId, t.solution) as number) >= maxPerSolution) {
+            throw new ReefError('TOO_MANY_TEMPLATES', `a solution holds at most ${maxPerSolution} device templates`);
+          }
+          this.s.ensureSolution.run(t.groupId, t.solution, now);
+          this.s.insertTemplate.run(t.id, t.groupId, t.solution, t.name, JSON.stringify(t.sensors), now, now);
+        })
+        .immediate();
+      return { ...t, createdAt: now, updatedAt: now };
+    });
+  }
+  updateTemplate(groupId: string, solution: string, id: string, t: { name: string; sensors: unknown[] }) {
+    return this.run(() => {
+      if (this.s.updateTemplate.run(t.name, JSON.stringify(t.sensors), Date.now(), groupId, solution, id).changes === 0) return null;
+      return templateFromRow(this.s.getTemplate.get(groupId, solution, id) as Row);
+    });
+  }
+  deleteTemplate(groupId: string, solution: string, id: string) {
+    return this.run(() => {
+      const r = this.s.getTemplate.get(groupId, solution, id) as Row | undefined;
+      if (!r || this.s.deleteTemplate.run(groupId, solution, id).changes === 0) return null;
+      return templateFromRow(r);
     });
   }
   listDevices(groupId: string, solution: string, deviceType?: string) {
@@ -602,6 +679,24 @@ export class SqliteStore implements Store {
         json += (i ? ',' : '') + observationJsonText(ts, temperature ?? null, extra);
       }
       return { json: json + ']}', nextBefore };
+    });
+  }
+
+  querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {
+    return this.run(() => {
+      const from = q.from ?? 0;
+      const to = q.to ?? Number.MAX_SAFE_INTEGER;
+      const tag = q.tag ?? null;
+      // One more than asked tells whether another page exists.
+      const want = q.limit + 1;
+      const rows: Row[] = [];
+      if (q.after) {
+        rows.push(...(this.s.solPageDevice.all({ g: groupId, s: solution, pk: q.after.device, from, to: Math.min(to, q.after.ts), tag, limit: want }) as Row[]));
+      }
+      if (rows.length < want) {
+        rows.push(...(this.s.solPageRest.all({ g: groupId, s: solution, pk: q.after?.device ?? -1, from, to, tag, limit: want - rows.length }) as Row[]));
+      }
+      return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow);
     });
   }
 
