@@ -4,7 +4,7 @@
 // devices exist and a warm-up upload, the counters are zeroed (callgrind_control -z), the measured
 // uploads run (bench:ingest's plan, bodies built beforehand, --concurrency in flight), and the
 // counters are dumped: the total counts every thread of the server process (main, libuv, V8).
-//   --observations N (default 20,000)  --warmup N (default: as many)  --devices N  --batch N  --concurrency N
+//   --keep FILE (the callgrind dump)  --observations N (default 20,000)  --warmup N (default: as many)  --devices N  --batch N  --concurrency N
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -61,6 +61,9 @@ try {
   const m = /^(?:summary|totals): (\d+)/m.exec(text);
   if (!m) throw new Error(`no totals in ${dumps[0]}`);
   const ir = Number(m[1]);
+  // --keep FILE: the dump, for callgrind_annotate (which functions the instructions went to).
+  const keep = arg('keep', '');
+  if (keep) fs.copyFileSync(dumps[0]!, keep);
   console.log(`bench:instructions — ${fmt(TOTAL)} observations after ${fmt(WARMUP)} to warm up, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight, server under callgrind`);
   console.log(`server instructions: ${fmt(ir)} → ${fmt(ir / TOTAL)} per observation`);
 } finally {
