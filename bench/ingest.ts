@@ -81,7 +81,8 @@ function straightIntoSqlite(plan: Batch[]) {
       `INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(100).fill('(?, ?, ?, NULL)').join(', ')} ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`,
     );
     const latest = db.prepare(
-      'INSERT INTO latest (device_pk, ts, temperature, wire) VALUES (?, ?, ?, ?) ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire WHERE excluded.ts >= latest.ts',
+      `INSERT INTO latest (device_pk, ts, temperature, wire, item) VALUES (@pk, @ts, @t, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
+       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire, item = excluded.item WHERE excluded.ts >= latest.ts`,
     );
     const tx = db.transaction((b: Batch) => {
       const pk = b.device + 1;
@@ -91,7 +92,7 @@ function straightIntoSqlite(plan: Batch[]) {
         up.run(args);
       }
       const last = b.rows[b.rows.length - 1]!;
-      latest.run(pk, last.ts, last.temperature, observationJson({ ts: last.ts, temperature: last.temperature, extra: null }));
+      latest.run({ pk, ts: last.ts, t: last.temperature, wire: observationJson({ ts: last.ts, temperature: last.temperature, extra: null }) });
     });
     const t = performance.now();
     for (const b of plan) tx(b);

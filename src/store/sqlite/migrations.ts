@@ -123,4 +123,13 @@ CREATE TABLE state (
           );
           CREATE INDEX device_templates_by_solution ON device_templates (group_id, solution, pk);`,
   },
+  {
+    version: 8,
+    name: 'latest-item',
+    // The latest observation also as its whole element of "latest of all devices"
+    // ({"deviceId":...,"observations":[...]}), written with the row, so the 10,000-device response
+    // is one group_concat of stored text (SQLite's per-row concatenation was 4 of its 5 ms; issue 18).
+    sql: `ALTER TABLE latest ADD COLUMN item TEXT;
+          UPDATE latest SET item = '{"deviceId":"' || (SELECT id FROM devices WHERE pk = latest.device_pk) || '","observations":[' || wire || ']}';`,
+  },
 ];

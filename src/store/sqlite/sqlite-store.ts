@@ -195,14 +195,16 @@ export class SqliteStore implements Store {
       // faster on large batches). Within one statement rows apply in order, so last write wins still.
       upsertObs100: p(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(CHUNK).fill('(?, ?, ?, ?)').join(', ')}
                        ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`),
-      upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra, wire) VALUES (?, ?, ?, ?, ?)
-                       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire
+      // Also the row's whole element of latest of all (migration 8), its device id read here.
+      upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
+                       VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
+                       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire, item = excluded.item
                        WHERE excluded.ts >= latest.ts`),
       // The whole response body in one row, built in SQLite's C code from the rendered rows.
       // The subquery's order comes from the covering index (no sort step; an ORDER BY inside
       // group_concat would sort the strings); the conformance suite checks it matches pk order.
       latestJson: p(`SELECT '[' || coalesce(group_concat(g, ','), '') || ']' FROM (
-                       SELECT '{"deviceId":"' || d.id || '","observations":[' || l.wire || ']}' AS g
+                       SELECT coalesce(l.item, '{"deviceId":"' || d.id || '","observations":[' || l.wire || ']}') AS g
                        FROM devices d JOIN latest l ON l.device_pk = d.pk WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk)`).pluck(),
       // Rows as arrays: for 10,000 devices, not building a keyed object per row is a measurable share.
       latestOfSolution: p(`SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
@@ -629,7 +631,7 @@ export class SqliteStore implements Store {
       const o = batch[i]!;
       upsertObs.run(pk, o.ts, o.temperature, o.extra ? JSON.stringify(o.extra) : null);
     }
-    this.s.upsertLatest.run(pk, newest.ts, newest.temperature, newest.extra ? JSON.stringify(newest.extra) : null, observationJson(newest));
+    this.s.upsertLatest.run({ pk, ts: newest.ts, t: newest.temperature, extra: newest.extra ? JSON.stringify(newest.extra) : null, wire: observationJson(newest) });
   }
 
   latestObservations(groupId: string, solution: string) {

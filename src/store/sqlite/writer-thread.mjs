@@ -21,8 +21,9 @@ const upsertObs = db.prepare(`INSERT INTO observations (device_pk, ts, temperatu
   ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
 const upsertObs100 = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(CHUNK).fill('(?, ?, ?, ?)').join(', ')}
   ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
-const upsertLatest = db.prepare(`INSERT INTO latest (device_pk, ts, temperature, extra, wire) VALUES (?, ?, ?, ?, ?)
-  ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire
+const upsertLatest = db.prepare(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
+  VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
+  ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire, item = excluded.item
   WHERE excluded.ts >= latest.ts`);
 const args = new Array(CHUNK * 4);
 // Rows without free fields (nearly all): the device bound once per statement as @pk and the free
@@ -76,7 +77,7 @@ function write(b) {
   }
   const k = b.newest;
   const t = temperature[k];
-  upsertLatest.run(pk, ts[k], t === t ? t : null, extra === null ? null : extra[k], b.wire);
+  upsertLatest.run({ pk, ts: ts[k], t: t === t ? t : null, extra: extra === null ? null : extra[k], wire: b.wire });
   return n;
 }
 
