@@ -51,7 +51,7 @@ export function webPlugin(dist = WEB_DIST) {
       },
     });
 
-    // A gzipped twin gets its type from @fastify/static after setHeaders ran: the same RFC 9239 rule again.
+    // A gzipped twin gets its type from @fastify/static after setHeaders ran: the same RFC 9239 §6 rule again.
     app.addHook('onSend', async (_request, reply, payload) => {
       if (String(reply.getHeader('content-type') ?? '').startsWith('application/javascript')) reply.header('content-type', 'text/javascript; charset=utf-8');
       return payload;
