@@ -9,7 +9,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { observationJson } from '../src/core/observation-json.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
-import { arg, fmt, machine, reefCli, request, serve } from './lib.ts';
+import { arg, fmt, ingestPlan, machine, reefCli, request, serve, type IngestBatch } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '1000000'));
 const DEVICES = Number(arg('devices', '1000'));
@@ -23,24 +23,8 @@ if (STORE !== 'sqlite' && STORE !== 'postgres') {
   process.exit(2);
 }
 
-interface Batch {
-  device: number;
-  rows: { ts: number; temperature: number }[];
-}
-
-/** Batch k goes to device k % DEVICES; each device's timestamps continue where its last batch ended. */
-function batches(): Batch[] {
-  const out: Batch[] = [];
-  const next = new Array(DEVICES).fill(0);
-  for (let k = 0; k * BATCH < TOTAL; k++) {
-    const device = k % DEVICES;
-    const n = Math.min(BATCH, TOTAL - k * BATCH);
-    const rows = Array.from({ length: n }, (_, i) => ({ ts: T0 + (next[device] + i) * 1000, temperature: Math.round((20 + 5 * Math.sin((next[device] + i) / 500)) * 10000) / 10000 }));
-    next[device] += n;
-    out.push({ device, rows });
-  }
-  return out;
-}
+type Batch = IngestBatch;
+const batches = () => ingestPlan(TOTAL, DEVICES, BATCH, T0);
 
 async function overHttp(plan: Batch[]) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-ingest-'));
@@ -97,7 +81,8 @@ function straightIntoSqlite(plan: Batch[]) {
       `INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(100).fill('(?, ?, ?, NULL)').join(', ')} ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`,
     );
     const latest = db.prepare(
-      'INSERT INTO latest (device_pk, ts, temperature, wire) VALUES (?, ?, ?, ?) ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire WHERE excluded.ts >= latest.ts',
+      `INSERT INTO latest (device_pk, ts, temperature, wire, item) VALUES (@pk, @ts, @t, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
+       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire, item = excluded.item WHERE excluded.ts >= latest.ts`,
     );
     const tx = db.transaction((b: Batch) => {
       const pk = b.device + 1;
@@ -107,7 +92,7 @@ function straightIntoSqlite(plan: Batch[]) {
         up.run(args);
       }
       const last = b.rows[b.rows.length - 1]!;
-      latest.run(pk, last.ts, last.temperature, observationJson({ ts: last.ts, temperature: last.temperature, extra: null }));
+      latest.run({ pk, ts: last.ts, t: last.temperature, wire: observationJson({ ts: last.ts, temperature: last.temperature, extra: null }) });
     });
     const t = performance.now();
     for (const b of plan) tx(b);

@@ -3,6 +3,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -35,8 +36,11 @@ export interface Served {
   peakRss(): number;
 }
 
-export async function serve(env: Record<string, string>, args: string[] = []): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--demo', 'false', '--gateway', 'false', ...args], {
+/** `wrap`: a command line the server runs under, e.g. valgrind (bench/instructions.ts). */
+export async function serve(env: Record<string, string>, args: string[] = [], wrap: string[] = []): Promise<Served> {
+  // BENCH_NODE_ARGS: options for the server's node, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const cmd = [...wrap, process.execPath, ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+  const child = spawn(cmd[0]!, [...cmd.slice(1), BIN, 'serve', '--port', '0', '--demo', 'false', '--gateway', 'false', ...args], {
     env: { ...process.env, REEF_LOG_LEVEL: 'error', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -126,3 +130,35 @@ export async function latency(once: () => Promise<void>, n: number, warm = 20) {
 }
 
 export const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+
+/** The ingest plan of bench:ingest and bench:peers: `total` observations over `devices`, `batch` per upload. */
+export interface IngestBatch {
+  device: number;
+  rows: { ts: number; temperature: number }[];
+}
+
+/** Batch k goes to device k % devices; each device's timestamps continue where its last batch ended. */
+export function ingestPlan(total: number, devices: number, batch: number, t0 = Date.UTC(2026, 0, 1)): IngestBatch[] {
+  const out: IngestBatch[] = [];
+  const next = new Array(devices).fill(0);
+  for (let k = 0; k * batch < total; k++) {
+    const device = k % devices;
+    const n = Math.min(batch, total - k * batch);
+    const rows = Array.from({ length: n }, (_, i) => ({ ts: t0 + (next[device] + i) * 1000, temperature: Math.round((20 + 5 * Math.sin((next[device] + i) / 500)) * 10000) / 10000 }));
+    next[device] += n;
+    out.push({ device, rows });
+  }
+  return out;
+}
+
+/** A TCP port free on loopback right now (for servers, such as influxd, that cannot take port 0). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}

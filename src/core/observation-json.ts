@@ -5,13 +5,18 @@ import { isoUtc } from './time.ts';
 import type { ObservationRecord } from './types.ts';
 
 export function observationJson(r: ObservationRecord): string {
-  let s = '{"timestamp":"' + isoUtc(r.ts) + '"';
-  if (r.temperature !== null) s += ',"temperature":' + JSON.stringify(r.temperature);
-  if (r.extra) {
-    // Free fields never include timestamp or temperature (parseBatch keeps those apart).
-    const inner = JSON.stringify(r.extra);
-    if (inner.length > 2) s += ',' + inner.slice(1, -1);
-  }
+  return observationJsonText(r.ts, r.temperature, r.extra ? JSON.stringify(r.extra) : null);
+}
+
+/**
+ * One observation from its stored parts, the free fields as the JSON text the stores keep
+ * (JSON.stringify of the object): a page read from the store is rendered without parsing them.
+ */
+export function observationJsonText(ts: number, temperature: number | null, extra: string | null): string {
+  let s = '{"timestamp":"' + isoUtc(ts) + '"';
+  if (temperature !== null) s += ',"temperature":' + JSON.stringify(temperature);
+  // Free fields never include timestamp or temperature (parseBatch keeps those apart).
+  if (extra !== null && extra.length > 2) s += ',' + extra.slice(1, -1);
   return s + '}';
 }
 

@@ -21,21 +21,31 @@ type Done = (err: Error | null, body?: unknown) => void;
  */
 const MAX_JSON_DEPTH = 64;
 
-/** One pass over the text, brackets outside strings only; stops as soon as the limit is passed. */
+/**
+ * One pass over the text, brackets outside strings only; stops as soon as the limit is passed.
+ * Strings are jumped over with indexOf (native), since most of an upload's text is inside them.
+ */
 function nestedDeeperThan(text: string, max: number): boolean {
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92 /* \\ */) i++;
-      else if (c === 34 /* " */) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 123 /* { */ || c === 91 /* [ */) {
+    if (c === 34 /* " */) {
+      let j = text.indexOf('"', i + 1);
+      while (j > 0 && escaped(text, j)) j = text.indexOf('"', j + 1);
+      if (j < 0) return false; // unterminated: JSON.parse refuses it
+      i = j;
+    } else if (c === 123 /* { */ || c === 91 /* [ */) {
       if (++depth > max) return true;
     } else if (c === 125 || c === 93) depth--;
   }
   return false;
+}
+
+/** Whether the quote at `j` is escaped: an odd number of backslashes before it. */
+function escaped(text: string, j: number): boolean {
+  let k = j - 1;
+  while (text.charCodeAt(k) === 92 /* \\ */) k--;
+  return (j - 1 - k) % 2 === 1;
 }
 
 /** JSON text → value: empty is "no body", nesting bounded, then the default parser. */

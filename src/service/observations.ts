@@ -5,7 +5,8 @@ import { ReefError } from '../core/errors.ts';
 import { toWireObservation, type DeviceRecord, type Observation, type ObservationRecord } from '../core/types.ts';
 import { duration, isoTimestamp, temperature } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
-import type { SolutionCursor, Store } from '../store/store.ts';
+import { pageJson } from '../core/observation-json.ts';
+import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
 
 /**
  * Validates every observation before anything is stored, so one bad entry rejects the batch.
@@ -86,11 +87,8 @@ export interface RangeQuery {
 export const DEFAULT_PAGE = 1000;
 export const MAX_PAGE = 10000;
 
-/**
- * One device's observations, newest first. `after` is the keyset cursor: the timestamp of the
- * last observation of the previous page; the page holds strictly older ones (wire §1 paging).
- */
-export async function deviceObservations(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ records: ObservationRecord[]; nextAfter: string | null }> {
+/** The store query of a page request: bounds and cursor checked, the limit capped. */
+function pageQuery(q: RangeQuery): ObservationQuery {
   const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
   const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
   if (from !== undefined && to !== undefined && from > to) throw new ReefError('VALIDATION_FAILED', 'from must not be after to', { field: 'from' });
@@ -104,17 +102,34 @@ export async function deviceObservations(store: Store, device: DeviceRecord, q: 
   }
   // A limit beyond the page cap is served page by page through next_page rather than refused.
   const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
-  const page = await store.queryObservations(device.id, {
+  return {
     limit,
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(before === undefined ? {} : { before }),
     ...(q.tags === undefined ? {} : { tag: q.tags }),
-  });
+  };
+}
+
+/**
+ * One device's observations, newest first. `after` is the keyset cursor: the timestamp of the
+ * last observation of the previous page; the page holds strictly older ones (wire §1 paging).
+ */
+export async function deviceObservations(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ records: ObservationRecord[]; nextAfter: string | null }> {
+  const page = await store.queryObservations(device.id, pageQuery(q));
   return {
     records: page.observations,
     nextAfter: page.nextBefore === null ? null : new Date(page.nextBefore).toISOString(),
   };
+}
+
+/** deviceObservations as the response body ({"observations":[...]}), through the store's fast path when it has one. */
+export async function deviceObservationsJson(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ json: string; nextAfter: string | null }> {
+  const query = pageQuery(q);
+  const page = store.observationPageJson
+    ? await store.observationPageJson(device.id, query)
+    : await store.queryObservations(device.id, query).then((p) => ({ json: pageJson(p.observations), nextBefore: p.nextBefore }));
+  return { json: page.json, nextAfter: page.nextBefore === null ? null : new Date(page.nextBefore).toISOString() };
 }
 
 /** True when a solution-wide read asks for a range (issue 13.5); otherwise it is "latest of each". */

@@ -211,6 +211,11 @@ export interface Store {
   /** One device, newest first, keyset-paged. */
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage>;
   /**
+   * Optional fast path: queryObservations' page as the response body, exactly pageJson of its
+   * observations (the conformance suite checks), with the same cursor. Callers fall back when absent.
+   */
+  observationPageJson?(deviceId: string, q: ObservationQuery): Promise<{ json: string; nextBefore: number | null }>;
+  /**
    * Every observation of the group's solution in the range (issue 13.5), keyset-paged: device by
    * device in creation order, newest first within a device. A page costs index range scans of the
    * devices it touches (one probe for a device with nothing in range); never OFFSET or COUNT.

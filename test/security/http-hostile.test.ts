@@ -53,6 +53,8 @@ describe('hostile HTTP (issue 11.7)', () => {
       ['POST', '/api/solutions/StudioSimulation/devices', `{"deviceType":"x","domainInfo":{"a":${deep(4100)}}}`],
       ['POST', `/api/solutions/StudioSimulation/devices/${dev}/observations`, `{"observations":[{"timestamp":"2026-01-01T00:00:00Z","x":${deep(4100)}}]}`],
       ['POST', `/api/solutions/StudioSimulation/devices/${dev}/observations`, `{"observations":[{"timestamp":"2026-01-01T00:00:00Z","x":${deep(100_000)}}]}`],
+      // A string ending in an escaped backslash ends there: the brackets after it count.
+      ['POST', `/api/solutions/StudioSimulation/devices/${dev}/observations`, `{"observations":[{"timestamp":"2026-01-01T00:00:00Z","n":"a\\\\","x":${deep(100)}}]}`],
     ];
     for (const [method, url, body] of routes) {
       const r = await s.request(method, url, { token, body, headers: { 'content-type': 'application/json' } });
@@ -63,7 +65,7 @@ describe('hostile HTTP (issue 11.7)', () => {
     // Nesting within reason still works, brackets inside strings do not count.
     const ok = await s.request('POST', `/api/solutions/StudioSimulation/devices/${dev}/observations`, {
       token,
-      body: `{"observations":[{"timestamp":"2026-01-01T00:00:00Z","note":"${'['.repeat(500)}","x":${deep(20)}}]}`,
+      body: `{"observations":[{"timestamp":"2026-01-01T00:00:00Z","note":"\\"${'['.repeat(500)}\\\\","x":${deep(20)}}]}`,
     });
     probe.status(ok.status, 201, 'moderate nesting');
     assertClean(probe);

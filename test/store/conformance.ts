@@ -6,7 +6,7 @@ import { describe, it, before, after } from 'node:test';
 import { isReefError } from '../../src/core/errors.ts';
 import type { AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, WebhookDeliveryRecord } from '../../src/core/alarms.ts';
 import type { Account, ObservationRecord } from '../../src/core/types.ts';
-import { latestJson } from '../../src/core/observation-json.ts';
+import { latestJson, pageJson } from '../../src/core/observation-json.ts';
 import type { Store } from '../../src/store/store.ts';
 
 export interface StoreFactory {
@@ -413,9 +413,54 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal(await store.latestObservationsJson(a.groupId, 'fast'), latestJson(await store.latestObservations(a.groupId, 'fast')));
     });
 
+    it("a device page's JSON fast path, where a backend has one, equals rendering the records, cursor included", async () => {
+      if (!store.observationPageJson) return;
+      const a = account('page');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'page', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(id, [
+        { ts: T0, temperature: null, extra: { '2': 'integer-like key', note: 'ü "q" \\ \u2028', nested: { a: [1, true, null] }, tags: ['x'] } },
+        { ts: T0 + 1, temperature: -0.0001, extra: {} },
+        { ts: T0 + 2, temperature: 1e21, extra: null },
+        { ts: T0 + 3, temperature: 21.5, extra: { tags: ['x', 'y'] } },
+      ]);
+      for (const q of [{ limit: 10 }, { limit: 2 }, { limit: 2, before: T0 + 2 }, { limit: 10, tag: 'x' }, { limit: 1, tag: 'x' }, { limit: 10, from: T0 + 1, to: T0 + 3 }]) {
+        const page = await store.queryObservations(id, q);
+        assert.deepEqual(await store.observationPageJson(id, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
+      }
+      await rejectsWith(store.observationPageJson(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');
+    });
+
     it('a batch for an unknown device stores nothing and says DEVICE_NOT_FOUND', async () => {
       await rejectsWith(store.insertObservations(randomUUID(), series(3)), 'DEVICE_NOT_FOUND');
       await rejectsWith(store.queryObservations(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');
+    });
+
+    it('concurrent batches each settle on their own: an unknown device fails only its own, later writes win in call order', async () => {
+      const a = account('conc');
+      const ids = [randomUUID(), randomUUID()];
+      for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'conc', deviceType: 'VirtualDevice', domainInfo: {} });
+      // Handed in together without awaiting in between, as concurrent uploads are (SQLite commits
+      // them as one group).
+      const results = await Promise.allSettled([
+        store.insertObservations(ids[0]!, series(3)),
+        store.insertObservations(randomUUID(), series(3)),
+        store.insertObservations(ids[1]!, series(2)),
+        store.insertObservations(
+          ids[0]!,
+          series(3).map((o) => ({ ...o, temperature: -7 })),
+        ),
+      ]);
+      assert.deepEqual(
+        results.map((r) => (r.status === 'fulfilled' ? r.value.written : (r.reason as { code?: string }).code)),
+        [3, 'DEVICE_NOT_FOUND', 2, 3],
+      );
+      const page = await store.queryObservations(ids[0]!, { limit: 10 });
+      assert.deepEqual(
+        page.observations.map((o) => o.temperature),
+        [-7, -7, -7],
+      );
+      assert.equal((await store.queryObservations(ids[1]!, { limit: 10 })).observations.length, 2);
     });
 
     it('deleting a device removes it, its observations and its latest', async () => {

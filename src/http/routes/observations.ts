@@ -6,8 +6,8 @@ import { solutionName } from '../../core/validate.ts';
 import type { Config } from '../../config/config.ts';
 import type { EventBus, ReefEvent } from '../../events/bus.ts';
 import { findDevice, resolveSolution } from '../../service/devices.ts';
-import { deviceBuckets, deviceObservations, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
-import { groupedJson, latestJson, pageJson } from '../../core/observation-json.ts';
+import { deviceBuckets, deviceObservationsJson, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
+import { groupedJson, latestJson } from '../../core/observation-json.ts';
 import type { Store } from '../../store/store.ts';
 import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
@@ -155,9 +155,9 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const q = request.query as RangeQuery & { bucket?: string };
       const device = await findDevice(store, request.account, solution, id);
       if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
-      const page = await deviceObservations(store, device, q);
+      const page = await deviceObservationsJson(store, device, q);
       if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
-      return reply.type('application/json; charset=utf-8').send(pageJson(page.records));
+      return reply.type('application/json; charset=utf-8').send(page.json);
     },
   );
 

@@ -174,4 +174,13 @@ CREATE INDEX alarm_deliveries_due ON alarm_deliveries (next_at) WHERE status = '
 CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solution, status, created_at DESC, id DESC);
 `,
   },
+  {
+    version: 9,
+    name: 'latest-item',
+    // The latest observation also as its whole element of "latest of all devices"
+    // ({"deviceId":...,"observations":[...]}), written with the row, so the 10,000-device response
+    // is one group_concat of stored text (SQLite's per-row concatenation was 4 of its 5 ms; issue 18).
+    sql: `ALTER TABLE latest ADD COLUMN item TEXT;
+          UPDATE latest SET item = '{"deviceId":"' || (SELECT id FROM devices WHERE pk = latest.device_pk) || '","observations":[' || wire || ']}';`,
+  },
 ];

@@ -2,9 +2,10 @@
 // synchronous underneath; the async interface lets the same callers use the PostgreSQL backend.
 import fs from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
-import { observationJson } from '../../core/observation-json.ts';
+import { observationJson, observationJsonText } from '../../core/observation-json.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
 import type {
@@ -33,11 +34,42 @@ export interface SqliteOptions {
    * process crash only (SQLite docs, "WAL mode and synchronous").
    */
   synchronous?: 'FULL' | 'NORMAL';
+  /**
+   * Commit observation uploads on a writer thread with its own connection (writer-thread.mjs), so
+   * parsing the next uploads overlaps the commit's fsync. Files only; default true.
+   */
+  writerThread?: boolean;
+}
+
+interface Queued {
+  deviceId: string;
+  batch: ObservationRecord[];
+  resolve: (r: InsertResult) => void;
+  reject: (e: unknown) => void;
+}
+
+/** A batch as the writer thread takes it: numbers in typed arrays (moved, not copied), latest rendered. */
+function packBatch(deviceId: string, batch: ObservationRecord[]) {
+  const n = batch.length;
+  const ts = new Float64Array(n);
+  const temperature = new Float64Array(n);
+  let extra: (string | null)[] | null = null;
+  let newest = 0;
+  for (let i = 0; i < n; i++) {
+    const o = batch[i]!;
+    ts[i] = o.ts;
+    temperature[i] = o.temperature ?? NaN; // validated finite, so NaN can only mean "none"
+    if (o.extra) (extra ??= new Array<string | null>(n).fill(null))[i] = JSON.stringify(o.extra);
+    if (o.ts >= batch[newest]!.ts) newest = i;
+  }
+  return { deviceId, ts, temperature, extra, newest, wire: n ? observationJson(batch[newest]!) : '' };
 }
 
 type Row = Record<string, any>;
 
 const CHUNK = 100;
+/** Most observations the writer thread commits in one transaction (see sendToWriter). */
+const GROUP_ROWS = 50_000;
 
 function accountFromRow(r: Row): Account {
   return {
@@ -91,12 +123,27 @@ function translate(e: unknown): never {
   throw e;
 }
 
+/** The catalogue error a driver error stands for. */
+function translated(e: unknown): unknown {
+  try {
+    translate(e);
+  } catch (t) {
+    return t;
+  }
+}
+
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   private db: Database.Database;
   private s!: ReturnType<SqliteStore['prepare']>;
+  private opts: SqliteOptions;
+  private writer: Worker | null = null;
+  /** The group the writer thread is committing; the next group waits in `queued`. */
+  private inFlight: Queued[] = [];
+  private drained: (() => void)[] = [];
 
   constructor(opts: SqliteOptions) {
+    this.opts = opts;
     if (opts.file !== ':memory:') {
       // The database holds the token signing keys and the kit master key: only its owner may read
       // it (issue 11.7). The directory is created 0700 and the file 0600 before SQLite opens it;
@@ -150,23 +197,26 @@ export class SqliteStore implements Store {
       // faster on large batches). Within one statement rows apply in order, so last write wins still.
       upsertObs100: p(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(CHUNK).fill('(?, ?, ?, ?)').join(', ')}
                        ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`),
-      upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra, wire) VALUES (?, ?, ?, ?, ?)
-                       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire
+      // Also the row's whole element of latest of all (migration 9), its device id read here.
+      upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
+                       VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
+                       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire, item = excluded.item
                        WHERE excluded.ts >= latest.ts`),
       // The whole response body in one row, built in SQLite's C code from the rendered rows.
       // The subquery's order comes from the covering index (no sort step; an ORDER BY inside
       // group_concat would sort the strings); the conformance suite checks it matches pk order.
       latestJson: p(`SELECT '[' || coalesce(group_concat(g, ','), '') || ']' FROM (
-                       SELECT '{"deviceId":"' || d.id || '","observations":[' || l.wire || ']}' AS g
+                       SELECT coalesce(l.item, '{"deviceId":"' || d.id || '","observations":[' || l.wire || ']}') AS g
                        FROM devices d JOIN latest l ON l.device_pk = d.pk WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk)`).pluck(),
       // Rows as arrays: for 10,000 devices, not building a keyed object per row is a measurable share.
       latestOfSolution: p(`SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
                            WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk`).raw(true),
+      // Rows as arrays, as for latest of all: a page of 1,000 builds no keyed object per row.
       page: p(`SELECT ts, temperature, extra FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?
-               ORDER BY ts DESC LIMIT ?`),
+               ORDER BY ts DESC LIMIT ?`).raw(true),
       pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
                      AND extra IS NOT NULL AND json_valid(extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = ?)
-                     ORDER BY ts DESC LIMIT ?`),
+                     ORDER BY ts DESC LIMIT ?`).raw(true),
       // Solution-wide pages (issue 13.5): devices in pk order from the covering index, each device's
       // observations newest first from the (device_pk, ts) key walked backwards, stopped by LIMIT.
       // The cursor's own device is read first with its upper bound moved to the cursor.
@@ -219,6 +269,18 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    if (this.db.open) this.flushQueued();
+    if (this.inFlight.length || this.queued.length) await new Promise<void>((r) => this.drained.push(r));
+    const w = this.writer;
+    if (w) {
+      this.writer = null;
+      await new Promise<void>((resolve) => {
+        w.once('exit', () => resolve());
+        w.once('message', () => void w.terminate());
+        w.ref(); // an unreferenced worker would let the event loop end while close() waits
+        w.postMessage({ close: true });
+      });
+    }
     if (this.db.open) this.db.close();
   }
 
@@ -230,7 +292,11 @@ export class SqliteStore implements Store {
     }
   }
 
+  // Write transactions here BEGIN IMMEDIATE: the writer thread's connection writes too, and a
+  // transaction that read first could not wait for the write lock (SQLITE_BUSY_SNAPSHOT in WAL
+  // mode); taking the lock at BEGIN waits on busy_timeout instead.
   private run<T>(f: () => T): Promise<T> {
+    if (this.queued.length && !this.writer) this.flushQueued();
     try {
       return Promise.resolve(f());
     } catch (e) {
@@ -322,7 +388,7 @@ export class SqliteStore implements Store {
           now,
         );
       });
-      tx();
+      tx.immediate();
       const rec: DeviceRecord = {
         id: d.id,
         deviceType: d.deviceType,
@@ -406,24 +472,121 @@ export class SqliteStore implements Store {
     return this.run(() => {
       const r = this.s.getDevice.get(groupId, solution, id) as Row | undefined;
       if (!r) return false;
-      this.db.transaction(() => {
-        this.s.deleteObs.run(r.pk);
-        this.s.deleteLatest.run(r.pk);
-        this.s.deleteDevice.run(r.pk);
-        this.s.bumpSolution.run(groupId, solution);
-      })();
+      this.db
+        .transaction(() => {
+          this.s.deleteObs.run(r.pk);
+          this.s.deleteLatest.run(r.pk);
+          this.s.deleteDevice.run(r.pk);
+          this.s.bumpSolution.run(groupId, solution);
+        })
+        .immediate();
       return true;
     });
   }
 
+  /**
+   * Group commit: batches handed in during one turn of the event loop, or while the previous group
+   * was being committed, are written in one transaction: concurrent uploads share one commit and
+   * one fsync instead of one each. With a database file the commit runs on the writer thread
+   * (writer-thread.mjs) while this thread goes on parsing. Each caller's promise settles only after
+   * the commit holding its batch (synchronous=FULL: on disk), so a 201 still means stored; each
+   * batch stays all or nothing, and one failing batch never fails the others (the group is retried
+   * one by one). Without the thread, every other store call first writes what is queued (run()).
+   */
   insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult> {
-    return this.run(() => {
-      const pk = this.s.devicePk.get(deviceId) as number | undefined;
-      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
-      if (batch.length === 0) return { written: 0 };
-      this.db.transaction(() => this.writeBatch(pk, batch))();
-      return { written: batch.length };
+    return new Promise((resolve, reject) => {
+      this.queued.push({ deviceId, batch, resolve, reject });
+      if (this.queued.length === 1 && !this.inFlight.length) setImmediate(this.flushQueued);
     });
+  }
+
+  private queued: Queued[] = [];
+
+  private readonly flushQueued = (): void => {
+    if (!this.queued.length || this.inFlight.length || !this.db.open) {
+      if (!this.queued.length && !this.inFlight.length) this.drained.splice(0).forEach((r) => r());
+      if (this.queued.length && !this.db.open) this.queued.splice(0).forEach((it) => it.reject(translated(new TypeError('The database connection is not open'))));
+      return;
+    }
+    if (this.opts.writerThread !== false && this.opts.file !== ':memory:') return this.sendToWriter();
+    const items = this.queued;
+    this.queued = [];
+    const outcome = (it: Queued): InsertResult | ReefError => {
+      const pk = this.s.devicePk.get(it.deviceId) as number | undefined;
+      if (pk === undefined) return new ReefError('DEVICE_NOT_FOUND');
+      if (it.batch.length) this.writeBatch(pk, it.batch);
+      return { written: it.batch.length };
+    };
+    const settle = (it: Queued, r: InsertResult | ReefError) => (r instanceof ReefError ? it.reject(r) : it.resolve(r));
+    let results: (InsertResult | ReefError)[] | null = null;
+    try {
+      results = this.db.transaction(() => items.map(outcome)).immediate();
+    } catch (e) {
+      if (items.length === 1) items[0]!.reject(translated(e));
+    }
+    if (results) items.forEach((it, i) => settle(it, results![i]!));
+    else if (items.length > 1) {
+      for (const it of items) {
+        try {
+          settle(it, this.db.transaction(() => outcome(it)).immediate());
+        } catch (e) {
+          it.reject(translated(e));
+        }
+      }
+    }
+    this.drained.splice(0).forEach((r) => r());
+  };
+
+  private sendToWriter(): void {
+    const w = (this.writer ??= this.startWriter());
+    // A group holds at most GROUP_ROWS observations (always at least one batch), so one commit
+    // stays short and the uploads behind it are not held up by an ever larger transaction.
+    let n = 0;
+    let rows = 0;
+    while (n < this.queued.length && (n === 0 || rows + this.queued[n]!.batch.length <= GROUP_ROWS)) rows += this.queued[n++]!.batch.length;
+    const items = this.queued.splice(0, n);
+    this.inFlight = items;
+    const batches = items.map((it) => packBatch(it.deviceId, it.batch));
+    w.ref();
+    w.postMessage(
+      { batches },
+      batches.flatMap((b) => [b.ts.buffer, b.temperature.buffer]),
+    );
+  }
+
+  private startWriter(): Worker {
+    const w = new Worker(new URL('./writer-thread.mjs', import.meta.url), { workerData: { file: this.opts.file, synchronous: this.opts.synchronous ?? 'FULL' } });
+    w.on('message', (m: { results?: (number | { code: string; message: string })[] }) => {
+      if (!m.results) return;
+      const items = this.inFlight;
+      this.inFlight = [];
+      m.results.forEach((r, i) => {
+        const it = items[i]!;
+        if (typeof r !== 'number') it.reject(translated(Object.assign(new Error(r.message), { code: r.code })));
+        else if (r < 0) it.reject(new ReefError('DEVICE_NOT_FOUND'));
+        else it.resolve({ written: r });
+      });
+      if (this.queued.length) this.sendToWriter();
+      else {
+        w.unref();
+        this.drained.splice(0).forEach((r) => r());
+      }
+    });
+    // A writer that dies takes no batch with it silently: what it held is refused with 503 (it may
+    // or may not have been committed; re-sending is safe, as the same timestamps replace), and later
+    // batches are written on this thread.
+    const failed = (e: unknown) => {
+      if (this.writer !== w) return; // closed on purpose, or already handled
+      this.writer = null;
+      this.opts = { ...this.opts, writerThread: false };
+      this.inFlight.splice(0).forEach((it) => it.reject(new ReefError('STORE_UNAVAILABLE', 'the database writer failed; retry shortly', { retryAfter: 1, cause: e })));
+      if (this.queued.length) setImmediate(this.flushQueued);
+      else this.drained.splice(0).forEach((r) => r());
+    };
+    w.on('error', failed);
+    w.on('exit', (code) => failed(new Error(`the writer thread exited (code ${code})`)));
+    w.unref();
+    return w;
   }
 
   insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
@@ -431,18 +594,20 @@ export class SqliteStore implements Store {
       const missing: string[] = [];
       let written = 0;
       // One transaction, so one commit (one fsync) for every device of a simulation tick.
-      this.db.transaction(() => {
-        for (const { deviceId, batch } of items) {
-          const pk = this.s.devicePk.get(deviceId) as number | undefined;
-          if (pk === undefined) {
-            missing.push(deviceId);
-            continue;
+      this.db
+        .transaction(() => {
+          for (const { deviceId, batch } of items) {
+            const pk = this.s.devicePk.get(deviceId) as number | undefined;
+            if (pk === undefined) {
+              missing.push(deviceId);
+              continue;
+            }
+            if (!batch.length) continue;
+            this.writeBatch(pk, batch);
+            written += batch.length;
           }
-          if (!batch.length) continue;
-          this.writeBatch(pk, batch);
-          written += batch.length;
-        }
-      })();
+        })
+        .immediate();
       return { written, missing };
     });
   }
@@ -468,7 +633,7 @@ export class SqliteStore implements Store {
       const o = batch[i]!;
       upsertObs.run(pk, o.ts, o.temperature, o.extra ? JSON.stringify(o.extra) : null);
     }
-    this.s.upsertLatest.run(pk, newest.ts, newest.temperature, newest.extra ? JSON.stringify(newest.extra) : null, observationJson(newest));
+    this.s.upsertLatest.run({ pk, ts: newest.ts, t: newest.temperature, extra: newest.extra ? JSON.stringify(newest.extra) : null, wire: observationJson(newest) });
   }
 
   latestObservations(groupId: string, solution: string) {
@@ -484,17 +649,40 @@ export class SqliteStore implements Store {
     return this.run(() => this.s.latestJson.get(groupId, solution) as string);
   }
 
+  /** One more row than asked tells whether another page exists without a second query. */
+  private pageRows(deviceId: string, q: ObservationQuery) {
+    const pk = this.s.devicePk.get(deviceId) as number | undefined;
+    if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
+    const from = q.from ?? 0;
+    const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
+    const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as [number, number | null, string | null][];
+    const more = rows.length > q.limit;
+    if (more) rows.pop();
+    return { rows, nextBefore: more ? rows[rows.length - 1]![0] : null };
+  }
+
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage> {
     return this.run(() => {
-      const pk = this.s.devicePk.get(deviceId) as number | undefined;
-      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
-      const from = q.from ?? 0;
-      const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
-      // One more than asked tells whether another page exists without a second query.
-      const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as Row[];
-      const more = rows.length > q.limit;
-      if (more) rows.pop();
-      return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+      const { rows, nextBefore } = this.pageRows(deviceId, q);
+      const observations: ObservationRecord[] = new Array(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const [ts, temperature, extra] = rows[i]!;
+        observations[i] = { ts, temperature: temperature ?? null, extra: extra ? JSON.parse(extra) : null };
+      }
+      return { observations, nextBefore };
+    });
+  }
+
+  /** The page rendered straight from the rows: the stored free-field text is spliced in, not parsed. */
+  observationPageJson(deviceId: string, q: ObservationQuery) {
+    return this.run(() => {
+      const { rows, nextBefore } = this.pageRows(deviceId, q);
+      let json = '{"observations":[';
+      for (let i = 0; i < rows.length; i++) {
+        const [ts, temperature, extra] = rows[i]!;
+        json += (i ? ',' : '') + observationJsonText(ts, temperature ?? null, extra);
+      }
+      return { json: json + ']}', nextBefore };
     });
   }
 
@@ -545,10 +733,12 @@ export class SqliteStore implements Store {
       let rowsDeleted = 0;
       for (const r of this.s.retentions.all() as Row[]) {
         const cutoff = now - (r.days as number) * 86_400_000;
-        this.db.transaction(() => {
-          rowsDeleted += this.s.expireObs.run(cutoff, r.group_id, r.name).changes;
-          this.s.expireLatest.run(cutoff, r.group_id, r.name);
-        })();
+        this.db
+          .transaction(() => {
+            rowsDeleted += this.s.expireObs.run(cutoff, r.group_id, r.name).changes;
+            this.s.expireLatest.run(cutoff, r.group_id, r.name);
+          })
+          .immediate();
       }
       return { partitionsCreated: 0, partitionsDropped: 0, rowsDeleted };
     });

@@ -1,0 +1,280 @@
+// npm run bench:peers — Reef against the time-series database its users would pick instead
+// (InfluxDB 1.6, Debian's `influxdb` package, default settings), on the same machine in one run
+// (issue 18). The same observations (default 1,000,000 of 1,000 devices) go through both:
+//   InfluxDB: line protocol, --batch points per POST /write (precision ms), --concurrency in flight;
+//   Reef:     JSON with ISO timestamps, --batch per POST .../observations, --concurrency in flight;
+// alternated, once with every body built before the clock starts (the servers alone) and once with
+// each client encoding its own wire format inside the timed window (what a user comparing the two
+// sees: the client's CPU is taken from the same two cores). Then one device's newest 1,000 and the
+// latest of every device on each, interleaved request by request. Prints each figure, the ratio
+// Reef / InfluxDB, and each server's CPU time per observation (/proc/PID/stat).
+// InfluxDB runs as a private process: its own config, a temporary data directory, HTTP and RPC on
+// free loopback ports — never the system service. `--influx URL` uses one already running instead.
+//   --observations N  --devices N  --batch N  --concurrency N  --queries N  --influx URL
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { agent, arg, fmt, freePort, ingestPlan, latency, machine, reefCli, request, serve, type IngestBatch, type Served } from './lib.ts';
+
+const TOTAL = Number(arg('observations', '1000000'));
+const DEVICES = Number(arg('devices', '1000'));
+const BATCH = Number(arg('batch', '1000'));
+const CONCURRENCY = Number(arg('concurrency', '4'));
+const QUERIES = Number(arg('queries', '300'));
+const DAY = 86_400_000;
+
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSeconds(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+interface Influx {
+  url: string;
+  pid: number | null;
+  stop(): Promise<void>;
+}
+
+async function startInflux(): Promise<Influx> {
+  const given = arg('influx', '');
+  if (given) return { url: given, pid: null, stop: async () => {} };
+  if (spawnSync('sh', ['-c', 'command -v influxd']).status !== 0) {
+    console.log('influxd not found: apt-get install -y influxdb');
+    const r = spawnSync('apt-get', ['install', '-y', 'influxdb'], { stdio: 'inherit' });
+    if (r.status !== 0) throw new Error('could not install influxdb (Debian package); install it or pass --influx URL');
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-influx-'));
+  const [httpPort, rpcPort] = [await freePort(), await freePort()];
+  // Only what must differ from the defaults: where the data goes and which loopback ports.
+  fs.writeFileSync(
+    path.join(dir, 'influxdb.conf'),
+    `reporting-disabled = true
+bind-address = "127.0.0.1:${rpcPort}"
+[meta]
+  dir = "${dir}/meta"
+[data]
+  dir = "${dir}/data"
+  wal-dir = "${dir}/wal"
+[http]
+  bind-address = "127.0.0.1:${httpPort}"
+`,
+  );
+  const child: ChildProcess = spawn('influxd', ['-config', path.join(dir, 'influxdb.conf')], { stdio: ['ignore', 'ignore', fs.openSync(path.join(dir, 'influxd.log'), 'a')] });
+  const url = `http://127.0.0.1:${httpPort}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`influxd exited: see ${dir}/influxd.log`);
+    try {
+      if ((await request(`${url}/ping`)).status === 204) break;
+    } catch {}
+    if (i > 400) throw new Error('influxd did not answer /ping in 20 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const v = (await request(`${url}/ping`)).headers['x-influxdb-version'];
+  console.log(`InfluxDB ${v} on ${url} (private, data in ${dir})`);
+  return {
+    url,
+    pid: child.pid!,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        const done = () => {
+          fs.rmSync(dir, { recursive: true, force: true });
+          resolve();
+        };
+        if (child.exitCode !== null) return done();
+        child.once('exit', done);
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+const lineBody = (b: IngestBatch) => {
+  let s = '';
+  for (const r of b.rows) s += `obs,device=dev${b.device} temperature=${r.temperature} ${r.ts}\n`;
+  return s;
+};
+const jsonBody = (b: IngestBatch) => JSON.stringify({ observations: b.rows.map((r) => ({ timestamp: new Date(r.ts).toISOString(), temperature: r.temperature })) });
+
+interface Target {
+  name: string;
+  pid: number | null;
+  path(b: IngestBatch): string;
+  headers: Record<string, string>;
+  encode(b: IngestBatch): string;
+  ok: number;
+}
+
+/**
+ * Waits until neither server uses more than 5 % of a core (InfluxDB compacts and snapshots its
+ * cache after a write burst; SQLite checkpoints), at most 60 s, so that each run is measured
+ * without the other's after-work. Returns the seconds waited.
+ */
+async function quiet(pids: number[]): Promise<number> {
+  const t0 = performance.now();
+  while (performance.now() - t0 < 60_000) {
+    const a = pids.map(cpuSeconds);
+    await new Promise((r) => setTimeout(r, 1000));
+    if (pids.every((p, i) => cpuSeconds(p) - a[i]! < 0.05)) break;
+  }
+  return (performance.now() - t0) / 1000;
+}
+
+/** Uploads every batch with `CONCURRENCY` in flight; bodies ready-made or encoded inside the window. */
+async function ingest(t: Target, plan: IngestBatch[], prebuilt: boolean) {
+  const ready = prebuilt ? plan.map((b) => Buffer.from(t.encode(b))) : null;
+  const cpu0 = t.pid ? cpuSeconds(t.pid) : 0;
+  const client0 = process.cpuUsage();
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < plan.length) {
+        const k = next++;
+        const b = plan[k]!;
+        const r = await request(t.path(b), { method: 'POST', headers: t.headers, body: ready ? ready[k]! : t.encode(b) });
+        if (r.status !== t.ok) throw new Error(`${t.name} write failed: ${r.status} ${r.body.slice(0, 300)}`);
+      }
+    }),
+  );
+  const secs = (performance.now() - start) / 1000;
+  const c = process.cpuUsage(client0);
+  const n = plan.reduce((s, b) => s + b.rows.length, 0);
+  return { rate: n / secs, secs, serverUsPerObs: t.pid ? ((cpuSeconds(t.pid) - cpu0) * 1e6) / n : NaN, clientUsPerObs: (c.user + c.system) / n };
+}
+
+console.log(`bench:peers — ${fmt(TOTAL)} observations of ${fmt(DEVICES)} devices, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight: Reef vs InfluxDB`);
+console.log(
+  `machine: ${machine()}; load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+
+const influx = await startInflux();
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-peers-'));
+let reef: Served | null = null;
+try {
+  const db = `reef_bench_${process.pid}`;
+  const created = await request(`${influx.url}/query?q=${encodeURIComponent(`CREATE DATABASE ${db}`)}`, { method: 'POST' });
+  if (created.status !== 200) throw new Error(`CREATE DATABASE: ${created.status} ${created.body}`);
+
+  const creds = JSON.parse(reefCli(['account', 'create', '--name', 'bench', '--json', '--data-dir', dir]));
+  reef = await serve({ REEF_DATA_DIR: dir });
+  const tok = JSON.parse((await request(`${reef.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) })).body).accessToken as string;
+  const ids: string[] = [];
+  for (let i = 0; i < DEVICES; i++) {
+    const r = await request(`${reef.url}/api/solutions/StudioSimulation/devices`, {
+      method: 'POST',
+      headers: { authorization: tok, 'content-type': 'application/json' },
+      body: JSON.stringify({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 45, longitude: 7 } } }),
+    });
+    ids.push(JSON.parse(r.body).id);
+  }
+
+  const reefUrl = reef.url;
+  const targets: Record<'influx' | 'reef', Target> = {
+    influx: { name: 'InfluxDB', pid: influx.pid, path: () => `${influx.url}/write?db=${db}&precision=ms`, headers: { 'content-type': 'text/plain' }, encode: lineBody, ok: 204 },
+    reef: {
+      name: 'Reef',
+      pid: reef.child.pid!,
+      path: (b) => `${reefUrl}/api/solutions/StudioSimulation/devices/${ids[b.device]}/observations`,
+      headers: { authorization: tok, 'content-type': 'application/json' },
+      encode: jsonBody,
+      ok: 201,
+    },
+  };
+
+  // Each run writes the same shape of data into its own time range (new points, not overwrites),
+  // in the order InfluxDB, Reef, Reef, InfluxDB so that drift in the machine's load cancels out.
+  const runs: { who: 'influx' | 'reef'; prebuilt: boolean }[] = [
+    { who: 'influx', prebuilt: true },
+    { who: 'reef', prebuilt: true },
+    { who: 'reef', prebuilt: false },
+    { who: 'influx', prebuilt: false },
+  ];
+  // Warm-up, not timed: one batch per device on each (InfluxDB creates its 1,000 series and a
+  // shard, as Reef's devices already exist; both JITs and caches warm up).
+  const warm = ingestPlan(DEVICES * BATCH, DEVICES, BATCH, Date.UTC(2024, 0, 1));
+  for (const who of ['influx', 'reef'] as const) await ingest(targets[who], warm, true);
+  const results: Record<string, Awaited<ReturnType<typeof ingest>>> = {};
+  for (const [i, run] of runs.entries()) {
+    const plan = ingestPlan(TOTAL, DEVICES, BATCH, Date.UTC(2025, 0, 1) + i * 400 * DAY);
+    const waited = await quiet([influx.pid, reef.child.pid].filter((p): p is number => p !== null && p !== undefined));
+    const other = targets[run.who === 'reef' ? 'influx' : 'reef'].pid;
+    const otherCpu0 = other ? cpuSeconds(other) : 0;
+    const r = await ingest(targets[run.who], plan, run.prebuilt);
+    const otherCpu = other ? cpuSeconds(other) - otherCpu0 : NaN;
+    results[`${run.who}/${run.prebuilt}`] = r;
+    console.log(
+      `  ${targets[run.who].name.padEnd(8)} ${run.prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: ${fmt(r.rate).padStart(9)} obs/s (${fmt(r.secs, 2)} s; server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs, client CPU ${fmt(r.clientUsPerObs, 2)} µs/obs; waited ${fmt(waited, 0)} s for quiet, the other server used ${fmt(otherCpu, 2)} CPU s meanwhile)`,
+    );
+  }
+  for (const prebuilt of [true, false]) {
+    const a = results[`reef/${prebuilt}`]!,
+      b = results[`influx/${prebuilt}`]!;
+    console.log(
+      `ingest, ${prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: Reef ${fmt(a.rate)} obs/s, InfluxDB ${fmt(b.rate)} pts/s → ratio ${fmt(a.rate / b.rate, 2)}  (target ≥ 2: ${a.rate / b.rate >= 2 ? 'met' : 'NOT met'}); server CPU per observation ${fmt(a.serverUsPerObs, 2)} vs ${fmt(b.serverUsPerObs, 2)} µs`,
+    );
+  }
+
+  // Reads, interleaved request by request so both see the same machine.
+  let k = 0;
+  const pick = () => (k++ * 7919) % DEVICES;
+  const influxQuery = async (q: string, rows: number | null) => {
+    const r = await request(`${influx.url}/query?db=${db}&q=${encodeURIComponent(q)}`);
+    if (r.status !== 200) throw new Error(`InfluxDB query: ${r.status} ${r.body.slice(0, 300)}`);
+    if (rows !== null) {
+      const got = JSON.parse(r.body).results[0].series?.[0]?.values?.length ?? 0;
+      if (got !== rows) throw new Error(`InfluxDB returned ${got} rows, expected ${rows}`);
+    }
+  };
+  const reefGet = async (p: string) => {
+    const r = await request(`${reefUrl}${p}`, { headers: { authorization: tok } });
+    if (r.status !== 200) throw new Error(`Reef ${p}: ${r.status} ${r.body.slice(0, 300)}`);
+    return r.body;
+  };
+  await influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, 1000);
+  if (JSON.parse(await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)).observations.length !== 1000) throw new Error('Reef returned a short page');
+  const newest = await interleaved(
+    () => influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, null),
+    async () => void (await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)),
+    QUERIES,
+  );
+  console.log(
+    `one device's newest 1,000: Reef p50 ${fmt(newest.b.p50, 2)} ms (p99 ${fmt(newest.b.p99, 2)}), InfluxDB p50 ${fmt(newest.a.p50, 2)} ms (p99 ${fmt(newest.a.p99, 2)}) → ratio ${fmt(newest.b.p50 / newest.a.p50, 2)}  (target ≤ 0.5: ${newest.b.p50 / newest.a.p50 <= 0.5 ? 'met' : 'NOT met'})`,
+  );
+  const all = await interleaved(
+    () => influxQuery('SELECT last(temperature) FROM obs GROUP BY device', null),
+    async () => void (await reefGet('/api/solutions/StudioSimulation/observations')),
+    Math.max(10, Math.round(QUERIES / 10)),
+  );
+  console.log(
+    `latest of all ${fmt(DEVICES)} devices: Reef p50 ${fmt(all.b.p50, 2)} ms (p99 ${fmt(all.b.p99, 2)}), InfluxDB p50 ${fmt(all.a.p50, 2)} ms (p99 ${fmt(all.a.p99, 2)}) → ratio ${fmt(all.b.p50 / all.a.p50, 2)}`,
+  );
+} finally {
+  await reef?.stop();
+  await influx.stop();
+  agent.destroy();
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+/** Two request kinds sampled alternately, `n` each after a warm-up: p50/p99 of each. */
+async function interleaved(a: () => Promise<void>, b: () => Promise<void>, n: number) {
+  await latency(a, 0, 10);
+  await latency(b, 0, 10);
+  const xa: number[] = [],
+    xb: number[] = [];
+  for (let i = 0; i < n; i++) {
+    for (const [f, xs] of [
+      [a, xa],
+      [b, xb],
+    ] as const) {
+      const t = performance.now();
+      await f();
+      xs.push(performance.now() - t);
+    }
+  }
+  const p = (xs: number[], q: number) => xs.sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor((q / 100) * xs.length))]!;
+  return { a: { p50: p(xa, 50), p99: p(xa, 99) }, b: { p50: p(xb, 50), p99: p(xb, 99) } };
+}
