@@ -30,7 +30,7 @@ import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
 import { authenticateConnect, recheck, type Principal } from './auth.ts';
 import { guardSocket } from './guard.ts';
-import { alertTopic, errorsTopic, ingestTarget, topicTenant } from './topics.ts';
+import { alarmTopic, alertTopic, errorsTopic, ingestTarget, topicTenant } from './topics.ts';
 
 export interface BrokerOptions {
   host: string;
@@ -177,6 +177,16 @@ export class MqttBroker {
   }
 
   /** A kit payload from the gateway (of any node, through the event bus) to its owner's subscribers. */
+  /** An alarm event (docs/alarms.md) on `<tenantId>/alarms/<deviceId>`: QoS 1, not retained. */
+  publishAlarm(tenantId: string, deviceId: string, body: unknown): void {
+    if (this.aedes.closed) return;
+    this.stats.published++;
+    const packet = { cmd: 'publish', topic: alarmTopic(tenantId, deviceId), payload: Buffer.from(JSON.stringify(body)), qos: 1, retain: false, dup: false } as PublishPacket;
+    this.aedes.publish(packet, (err) => {
+      if (err) this.log.warn({ err, deviceId }, 'mqtt could not publish an alarm');
+    });
+  }
+
   publishKitPayload(e: KitPayloadEvent): void {
     if (this.aedes.closed) return;
     this.stats.published++;

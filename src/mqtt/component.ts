@@ -42,11 +42,27 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
       apiPlugin: mqttRoutes(() => ({ plain: broker.address(), tls: broker.tlsAddress() }), s.config.http),
       async start() {
         await broker.start();
+        // Alarm events come from the node that evaluates (the leader) over the bus, so every node's
+        // broker publishes them; the topic names the device's owner, looked up once per device.
+        const owners = new Map<string, string | null>();
+        const owner = async (groupId: string, solution: string, deviceId: string): Promise<string | null> => {
+          if (!owners.has(deviceId)) {
+            if (owners.size > 100_000) owners.clear();
+            owners.set(deviceId, (await s.store.getDevice(groupId, solution, deviceId))?.tenantId ?? null);
+          }
+          return owners.get(deviceId) ?? null;
+        };
         off = s.events.subscribe(
           (e) => {
             if (e.kind === 'kit-payload') broker.publishKitPayload(e as KitPayloadEvent);
+            else if (e.kind === 'alarm') {
+              void owner(e.groupId, e.solution, e.deviceId).then(
+                (tenantId) => tenantId && broker.publishAlarm(tenantId, e.deviceId, { event: e.event, alarm: e.alarm }),
+                (err: unknown) => log.warn({ err }, 'mqtt could not find the owner of an alarm'),
+              );
+            }
           },
-          ['kit-payload'],
+          ['kit-payload', 'alarm'],
         );
         const a = broker.address();
         if (a.wanted) log.warn(`MQTT port ${a.wanted} is taken (another broker?); listening on ${a.port} instead`);

@@ -3,12 +3,18 @@
 //   <tenantId>/alert/<mac>/<sensorType>                               kit payloads (the broker publishes)
 //   <tenantId>/solutions/<solution>/devices/<deviceId>/observations   ingest (clients publish)
 //   <tenantId>/errors/<clientId>                                      why a client's message was refused
+//   <tenantId>/alarms/<deviceId>                                      an alarm raised, acknowledged or cleared
 
 /** A tenant id as a topic level: no wildcard, separator or '$' (tenant ids are TN + 20 hex digits). */
 const TENANT_LEVEL = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function alertTopic(tenantId: string, mac: string, sensorType: string): string {
   return `${tenantId}/alert/${mac}/${sensorType}`;
+}
+
+/** Alarms of a device (docs/alarms.md): the tenant is the device's owner. */
+export function alarmTopic(tenantId: string, deviceId: string): string {
+  return `${tenantId}/alarms/${deviceId}`;
 }
 
 /** A client id as one topic level: '/', '+', '#' and control characters become '_'. */

@@ -1,11 +1,10 @@
 // Alarms through the SDK (ReefClient) and the `reef alarms` command (the real binary in a child
 // process) against a real server; and the OpenAPI document describing the alarm routes.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ReefClient, isApiError } from '../../src/sdk/index.ts';
+import { reef as run } from '../helpers/reef.ts';
 import { tempDir } from '../helpers/server.ts';
 import { at, newDevice, startAlarmServer, upload, type AlarmServer } from './helpers.ts';
 
@@ -19,19 +18,9 @@ after(async () => {
   fs.rmSync(cfg, { recursive: true, force: true });
 });
 
-function reef(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.resolve('bin/reef.js'), ...args], {
-      env: { ...process.env, REEF_LOG_LEVEL: 'silent', REEF_CONFIG_DIR: cfg, REEF_TOKEN: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+/** The shared runner (test/helpers/reef.ts) with this file's client config directory. */
+function reef(args: string[], env: Record<string, string>) {
+  return run(args, { env: { REEF_CONFIG_DIR: cfg, REEF_TOKEN: '', ...env } });
 }
 
 describe('SDK', () => {
