@@ -221,7 +221,11 @@ export class AlarmsPanel {
       this.render();
       this.ctx.changed();
     } catch (e) {
-      this.ctx.message((this.conn.explain(e) as Error).message);
+      // An answer for a panel already closed (a solution switch, a reconnect) or an older load says
+      // nothing about now; a failure of this panel is said in the panel, beside what it concerns,
+      // not in the page's message line (which belongs to connecting and the device list).
+      if (this.destroyed || mine !== this.loads) return;
+      this.count.textContent = `(${(this.conn.explain(e) as Error).message})`;
     }
   }
 
