@@ -7,6 +7,7 @@ import { parseSse } from './sse.ts';
 import { TokenManager, type Credentials } from './token.ts';
 import type {
   Alarm,
+  MqttConnectInfo,
   AlarmDelivery,
   AlarmQuery,
   AlarmRule,
@@ -560,6 +561,16 @@ export class ReefClient {
   // ---- CoAP bridge to dev kits (docs/coap.md "HTTP bridge") ----------------------------------------
 
   /** The solution's dev kits as the gateway sees them: reachable now, and when each was last heard. */
+  /** GET /api/mqtt: where the MQTT broker listens and the caller's topics; null when the service runs none. */
+  async mqttInfo(opts: CallOptions = {}): Promise<MqttConnectInfo | null> {
+    try {
+      return (await this.request<MqttConnectInfo>('GET', '/api/mqtt', { idempotent: true, signal: opts.signal })).data;
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    }
+  }
+
   async listKits(opts: CallOptions = {}): Promise<KitStatus[]> {
     return (await this.request<{ kits: KitStatus[] }>('GET', `${this.sol(opts)}/kits`, { idempotent: true, signal: opts.signal })).data.kits;
   }

@@ -314,6 +314,19 @@ export interface AlarmDelivery {
   body: { event: string; sentAt: string; alarm: Alarm };
 }
 
+/** GET /api/mqtt: how to connect to the service's MQTT broker (docs/mqtt.md). */
+export interface MqttConnectInfo {
+  url: string;
+  tlsUrl: string | null;
+  username: string;
+  /** What to send as the password (a description: an access token, or the client secret). */
+  password: string;
+  tenantId: string;
+  topics: { alerts: string; ingest: string; errors: string };
+  /** A mosquitto_sub command line to start from ($TOKEN: an access token). */
+  example: string;
+}
+
 /** GET /api/solutions/{s}/kits: a dev kit as the gateway sees it. */
 export interface KitStatus {
   deviceId: string;

@@ -140,6 +140,33 @@ async function connect(): Promise<void> {
   }
 }
 
+/**
+ * How to reach this account's kit payloads and alarms over MQTT (docs/mqtt.md), under the status
+ * line; hidden when the service runs no broker or the answer does not come.
+ */
+async function showMqtt(conn: Connection): Promise<void> {
+  const box = $('mqtt-info') as HTMLDetailsElement;
+  box.hidden = true;
+  let info: Awaited<ReturnType<typeof conn.client.mqttInfo>>;
+  try {
+    info = await conn.client.mqttInfo();
+  } catch {
+    return;
+  }
+  if (!info || state.conn !== conn) return;
+  const rows: [string, string][] = [
+    ['Broker', info.url + (info.tlsUrl ? `  (TLS: ${info.tlsUrl})` : '')],
+    ['User name', info.username],
+    ['Password', info.password],
+    ['Kit payloads', info.topics.alerts],
+    ['Alarms', `${info.tenantId}/alarms/+`],
+    ['Upload to', info.topics.ingest],
+    ['Try', info.example],
+  ];
+  box.querySelector('dl')!.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { class: 'mono' }, v)]));
+  box.hidden = false;
+}
+
 /** Shows a solution of a signed-in connection: devices, latest readings, the live stream, the panels. */
 function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[]): void {
   state.conn = conn;
@@ -147,6 +174,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   solutionIn.value = conn.solution;
   // The full endpoint and client id, never cut: the status line wraps instead (phones).
   statusEl.replaceChildren('Connected to ', el('strong', {}, conn.solution), ' at ', el('span', { class: 'mono' }, conn.endpoint), ' as ', el('span', { class: 'mono' }, conn.clientId));
+  void showMqtt(conn);
   for (const g of latest) noteLatest(g.deviceId, g.observations);
   setDevices(devices);
   panels = mountPanels(conn, {
@@ -241,6 +269,7 @@ function leave(): void {
 function disconnect(reset = true): void {
   leave();
   if (!reset) return;
+  $('mqtt-info').hidden = true;
   for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = false;
   connectBtn.hidden = false;
   disconnectBtn.hidden = true;
