@@ -44,9 +44,10 @@ describe('web app: MQTT connection details', () => {
   test('a service without a broker shows no MQTT box', async () => {
     const c = await plain.account('no-mqtt');
     const { page, close } = await newPage(browser);
+    const answered = page.waitForResponse((r) => r.url().endsWith('/api/mqtt'));
     await connect(page, plain.url, c, 'sandbox');
+    assert.equal((await answered).status(), 404);
     await page.locator('#status strong').waitFor();
-    await page.waitForLoadState('networkidle'); // the /api/mqtt answer (404 here) has come
     assert.equal(await page.locator('#mqtt-info').isHidden(), true);
     await close();
   });
