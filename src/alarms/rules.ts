@@ -214,24 +214,11 @@ function human(ms: number): string {
   return `${ms / 1000} s`;
 }
 
-export interface RuleWire {
+/** A rule on the wire: its spec (the signing salt of its webhook left out) with its keys and times. */
+export interface RuleWire extends Omit<AlarmRuleSpec, 'webhook'> {
   id: string;
   solution: string;
   deviceId: string | null;
-  name: string;
-  field: string;
-  condition: AlarmCondition;
-  threshold?: number;
-  low?: number;
-  high?: number;
-  ratePerMinute?: number;
-  direction?: string;
-  silenceMs?: number;
-  durationMs: number;
-  hysteresis: number;
-  unit: TemperatureUnit | null;
-  severity: AlarmSeverity;
-  enabled: boolean;
   webhook: { url: string; secret?: string } | null;
   createdAt: string;
   updatedAt: string;

@@ -3,27 +3,13 @@
 // software dev kits: kit payloads printed (text, and CBOR as hex), observations published and stored,
 // a refused message and a refused filter reported with exit 1.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { reef as run } from '../helpers/reef.ts';
 import { startMqtt, type MqttHarness } from './helpers.ts';
 
-const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/reef.js');
-
-function reef(args: string[], env: Record<string, string>, input = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const e: Record<string, string | undefined> = { ...process.env, REEF_LOG_LEVEL: 'silent', REEF_CONFIG_DIR: '/nonexistent/reef-cli', ...env };
-    delete e.REEF_TOKEN;
-    const child = spawn(process.execPath, [BIN, ...args], { env: e as NodeJS.ProcessEnv, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
+/** The shared runner (test/helpers/reef.ts), with no stored login unless the test gives one. */
+function reef(args: string[], env: Record<string, string>, input = '') {
+  return run(args, { env: { REEF_CONFIG_DIR: '/nonexistent/reef-cli', ...env }, input });
 }
 
 describe('reef mqtt', () => {
