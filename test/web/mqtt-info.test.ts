@@ -1,5 +1,6 @@
 // Issue 14.5: the app shows how to connect over MQTT — the broker's address, the account's topics
-// and a mosquitto_sub line — from GET /api/mqtt, and nothing when the service runs no broker.
+// and a mosquitto_sub line — from GET /api/mqtt, and nothing when the service runs no broker; a
+// service without the alarms component shows no alarms panel.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
@@ -41,14 +42,18 @@ describe('web app: MQTT connection details', () => {
     await close();
   });
 
-  test('a service without a broker shows no MQTT box', async () => {
+  test('a service without a broker shows no MQTT box, and without alarms no alarms panel (and no error about it)', async () => {
     const c = await plain.account('no-mqtt');
     const { page, close } = await newPage(browser);
     const answered = page.waitForResponse((r) => r.url().endsWith('/api/mqtt'));
+    const alarms = page.waitForResponse((r) => r.url().includes('/alarm-rules'));
     await connect(page, plain.url, c, 'sandbox');
     assert.equal((await answered).status(), 404);
+    assert.equal((await alarms).status(), 404);
     await page.locator('#status strong').waitFor();
     assert.equal(await page.locator('#mqtt-info').isHidden(), true);
+    await page.locator('#alarms-panel').waitFor({ state: 'hidden' });
+    assert.doesNotMatch((await page.textContent('#message')) ?? '', /endpoint/, 'no error about routes this service does not have');
     await close();
   });
 });

@@ -3,7 +3,7 @@
 // can be dragged to a new value, raised alarms marked on the time axis, and a badge per device in the
 // table. The panel follows the live stream (`alarm` and `alarm-rule` events).
 import type uPlot from 'uplot';
-import type { Alarm, AlarmRule } from '../../src/sdk/index.ts';
+import { ApiError as SdkApiError, type Alarm, type AlarmRule } from '../../src/sdk/index.ts';
 import type { Connection } from './api.ts';
 import { el, fmtTime, shortId, type Unit } from './format.ts';
 
@@ -154,6 +154,8 @@ export class AlarmsPanel {
   private form: HTMLFormElement;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private destroyed = false;
+  /** This panel's own failures, beside it (not part of its heading, so not of its name). */
+  private readonly error: HTMLElement;
 
   constructor(
     private readonly conn: Connection,
@@ -161,12 +163,15 @@ export class AlarmsPanel {
     before: HTMLElement | null,
   ) {
     this.count = el('span', { class: 'count' });
+    this.error = el('p', { class: 'panel-error', role: 'status' });
+    this.error.hidden = true;
     this.list = el('ul', { class: 'alarms', 'aria-live': 'polite' });
     this.form = el('form', { class: 'alarm-form', 'aria-label': 'Temperature alarm of the plotted device' });
     this.root = el(
       'section',
       { id: 'alarms-panel', class: 'panel wide', 'aria-labelledby': 'alarms-h' },
       el('div', { class: 'panel-head' }, el('h2', { id: 'alarms-h' }, 'Alarms ', this.count)),
+      this.error,
       this.list,
       this.form,
     );
@@ -218,6 +223,7 @@ export class AlarmsPanel {
       shared.alarms = [...active.alarms, ...past.alarms];
       shared.rules = rules;
       shared.counts = new Map(counts.map((x) => [x.deviceId, x.active]));
+      this.error.hidden = true;
       this.render();
       this.ctx.changed();
     } catch (e) {
@@ -225,7 +231,14 @@ export class AlarmsPanel {
       // nothing about now; a failure of this panel is said in the panel, beside what it concerns,
       // not in the page's message line (which belongs to connecting and the device list).
       if (this.destroyed || mine !== this.loads) return;
-      this.count.textContent = `(${(this.conn.explain(e) as Error).message})`;
+      // A service without the alarms component has no such routes: then there is no panel.
+      if (e instanceof SdkApiError && e.status === 404 && e.code === 'ROUTE_NOT_FOUND') {
+        this.root.hidden = true;
+        return;
+      }
+      this.error.textContent = (this.conn.explain(e) as Error).message;
+      this.error.hidden = false;
+      return;
     }
   }
 
