@@ -9,7 +9,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type * as core from '../src/core/types.ts';
+import type { KitStatus } from '../src/gateway/kit-status-routes.ts';
 import type { BridgeResponse } from '../src/gateway/routes.ts';
+import type { MqttConnectInfo } from '../src/mqtt/routes.ts';
+import type { AlarmWire, RuleWire } from '../src/alarms/rules.ts';
 import type * as sdk from '../src/sdk/types.ts';
 import type { Simulation as ServerSimulation } from '../src/sim/simulations.ts';
 
@@ -34,8 +37,12 @@ const checks = {
   observationGroup: true satisfies Same<core.ObservationGroup, sdk.ObservationGroup, 'ObservationGroup'>,
   coapBridge: true satisfies Same<BridgeResponse, sdk.CoapResponse, 'CoapResponse (HTTP bridge)'>,
   simulation: true satisfies Same<ServerSimulation, sdk.Simulation, 'Simulation'>,
+  kitStatus: true satisfies Same<KitStatus, sdk.KitStatus, 'KitStatus'>,
+  mqttConnect: true satisfies Same<MqttConnectInfo, sdk.MqttConnectInfo, 'MqttConnectInfo'>,
+  alarmRule: true satisfies Same<RuleWire, sdk.AlarmRule, 'AlarmRule'>,
+  alarm: true satisfies Same<AlarmWire, sdk.Alarm, 'Alarm'>,
 };
 
 test('the server’s wire types and the SDK’s agree (checked by the type checker)', () => {
-  assert.equal(Object.values(checks).filter((v) => v === true).length, 8);
+  assert.equal(Object.values(checks).filter((v) => v === true).length, 12);
 });
