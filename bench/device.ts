@@ -7,6 +7,7 @@ import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { Code, CON, parseMessage, serializeMessage, uriOptions } from '../src/coap/index.ts';
+import { freePort } from './lib.ts';
 
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 16);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -74,14 +75,6 @@ async function firstLine(child: ChildProcess): Promise<string> {
   throw new Error('child ended without output');
 }
 
-async function freePort(): Promise<number> {
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
-  const p = s.address().port;
-  s.close();
-  return p;
-}
-
 async function main(): Promise<void> {
   const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
   const self = fileURLToPath(import.meta.url);
@@ -96,7 +89,7 @@ async function main(): Promise<void> {
   await once(kitProc, 'exit');
 
   // 2. libcoap's coap-server on this machine, same load.
-  const port = await freePort();
+  const port = await freePort('udp');
   const lib = spawn('coap-server-notls', ['-A', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
   await new Promise((r) => setTimeout(r, 500));
   const libRps = await load(port, '/time', SECONDS);

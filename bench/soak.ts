@@ -12,14 +12,12 @@
 // Options: --minutes N (10), --clients N (1000), --kill-every M (0 = never), --store sqlite|postgres,
 // --pg-restart-every M (0), --database-url URL (postgres://postgres@127.0.0.1:5432/reef_soak).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import dgram from 'node:dgram';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Code, CoapEndpoint, Option, stringOption } from '../src/coap/index.ts';
 import { proxyUri } from '../src/gateway/gateway.ts';
-import { BIN, arg, fmt, machine, percentile, request } from './lib.ts';
+import { BIN, arg, fmt, freePort, machine, percentile, request } from './lib.ts';
 
 const MINUTES = Number(arg('minutes', '10'));
 const CLIENTS = Number(arg('clients', '1000'));
@@ -29,22 +27,6 @@ const PG_RESTART_EVERY = Number(arg('pg-restart-every', '0'));
 const DB_URL = arg('database-url', 'postgres://postgres@127.0.0.1:5432/reef_soak');
 const ADMIN = 'soak-admin-key-0123456789';
 const ACCOUNTS = 40;
-
-function freePort(kind: 'tcp' | 'udp'): Promise<number> {
-  return new Promise((resolve) => {
-    if (kind === 'tcp') {
-      const s = net.createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as net.AddressInfo).port;
-        s.close(() => resolve(p));
-      });
-    } else {
-      const s = dgram.createSocket('udp4').bind(0, '127.0.0.1', () => {
-        const p = s.address().port;
-        s.close(() => resolve(p));
-      });
-    }
-  });
-}
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-soak-'));
 const httpPort = await freePort('tcp');
