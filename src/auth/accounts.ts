@@ -186,9 +186,17 @@ export class Authenticator {
     if (!account) throw new ReefError('TOKEN_INVALID', 'the account of this token no longer exists');
     if (account.disabled) throw new ReefError('ACCOUNT_DISABLED', 'this account is disabled');
     // Tokens issued before `sv` existed carry none and live to their expiry (docs/security.md).
-    if (claims.sv !== undefined && claims.sv !== secretVersion(account.secretHash)) {
+    if (claims.sv !== undefined && claims.sv !== this.versionOf(account)) {
       throw new ReefError('TOKEN_INVALID', 'the client secret was rotated after this token was issued; request a new token');
     }
+  }
+
+  /** The account's secret version, hashed once per cached account object, not once per request. */
+  private readonly versions = new WeakMap<Account, string>();
+  private versionOf(account: Account): string {
+    let v = this.versions.get(account);
+    if (v === undefined) this.versions.set(account, (v = secretVersion(account.secretHash)));
+    return v;
   }
 
   async account(tenantId: string): Promise<Account | null> {
