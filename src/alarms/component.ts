@@ -11,8 +11,6 @@ export interface AlarmComponentOptions {
   /** Publishes alarm events to MQTT topic <tenantId>/alarms/<deviceId>; absent: no MQTT. */
   mqtt?: AlarmPublisher | null;
   webhook?: Partial<WebhookPolicy>;
-  /** The fetch webhooks are sent with (default: the global one). */
-  fetch?: typeof fetch;
   /** Readings older than this on arrival are not evaluated (backfill); default 1 h. */
   lateMs?: number;
   /** Period of the silence check and the webhook retry poll; 0 disables the timers (tests drive them). */
@@ -34,7 +32,8 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): Componen
     const now = opts.now ?? Date.now;
     const log = s.log.child({ component: 'alarms' });
     const notifier = new AlarmNotifier(s.store, s.events, opts.mqtt ?? null, log, now);
-    const sender = new WebhookSender(s.store, log, now, { ...DEFAULT_WEBHOOK_POLICY, ...opts.webhook }, opts.fetch);
+    const egress = { allowPrivate: s.config.alarms.webhookAllowPrivate };
+    const sender = new WebhookSender(s.store, log, now, { ...DEFAULT_WEBHOOK_POLICY, ...opts.webhook }, egress);
     const engine = new AlarmEngine({ store: s.store, events: s.events, log, notifier, now, lateMs: opts.lateMs ?? 3_600_000 });
     opts.onReady?.({ engine, sender, notifier });
 
@@ -55,6 +54,7 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): Componen
         notifier,
         local: (e) => engine.handle(e),
         now,
+        egress,
         maxRulesPerSolution: opts.maxRulesPerSolution ?? 20_000,
       }),
       async start() {

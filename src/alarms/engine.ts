@@ -13,7 +13,7 @@
 // pending duration and knows which alarms are raised.
 import type { Logger } from 'pino';
 import type { AlarmEvalState, AlarmReading, AlarmRuleRecord, AlarmRuleSpec } from '../core/alarms.ts';
-import type { Observation, ObservationRecord } from '../core/types.ts';
+import type { DeviceRecord, Observation, ObservationRecord } from '../core/types.ts';
 import type { EventBus, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { breaks, clears, convert, ratePerMinute, readField, readingUnit } from './evaluate.ts';
@@ -60,65 +60,139 @@ interface Summary {
   maxFall: number;
 }
 
+function temperatureOf(records: ObservationRecord[] | null, wire: Observation[] | null, i: number): number | null {
+  if (records) return records[i]!.temperature;
+  const t = wire![i]!.temperature;
+  return typeof t === 'number' ? t : null;
+}
+
 /**
  * The batch's temperature extremes, oldest first as evaluation goes; null when a reading names its
  * own unit (then every rule is judged reading by reading). Readings without a temperature are left
  * out, and a repeated timestamp counts once, as the per-reading path does.
  */
-function summarize(n: number, order: number[] | null, tss: Float64Array, temperatureAt: (i: number) => number | null, bagAt: (i: number) => Record<string, unknown> | null): Summary | null {
-  const s: Summary = { count: 0, firstTs: 0, firstV: 0, lastTs: 0, lastV: 0, min: Infinity, max: -Infinity, maxRise: -Infinity, maxFall: Infinity };
+function summarize(n: number, order: number[] | null, tss: Float64Array, records: ObservationRecord[] | null, wire: Observation[] | null): Summary | null {
+  let count = 0;
+  let firstTs = 0;
+  let firstV = 0;
+  let lastTs = 0;
+  let lastV = 0;
+  let min = Infinity;
+  let max = -Infinity;
+  let maxRise = -Infinity;
+  let maxFall = Infinity;
   for (let j = 0; j < n; j++) {
     const i = order ? order[j]! : j;
-    const t = temperatureAt(i);
-    if (t === null) continue;
-    const bag = bagAt(i);
-    if (bag && bag.unit !== undefined) return null;
-    const ts = tss[i]!;
-    if (s.count) {
-      if (ts <= s.lastTs) continue;
-      const r = ((t - s.lastV) * 60_000) / (ts - s.lastTs);
-      if (r > s.maxRise) s.maxRise = r;
-      if (r < s.maxFall) s.maxFall = r;
+    let t: number | null;
+    if (records) {
+      const rec = records[i]!;
+      t = rec.temperature;
+      if (t === null) continue;
+      if (rec.extra !== null && rec.extra.unit !== undefined) return null;
     } else {
-      s.firstTs = ts;
-      s.firstV = t;
+      const w = wire![i]!;
+      t = typeof w.temperature === 'number' ? w.temperature : null;
+      if (t === null) continue;
+      if (w.unit !== undefined) return null;
     }
-    if (t < s.min) s.min = t;
-    if (t > s.max) s.max = t;
-    s.lastTs = ts;
-    s.lastV = t;
-    s.count++;
+    const ts = tss[i]!;
+    if (count) {
+      if (ts <= lastTs) continue;
+      const r = ((t - lastV) * 60_000) / (ts - lastTs);
+      if (r > maxRise) maxRise = r;
+      if (r < maxFall) maxFall = r;
+    } else {
+      firstTs = ts;
+      firstV = t;
+    }
+    if (t < min) min = t;
+    if (t > max) max = t;
+    lastTs = ts;
+    lastV = t;
+    count++;
   }
-  return s;
+  return { count, firstTs, firstV, lastTs, lastV, min, max, maxRise, maxFall };
 }
 
 /** Rounding room: near a threshold the per-reading path decides. */
 const EPS = 1e-9;
 
+const toC = (s: AlarmRuleSpec, v: number) => (s.unit === 'F' ? ((v - 32) * 5) / 9 : v);
+
 /**
- * True when no reading of the batch can break a temperature rule whose pair is normal: the pair
- * moves past the batch at once (what judging each reading would have done).
+ * What one device's rules are, resolved once and kept until a rule, a pair or the device changes:
+ * the rules (its own, its template's, the solution's), their pairs, and the tightest limits of its
+ * temperature rules in °C, so a batch that stays inside all of them settles every rule with one
+ * comparison per limit (docs/alarms.md "Every ingest path, one hook").
  */
-function settled(s: AlarmRuleSpec, p: Pair, sum: Summary): boolean {
-  if (!sum.count || s.field !== 'temperature' || p.phase !== 'normal') return false;
+interface Plan {
+  rules: AlarmRuleRecord[];
+  pairs: Pair[];
+  silence: boolean;
+  /** Lowest value that can break an above/outside rule; highest that can break a below/outside rule. */
+  hi: number;
+  lo: number;
+  /** Smallest rise / fall per minute that can break a rate rule. */
+  rise: number;
+  fall: number;
+}
+
+function plan(rules: AlarmRuleRecord[], pairs: Pair[]): Plan {
+  const p: Plan = { rules, pairs, silence: false, hi: Infinity, lo: -Infinity, rise: Infinity, fall: Infinity };
+  for (const r of rules) {
+    const s = r.spec;
+    if (s.condition === 'silence') {
+      p.silence = true;
+      continue;
+    }
+    if (s.field !== 'temperature') continue;
+    switch (s.condition) {
+      case 'above':
+        p.hi = Math.min(p.hi, toC(s, s.threshold!));
+        break;
+      case 'below':
+        p.lo = Math.max(p.lo, toC(s, s.threshold!));
+        break;
+      case 'outside':
+        p.hi = Math.min(p.hi, toC(s, s.high!));
+        p.lo = Math.max(p.lo, toC(s, s.low!));
+        break;
+      case 'rate': {
+        const limit = s.unit === 'F' ? (s.ratePerMinute! * 5) / 9 : s.ratePerMinute!;
+        if (s.direction !== 'fall') p.rise = Math.min(p.rise, limit);
+        if (s.direction !== 'rise') p.fall = Math.min(p.fall, limit);
+        break;
+      }
+    }
+  }
+  return p;
+}
+
+/**
+ * True when no reading of the batch can break this temperature rule, whose pair is normal: the
+ * pair moves past the batch at once (what judging each reading would have done). `inside`: the
+ * batch is within the device's tightest limits (Plan), so only a rate rule's step from the pair's
+ * last reading to the batch's first is left to check.
+ */
+function settled(s: AlarmRuleSpec, p: Pair, sum: Summary, inside: boolean): boolean {
+  if (s.field !== 'temperature' || p.phase !== 'normal') return false;
   if (p.lastTs !== undefined && p.lastTs >= sum.firstTs) return false;
-  const c = (v: number) => (s.unit === 'F' ? ((v - 32) * 5) / 9 : v);
-  let could: boolean;
+  let could = false;
   switch (s.condition) {
     case 'above':
-      could = sum.max > c(s.threshold!) - EPS;
+      could = !inside && sum.max > toC(s, s.threshold!) - EPS;
       break;
     case 'below':
-      could = sum.min < c(s.threshold!) + EPS;
+      could = !inside && sum.min < toC(s, s.threshold!) + EPS;
       break;
     case 'outside':
-      could = sum.min < c(s.low!) + EPS || sum.max > c(s.high!) - EPS;
+      could = !inside && (sum.min < toC(s, s.low!) + EPS || sum.max > toC(s, s.high!) - EPS);
       break;
     case 'rate': {
-      let rise = sum.maxRise;
-      let fall = sum.maxFall;
+      let rise = inside ? -Infinity : sum.maxRise;
+      let fall = inside ? Infinity : sum.maxFall;
       if (p.lastTs !== undefined && p.lastValue !== undefined) {
-        const r0 = ((sum.firstV - c(p.lastValue)) * 60_000) / (sum.firstTs - p.lastTs);
+        const r0 = ((sum.firstV - toC(s, p.lastValue)) * 60_000) / (sum.firstTs - p.lastTs);
         rise = Math.max(rise, r0);
         fall = Math.min(fall, r0);
       }
@@ -143,6 +217,13 @@ export class AlarmEngine {
   private rules = new Map<string, AlarmRuleRecord>();
   private byDevice = new Map<string, AlarmRuleRecord[]>();
   private bySolution = new Map<string, AlarmRuleRecord[]>();
+  /** Rules for a device template, by template id; and how many such rules each solution has. */
+  private byTemplate = new Map<string, AlarmRuleRecord[]>();
+  private templateSolutions = new Map<string, number>();
+  /** Each device's rules and pairs, resolved on its first batch; dropped when rules or pairs change. */
+  private plans = new Map<string, Plan | null>();
+  /** Timestamps of the batch being judged, reused from batch to batch. */
+  private scratch = new Float64Array(1024);
   private pairs = new Map<string, Pair>();
   /** When each device's last observation arrived (silence rules). */
   private lastSeen = new Map<string, number>();
@@ -190,6 +271,9 @@ export class AlarmEngine {
     this.rules.clear();
     this.byDevice.clear();
     this.bySolution.clear();
+    this.byTemplate.clear();
+    this.templateSolutions.clear();
+    this.plans.clear();
     this.pairs.clear();
     this.lastSeen.clear();
   }
@@ -206,7 +290,10 @@ export class AlarmEngine {
   handle(e: ReefEvent): void {
     if (!this.active) return;
     if (e.kind === 'observations') {
-      if (!this.byDevice.has(e.deviceId) && !this.bySolution.has(key(e.groupId, e.solution)) && !this.loading && !this.reloading) return;
+      if (!this.byDevice.has(e.deviceId) && !this.loading && !this.reloading) {
+        const k = key(e.groupId, e.solution);
+        if (!this.bySolution.has(k) && !this.templateSolutions.has(k)) return;
+      }
       const at = this.o.now();
       // In-process publishers attach the stored records (src/service/observations.ts): numbers, no
       // wire form to build or parse. Events from other nodes carry the wire form only.
@@ -224,6 +311,9 @@ export class AlarmEngine {
           this.reloading--;
         }
       });
+    } else if (e.kind === 'device') {
+      // A device made, deleted (or given another template): its rules are resolved afresh.
+      if (this.plans.has(e.deviceId)) this.enqueue(() => void this.plans.delete(e.deviceId));
     } else if (e.kind === 'alarm' && e.event === 'cleared') {
       const a = e.alarm as { id: string; ruleId: string; deviceId: string };
       this.enqueue(() => this.forget(a.ruleId, a.deviceId, a.id));
@@ -287,6 +377,7 @@ export class AlarmEngine {
 
   private async load(): Promise<void> {
     this.loading = true;
+    this.plans.clear();
     try {
       for (const r of await this.o.store.allAlarmRules()) this.index(r);
       for (const { ruleId, deviceId, state } of await this.o.store.listAlarmStates()) {
@@ -314,26 +405,43 @@ export class AlarmEngine {
     }
   }
 
+  /** Where a rule is indexed: by its device, its device template, or its solution. */
+  private slot(r: AlarmRuleRecord): [Map<string, AlarmRuleRecord[]>, string] {
+    if (r.deviceId) return [this.byDevice, r.deviceId];
+    if (r.spec.templateId) return [this.byTemplate, r.spec.templateId];
+    return [this.bySolution, key(r.groupId, r.solution)];
+  }
+
   private index(r: AlarmRuleRecord): void {
     this.unindex(r.id);
     if (!r.spec.enabled) return;
     this.rules.set(r.id, r);
-    const m = r.deviceId ? this.byDevice : this.bySolution;
-    const k = r.deviceId ?? key(r.groupId, r.solution);
+    const [m, k] = this.slot(r);
     const list = m.get(k);
     if (list) list.push(r);
     else m.set(k, [r]);
+    if (r.spec.templateId) {
+      const sk = key(r.groupId, r.solution);
+      this.templateSolutions.set(sk, (this.templateSolutions.get(sk) ?? 0) + 1);
+    }
+    this.plans.clear();
   }
 
   private unindex(id: string): void {
     const old = this.rules.get(id);
     if (!old) return;
     this.rules.delete(id);
-    const m = old.deviceId ? this.byDevice : this.bySolution;
-    const k = old.deviceId ?? key(old.groupId, old.solution);
+    const [m, k] = this.slot(old);
     const list = m.get(k)?.filter((x) => x.id !== id);
     if (list?.length) m.set(k, list);
     else m.delete(k);
+    if (old.spec.templateId) {
+      const sk = key(old.groupId, old.solution);
+      const n = (this.templateSolutions.get(sk) ?? 1) - 1;
+      if (n > 0) this.templateSolutions.set(sk, n);
+      else this.templateSolutions.delete(sk);
+    }
+    this.plans.clear();
   }
 
   private async reloadRule(groupId: string, solution: string, id: string): Promise<void> {
@@ -343,9 +451,10 @@ export class AlarmEngine {
     else this.index(r);
     // A changed condition makes pending durations and rate history meaningless; raised alarms stay
     // raised until a reading clears them under the new rule.
-    if (!r || (before && before.spec.condition !== r.spec.condition) || (before && before.deviceId !== r.deviceId)) {
+    if (!r || (before && (before.spec.condition !== r.spec.condition || before.deviceId !== r.deviceId || before.spec.templateId !== r.spec.templateId))) {
       const prefix = id + '\n';
       for (const [k, p] of this.pairs) if (k.startsWith(prefix) && (!r || p.phase !== 'raised')) this.pairs.delete(k);
+      this.plans.clear();
     }
     if (r?.spec.condition === 'silence') await this.seedLastSeen(key(r.groupId, r.solution));
     this.updateSubscription();
@@ -356,28 +465,48 @@ export class AlarmEngine {
     const p = this.pairs.get(k);
     if (!p || p.alarmId !== alarmId) return;
     this.pairs.delete(k);
+    this.plans.clear();
     await this.persist(ruleId, deviceId, null);
   }
 
   // ---- evaluation -----------------------------------------------------------------------------
 
+  /** The device's rules and their pairs (cached until a rule, a pair or the device changes). */
+  private async planFor(groupId: string, solution: string, deviceId: string): Promise<Plan | null> {
+    const cached = this.plans.get(deviceId);
+    if (cached !== undefined) return cached;
+    const sk = key(groupId, solution);
+    const rules = [...(this.byDevice.get(deviceId) ?? []), ...(this.bySolution.get(sk) ?? [])];
+    if (this.templateSolutions.has(sk)) {
+      // The device's template as stored now: a device made later, or given another template, is
+      // resolved afresh (its plan is dropped on the device's event).
+      const d = await this.o.store.getDevice(groupId, solution, deviceId).catch(() => null);
+      const t = d?.domainInfo.templateId;
+      if (typeof t === 'string') rules.push(...(this.byTemplate.get(t)?.filter((r) => r.groupId === groupId && r.solution === solution) ?? []));
+    }
+    const pl = rules.length
+      ? plan(
+          rules,
+          rules.map((r) => this.pair(r.id, deviceId)),
+        )
+      : null;
+    if (this.plans.size >= 100_000) this.plans.clear(); // bounded: a plan is cheap to rebuild
+    this.plans.set(deviceId, pl);
+    return pl;
+  }
+
   private async observe(groupId: string, solution: string, deviceId: string, batch: Batch, at: number): Promise<void> {
-    const a = this.byDevice.get(deviceId);
-    const b = this.bySolution.get(key(groupId, solution));
-    if (!a && !b) return;
-    const rules = a && b ? [...a, ...b] : (a ?? b)!;
+    const pl = await this.planFor(groupId, solution, deviceId);
+    if (!pl) return;
     this.lastSeen.set(deviceId, at);
     const { records, wire } = batch;
     const n = records ? records.length : wire!.length;
     if (!n) return;
-    const temperatureAt = (i: number): number | null => {
-      if (records) return records[i]!.temperature;
-      const t = wire![i]!.temperature;
-      return typeof t === 'number' ? t : null;
-    };
-    const bagAt = (i: number): Record<string, unknown> | null => (records ? records[i]!.extra : wire![i]!);
-    // Timestamps read once; a batch may come in any order, and evaluation goes oldest first.
-    const tss = new Float64Array(n);
+    const { rules, pairs } = pl;
+    // Timestamps read once (into a buffer reused from batch to batch); a batch may come in any
+    // order, and evaluation goes oldest first.
+    if (this.scratch.length < n) this.scratch = new Float64Array(Math.max(n, this.scratch.length * 2));
+    const tss = this.scratch;
     let ordered = true;
     for (let i = 0; i < n; i++) {
       tss[i] = records ? records[i]!.ts : Date.parse(wire![i]!.timestamp);
@@ -385,29 +514,31 @@ export class AlarmEngine {
     }
     const order: number[] | null = ordered ? null : Array.from({ length: n }, (_, i) => i).sort((x, y) => tss[x]! - tss[y]!);
     const newest = order ? order[n - 1]! : n - 1;
-    for (const r of rules) {
-      if (r.spec.condition !== 'silence') continue;
-      const p = this.pairs.get(key(r.id, deviceId));
-      if (p?.phase === 'raised') {
-        const v = r.spec.field === 'temperature' ? temperatureAt(newest) : readField(bagAt(newest) ?? {}, r.spec.field);
-        await this.clear(r, deviceId, p, v === null ? null : this.reading(r, tss[newest]!, v, bagAt(newest)), 'an observation arrived');
+    if (pl.silence) {
+      for (let k = 0; k < rules.length; k++) {
+        const r = rules[k]!;
+        const p = pairs[k]!;
+        if (r.spec.condition !== 'silence' || p.phase !== 'raised') continue;
+        const bag = records ? records[newest]!.extra : wire![newest]!;
+        const v = r.spec.field === 'temperature' ? temperatureOf(records, wire, newest) : readField(bag ?? {}, r.spec.field);
+        await this.clear(r, deviceId, p, v === null ? null : this.reading(r, tss[newest]!, v, bag), 'an observation arrived');
       }
     }
     const cutoff = at - this.o.lateMs;
-    const sum = tss[order ? order[0]! : 0]! >= cutoff ? summarize(n, order, tss, temperatureAt, bagAt) : null;
-    // The pairs once per batch, not per reading: a batch is up to 10,000 readings. A rule that no
-    // reading of the batch can break (the batch's extremes say so) is settled at once; only the
-    // others are judged reading by reading.
-    const liveRules: AlarmRuleRecord[] = [];
-    const livePairs: Pair[] = [];
-    for (const r of rules) {
+    const sum = tss[order ? order[0]! : 0]! >= cutoff ? summarize(n, order, tss, records, wire) : null;
+    // A batch inside the device's tightest limits settles every rule at one comparison per limit;
+    // otherwise each rule is checked against the batch's extremes, and only a rule that some
+    // reading could break is judged reading by reading (with the same outcome as judging all).
+    const inside = sum !== null && sum.count > 0 && sum.max < pl.hi - EPS && sum.min > pl.lo + EPS && sum.maxRise < pl.rise - EPS && sum.maxFall > -pl.fall + EPS;
+    let live: number[] | null = null;
+    for (let k = 0; k < rules.length; k++) {
+      const r = rules[k]!;
       if (r.spec.condition === 'silence') continue;
-      const p = this.pair(r.id, deviceId);
-      if (sum && settled(r.spec, p, sum)) continue;
-      liveRules.push(r);
-      livePairs.push(p);
+      if (sum !== null && sum.count > 0 && settled(r.spec, pairs[k]!, sum, inside)) continue;
+      if (live) live.push(k);
+      else live = [k];
     }
-    if (!liveRules.length) return;
+    if (!live) return;
     for (let j = 0; j < n; j++) {
       const i = order ? order[j]! : j;
       const ts = tss[i]!;
@@ -415,10 +546,10 @@ export class AlarmEngine {
         this.skippedLate++;
         continue;
       }
-      const temp = temperatureAt(i);
-      const bag = bagAt(i);
-      for (let k = 0; k < liveRules.length; k++) {
-        const step = this.evaluate(liveRules[k]!, livePairs[k]!, deviceId, ts, temp, bag);
+      const temp = temperatureOf(records, wire, i);
+      const bag = records ? records[i]!.extra : wire![i]!;
+      for (const k of live) {
+        const step = this.evaluate(rules[k]!, pairs[k]!, deviceId, ts, temp, bag);
         if (step) await step;
       }
     }
@@ -492,6 +623,7 @@ export class AlarmEngine {
       else {
         try {
           devices = await this.o.store.listDevices(r.groupId, r.solution);
+          if (r.spec.templateId) devices = devices.filter((d) => (d as DeviceRecord).domainInfo.templateId === r.spec.templateId);
         } catch (err) {
           this.o.log.warn({ err }, 'listing devices for silence rules failed');
           continue;

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { AlarmRecord, AlarmRuleRecord, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
+import { type EgressPolicy, postWebhook } from './egress.ts';
 import { alarmToWire } from './rules.ts';
 
 /** What alarms need of an MQTT broker or client: fire-and-forget publishing (QoS 1 where it can). */
@@ -34,6 +35,30 @@ export async function webhookSecret(store: Store, ruleId: string, salt: string):
     m = (await store.getState(MASTER))!;
   }
   return createHmac('sha256', Buffer.from(m, 'base64url')).update(`reef-alarm-webhook|${ruleId}|${salt}`).digest('base64url');
+}
+
+/**
+ * A solution's webhook (docs/alarms.md "Webhooks"): used for every rule of the solution without its
+ * own. Kept in the store's state table under one key per group and solution; its secret is derived
+ * like a rule's, from the key `solution/<group>/<solution>` and its own salt.
+ */
+export interface SolutionWebhook {
+  url: string;
+  salt: string;
+  updatedAt: number;
+}
+
+const solutionHookKey = (groupId: string, solution: string) => `alarms/solution-webhook/${groupId}/${solution}`;
+export const solutionHookId = (groupId: string, solution: string) => `solution/${groupId}/${solution}`;
+
+export async function getSolutionWebhook(store: Store, groupId: string, solution: string): Promise<SolutionWebhook | null> {
+  const v = await store.getState(solutionHookKey(groupId, solution));
+  return v === null ? null : (JSON.parse(v) as SolutionWebhook);
+}
+
+export async function setSolutionWebhook(store: Store, groupId: string, solution: string, hook: SolutionWebhook | null): Promise<void> {
+  if (hook) await store.setState(solutionHookKey(groupId, solution), JSON.stringify(hook));
+  else await store.deleteState(solutionHookKey(groupId, solution));
 }
 
 /**
@@ -83,7 +108,15 @@ export class AlarmNotifier {
         this.log.warn({ err, alarm: alarm.id }, 'publishing an alarm over MQTT failed');
       }
     }
-    const hook = rule?.spec.webhook;
+    // The rule's own webhook, else the solution's (none for an alarm whose rule was deleted).
+    let hook: { url: string } | null = rule?.spec.webhook ?? null;
+    if (rule && !hook) {
+      try {
+        hook = await getSolutionWebhook(this.store, alarm.groupId, alarm.solution);
+      } catch (err) {
+        this.log.warn({ err, alarm: alarm.id }, "reading the solution's webhook failed");
+      }
+    }
     if (hook) {
       const t = this.now();
       const d: WebhookDeliveryRecord = {
@@ -122,7 +155,7 @@ export class WebhookSender {
     private readonly log: Logger,
     private readonly now: () => number,
     private readonly policy: WebhookPolicy,
-    private readonly fetchImpl: typeof fetch = fetch,
+    private readonly egress: EgressPolicy,
   ) {}
 
   /** Sends everything due now; a call while a round runs makes one more round after it. */
@@ -168,41 +201,45 @@ export class WebhookSender {
     if (due.length === 100) this.again = true;
   }
 
+  /** The signing secret of a delivery: its rule's webhook's, else its solution's; null when gone. */
+  private async secretFor(d: WebhookDeliveryRecord): Promise<string | null> {
+    const rule = await this.store.getAlarmRule(d.groupId, d.solution, d.ruleId);
+    if (!rule) return null;
+    if (rule.spec.webhook) return webhookSecret(this.store, rule.id, rule.spec.webhook.salt);
+    const hook = await getSolutionWebhook(this.store, d.groupId, d.solution);
+    return hook ? webhookSecret(this.store, solutionHookId(d.groupId, d.solution), hook.salt) : null;
+  }
+
   private async attempt(d: WebhookDeliveryRecord): Promise<void> {
-    const rule = await this.store.getAlarmRule(d.groupId, d.solution, d.ruleId).catch(() => null);
+    const secret = await this.secretFor(d).catch(() => undefined);
     let error: string | null = null;
-    if (!rule?.spec.webhook) error = 'the rule or its webhook was deleted';
+    if (secret === undefined) error = 'the webhook could not be read from the store';
+    else if (secret === null) error = 'the rule or its webhook was deleted';
     else {
-      const secret = await webhookSecret(this.store, rule.id, rule.spec.webhook.salt);
       try {
-        const res = await this.fetchImpl(d.url, {
-          method: 'POST',
-          headers: {
+        const res = await postWebhook(
+          d.url,
+          {
             'content-type': 'application/json',
             'user-agent': 'Reef-Alarms/1',
             'x-reef-event': (JSON.parse(d.body) as { event: string }).event,
             'x-reef-delivery': d.id,
             'x-reef-signature': signature(secret, d.body, Math.floor(this.now() / 1000)),
           },
-          body: d.body,
-          redirect: 'manual',
-          signal: AbortSignal.timeout(this.policy.timeoutMs),
-        });
-        // The body is not needed; reading it frees the connection.
-        await res.arrayBuffer().catch(() => undefined);
+          d.body,
+          this.policy.timeoutMs,
+          this.egress,
+        );
         if (res.status < 200 || res.status >= 300) error = `HTTP ${res.status}`;
       } catch (err) {
-        error =
-          (err as Error).name === 'TimeoutError'
-            ? `no answer within ${this.policy.timeoutMs} ms`
-            : `${(err as Error).message}${(err as { cause?: Error }).cause ? `: ${(err as { cause: Error }).cause.message}` : ''}`;
+        error = `${(err as Error).message}${(err as { cause?: Error }).cause ? `: ${(err as { cause: Error }).cause.message}` : ''}`;
       }
     }
     const t = this.now();
     const attempts = d.attempts + 1;
     const out: WebhookDeliveryRecord = { ...d, attempts, updatedAt: t, lastError: error };
     if (error === null) out.status = 'delivered';
-    else if (attempts >= this.policy.maxAttempts || !rule?.spec.webhook) {
+    else if (attempts >= this.policy.maxAttempts || secret === null) {
       out.status = 'dead';
       this.log.info({ delivery: d.id, url: d.url, attempts, error }, 'webhook delivery given up: kept as a dead letter');
     } else out.nextAt = t + Math.min(this.policy.baseDelayMs * 2 ** (attempts - 1), this.policy.maxDelayMs);

@@ -2,7 +2,7 @@
 // and clear, per-device counts for badges, and the webhook deliveries (the dead-letter list).
 // Registered by the alarms component as an authenticated API plugin; everything is scoped to the
 // caller's group, and another group's rule or alarm answers exactly like none.
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { ACTIVE_STATUSES, type AlarmRuleRecord, type AlarmStatus, type DeliveryStatus } from '../core/alarms.ts';
 import { ReefError } from '../core/errors.ts';
@@ -13,8 +13,9 @@ import { errors, solutionParams } from '../http/schemas.ts';
 import { findDevice, resolveSolution } from '../service/devices.ts';
 import type { Store } from '../store/store.ts';
 import { acknowledged, applyStep, cleared, type Actor } from './lifecycle.ts';
-import { webhookSecret, type AlarmNotifier } from './notify.ts';
-import { alarmToWire, deliveryToWire, parseRule, ruleToWire } from './rules.ts';
+import { checkWebhookTarget, type EgressPolicy } from './egress.ts';
+import { getSolutionWebhook, setSolutionWebhook, solutionHookId, webhookSecret, type AlarmNotifier } from './notify.ts';
+import { alarmToWire, deliveryToWire, type ParsedRule, parseRule, ruleToWire, webhookUrl } from './rules.ts';
 
 export interface AlarmRoutesDeps {
   store: Store;
@@ -23,6 +24,8 @@ export interface AlarmRoutesDeps {
   /** This node's evaluator hears its own changes at once (the in-process bus may be idle). */
   local: (e: ReefEvent) => void;
   now: () => number;
+  /** Where webhooks may go (REEF_ALARM_WEBHOOK_ALLOW_PRIVATE). */
+  egress: EgressPolicy;
   /** Most rules one solution may hold. */
   maxRulesPerSolution: number;
 }
@@ -35,7 +38,8 @@ const ruleSchema = {
   properties: {
     id: { type: 'string' },
     solution: { type: 'string' },
-    deviceId: { type: ['string', 'null'], description: 'One device, or null for every device of the solution' },
+    deviceId: { type: ['string', 'null'], description: 'One device, or null for every device of the solution (or of templateId)' },
+    templateId: { type: ['string', 'null'], description: 'Every device naming this device template (devices made later included); null: deviceId or the whole solution' },
     name: { type: 'string' },
     field: { type: 'string', description: 'Path of a numeric field: temperature, accelerometer.z...' },
     condition: { type: 'string', enum: ['above', 'below', 'outside', 'rate', 'silence'] },
@@ -147,6 +151,16 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
     deps.local(e);
   };
 
+  /** The rule's device or template must be one of the caller's solution. */
+  async function checkTarget(account: Account, solution: string, parsed: ParsedRule): Promise<void> {
+    if (parsed.deviceId) await findDevice(store, account, solution, parsed.deviceId);
+    if (parsed.newWebhook && parsed.spec.webhook) await checkWebhookTarget(parsed.spec.webhook.url, deps.egress);
+    const t = parsed.spec.templateId;
+    if (t && !(await store.getTemplate(account.groupId, solution, t))) {
+      throw new ReefError('TEMPLATE_NOT_FOUND', `no device template ${t} in solution ${JSON.stringify(solution)}`, { field: 'templateId' });
+    }
+  }
+
   async function getRule(account: Account, solution: string, id: string): Promise<AlarmRuleRecord> {
     const pid = pathId(id);
     const r = pid ? await store.getAlarmRule(account.groupId, solution, pid) : null;
@@ -168,7 +182,10 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
           tags,
           summary: "The solution's alarm rules, oldest first",
           params: solutionParams,
-          querystring: { type: 'object', properties: { deviceId: { type: 'string', maxLength: 64, description: 'Only rules that watch this device (its own and the solution-wide ones)' } } },
+          querystring: {
+            type: 'object',
+            properties: { deviceId: { type: 'string', maxLength: 64, description: "Only rules that watch this device (its own, its template's and the solution-wide ones)" } },
+          },
           response: { 200: { type: 'object', properties: { rules: { type: 'array', items: { $ref: 'AlarmRule#' } } } }, ...errors(400, 401, 404) },
         },
       },
@@ -179,7 +196,8 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         let list = await store.listAlarmRules(request.account.groupId, solution);
         if (deviceId !== undefined) {
           const d = deviceId.toLowerCase();
-          list = list.filter((r) => r.deviceId === null || r.deviceId === d);
+          const t = list.some((r) => r.spec.templateId) ? (await store.getDevice(request.account.groupId, solution, d))?.domainInfo.templateId : undefined;
+          list = list.filter((r) => r.deviceId === d || (r.deviceId === null && (!r.spec.templateId || r.spec.templateId === t)));
         }
         return { rules: list.map((r) => ruleToWire(r)) };
       },
@@ -201,7 +219,7 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         const { solution } = request.params as { solution: string };
         await resolveSolution(store, request.account, solution);
         const parsed = parseRule(request.body);
-        if (parsed.deviceId) await findDevice(store, request.account, solution, parsed.deviceId);
+        await checkTarget(request.account, solution, parsed);
         const have = await store.countAlarmRules(request.account.groupId, solution);
         if (have >= deps.maxRulesPerSolution) {
           throw new ReefError('QUOTA_EXCEEDED', `a solution holds at most ${deps.maxRulesPerSolution} alarm rules; this one has ${have}`);
@@ -253,7 +271,7 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         solutionName(solution);
         const old = await getRule(request.account, solution, id);
         const parsed = parseRule(request.body, old.spec);
-        if (parsed.deviceId) await findDevice(store, request.account, solution, parsed.deviceId);
+        await checkTarget(request.account, solution, parsed);
         const rec: AlarmRuleRecord = { ...old, deviceId: parsed.deviceId, spec: parsed.spec, updatedAt: now() };
         if (!(await store.updateAlarmRule(rec))) throw new ReefError('ALARM_RULE_NOT_FOUND', `no alarm rule ${id} in solution ${JSON.stringify(solution)}`);
         changed({ kind: 'alarm-rule', groupId: rec.groupId, solution, ruleId: rec.id, action: 'updated' });
@@ -282,6 +300,68 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
             if (did) await notifier.notify('cleared', alarm, null);
           }
         }
+        return reply.code(204).send();
+      },
+    );
+
+    // The solution's webhook: used for every rule without its own (docs/alarms.md "Webhooks").
+    const hookPath = '/api/solutions/:solution/alarm-webhook';
+    const hookSchema = {
+      type: 'object',
+      properties: {
+        webhook: {
+          type: ['object', 'null'],
+          properties: {
+            url: { type: 'string' },
+            secret: { type: 'string', description: 'The signing secret: shown only when issued' },
+            updatedAt: { type: 'string' },
+          },
+        },
+      },
+    } as const;
+    app.get(
+      hookPath,
+      { schema: { tags, summary: "The solution's webhook (null: none), used for every rule without its own", params: solutionParams, response: { 200: hookSchema, ...errors(400, 401, 404) } } },
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        await resolveSolution(store, request.account, solution);
+        const h = await getSolutionWebhook(store, request.account.groupId, solution);
+        return { webhook: h ? { url: h.url, updatedAt: new Date(h.updatedAt).toISOString() } : null };
+      },
+    );
+    app.put(
+      hookPath,
+      {
+        schema: {
+          tags,
+          summary: "Set the solution's webhook; a new URL gets a new signing secret, shown in this answer only",
+          params: solutionParams,
+          body: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'], additionalProperties: false },
+          response: { 200: hookSchema, ...errors(400, 401, 404, 415) },
+        },
+        bodyLimit: 16 * 1024,
+      },
+      async (request) => {
+        const { solution } = request.params as { solution: string };
+        await resolveSolution(store, request.account, solution);
+        const url = webhookUrl((request.body as { url: unknown }).url, 'url');
+        const { groupId } = request.account;
+        const old = await getSolutionWebhook(store, groupId, solution);
+        const same = old?.url === url;
+        if (!same) await checkWebhookTarget(url, deps.egress, 'url');
+        const hook = { url, salt: same ? old.salt : randomBytes(12).toString('base64url'), updatedAt: now() };
+        await setSolutionWebhook(store, groupId, solution, hook);
+        const secret = same ? undefined : await webhookSecret(store, solutionHookId(groupId, solution), hook.salt);
+        return { webhook: { url, ...(secret ? { secret } : {}), updatedAt: new Date(hook.updatedAt).toISOString() } };
+      },
+    );
+    app.delete(
+      hookPath,
+      { schema: { tags, summary: "Remove the solution's webhook (rules with their own keep theirs)", params: solutionParams, response: { 204: { type: 'null' }, ...errors(400, 401, 404) } } },
+      async (request, reply) => {
+        const { solution } = request.params as { solution: string };
+        await resolveSolution(store, request.account, solution);
+        await setSolutionWebhook(store, request.account.groupId, solution, null);
         return reply.code(204).send();
       },
     );

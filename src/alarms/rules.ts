@@ -8,10 +8,12 @@ import { deviceId as checkDeviceId, duration as durationField } from '../core/va
 
 export const CONDITIONS: readonly AlarmCondition[] = ['above', 'below', 'outside', 'rate', 'silence'];
 export const SEVERITIES: readonly AlarmSeverity[] = ['critical', 'major', 'minor', 'warning'];
+const TEMPLATE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const FIELD = /^[A-Za-z_][A-Za-z0-9_-]{0,63}(\.[A-Za-z_][A-Za-z0-9_-]{0,63}){0,7}$/;
 const ALLOWED = new Set([
   'name',
   'deviceId',
+  'templateId',
   'field',
   'condition',
   'threshold',
@@ -104,6 +106,13 @@ export function parseRule(body: unknown, previous?: AlarmRuleSpec): ParsedRule {
     }
   }
 
+  let templateId: string | null = null;
+  if (b.templateId !== undefined && b.templateId !== null) {
+    if (typeof b.templateId !== 'string' || !TEMPLATE_ID.test(b.templateId)) bad('templateId', 'templateId must be the id of a device template of the solution (a UUID) or null');
+    if (deviceId) bad('templateId', 'a rule watches one device (deviceId), the devices of one template (templateId) or the whole solution (neither), not both');
+    templateId = b.templateId.toLowerCase();
+  }
+
   const field = b.field === undefined ? 'temperature' : b.field;
   if (typeof field !== 'string' || !FIELD.test(field) || field === 'timestamp') bad('field', 'field must be the path of a numeric field, such as "temperature" or "accelerometer.z"');
 
@@ -117,6 +126,7 @@ export function parseRule(body: unknown, previous?: AlarmRuleSpec): ParsedRule {
     severity: 'major',
     enabled: true,
     webhook: null,
+    ...(templateId ? { templateId } : {}),
   };
 
   const forbid = (k: string) => {
@@ -215,10 +225,11 @@ function human(ms: number): string {
 }
 
 /** A rule on the wire: its spec (the signing salt of its webhook left out) with its keys and times. */
-export interface RuleWire extends Omit<AlarmRuleSpec, 'webhook'> {
+export interface RuleWire extends Omit<AlarmRuleSpec, 'webhook' | 'templateId'> {
   id: string;
   solution: string;
   deviceId: string | null;
+  templateId: string | null;
   webhook: { url: string; secret?: string } | null;
   createdAt: string;
   updatedAt: string;
@@ -230,6 +241,7 @@ export function ruleToWire(r: AlarmRuleRecord, secret?: string): RuleWire {
     id: r.id,
     solution: r.solution,
     deviceId: r.deviceId,
+    templateId: s.templateId ?? null,
     name: s.name,
     field: s.field,
     condition: s.condition,

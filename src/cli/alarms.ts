@@ -14,9 +14,12 @@ const HELP = `Usage:
   reef alarms clear ALARM_ID                        clear an active alarm by hand
   reef alarms dead-letters [--json]                 webhook deliveries that failed every attempt
   reef alarms retry DELIVERY_ID                     send a dead letter again
+  reef alarms webhook [URL | --remove] [--json]     the solution's webhook (for rules without their own):
+                                                    show it, set it (the secret is printed once) or remove it
 
 Rule options:
   --device ID          one device (default: every device of the solution)
+  --template ID        every device naming this device template (reef templates list)
   --field PATH         numeric field (default temperature), e.g. accelerometer.z
   --threshold N        above / below
   --low N --high N     outside: the normal range
@@ -37,8 +40,8 @@ Common options:
 Exit codes: 0 ok, 1 failure (the service refused, or could not be reached), 2 usage.
 `;
 
-const SUBS = ['rules', 'rule', 'add', 'remove', 'list', 'ack', 'clear', 'dead-letters', 'retry'];
-const RULE_FLAGS = ['device', 'field', 'threshold', 'low', 'high', 'rate', 'direction', 'silence', 'for', 'hysteresis', 'unit', 'severity', 'name', 'webhook', 'condition'];
+const SUBS = ['rules', 'rule', 'add', 'remove', 'list', 'ack', 'clear', 'dead-letters', 'retry', 'webhook'];
+const RULE_FLAGS = ['device', 'template', 'field', 'threshold', 'low', 'high', 'rate', 'direction', 'silence', 'for', 'hysteresis', 'unit', 'severity', 'name', 'webhook', 'condition'];
 
 function number(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -61,6 +64,7 @@ function ruleFromFlags(f: Record<string, string>): NewAlarmRule {
     if (v !== undefined) out[k] = v;
   };
   put('deviceId', text(f.device, 'device'));
+  put('templateId', text(f.template, 'template'));
   put('field', text(f.field, 'field'));
   put('threshold', number(f.threshold, 'threshold'));
   put('low', number(f.low, 'low'));
@@ -96,7 +100,7 @@ function condition(r: AlarmRule): string {
 const ruleRow = (r: AlarmRule) => ({
   id: r.id,
   name: r.name,
-  device: r.deviceId ?? '(all)',
+  device: r.deviceId ?? (r.templateId ? `(template ${r.templateId})` : '(all)'),
   condition: condition(r),
   for: r.durationMs ? `${r.durationMs / 1000} s` : '',
   hysteresis: r.hysteresis || '',
@@ -120,7 +124,7 @@ const ALARM_COLS = ['id', 'status', 'severity', 'device', 'rule', 'raised', 'rea
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, { values: [...RULE_FLAGS, 'status', 'rule', 'limit', 'solution', 'endpoint'], booleans: ['json'] });
+  const args = parseArgs(rest, { values: [...RULE_FLAGS, 'status', 'rule', 'limit', 'solution', 'endpoint'], booleans: ['json', 'remove'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
@@ -129,7 +133,8 @@ export async function run(argv: string[]): Promise<number> {
   const json = args.flags.json === 'true';
   const needsId = ['rule', 'remove', 'ack', 'clear', 'retry'].includes(sub);
   if (needsId && args.positional.length !== 1) throw new UsageError(`${sub} needs one id`);
-  if (!needsId && args.positional.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positional[0])}`);
+  if (sub === 'webhook' && (args.positional.length > 1 || (args.positional.length && args.flags.remove === 'true'))) throw new UsageError('webhook takes one URL, or --remove');
+  if (!needsId && sub !== 'webhook' && args.positional.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positional[0])}`);
   const id = args.positional[0]!;
   const rule = sub === 'add' ? ruleFromFlags(args.flags) : null;
   const limit = flagInt(args, 'limit', 1, 1000);
@@ -194,6 +199,23 @@ export async function run(argv: string[]): Promise<number> {
             page.deliveries.map((d) => ({ id: d.id, alarm: d.alarmId, url: d.url, attempts: d.attempts, error: d.lastError ?? '', at: d.updatedAt })),
             ['id', 'alarm', 'url', 'attempts', 'error', 'at'],
           );
+        return 0;
+      }
+      case 'webhook': {
+        if (args.flags.remove === 'true') {
+          await client.deleteAlarmWebhook();
+          if (json) printJson({ webhook: null });
+          else process.stdout.write('solution webhook removed\n');
+          return 0;
+        }
+        const url = args.positional[0];
+        const w = url ? await client.setAlarmWebhook(url) : await client.getAlarmWebhook();
+        if (json) printJson({ webhook: w });
+        else if (!w) process.stdout.write(`no solution webhook in solution ${conn.solution}\n`);
+        else {
+          process.stdout.write(`${w.url}\n`);
+          if (w.secret) process.stdout.write(`webhook signing secret (shown once): ${w.secret}\n`);
+        }
         return 0;
       }
       default: {

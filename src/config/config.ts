@@ -56,6 +56,11 @@ export interface Config {
     /** Connected clients' accounts and tokens are checked again this often. */
     recheckSeconds: number;
   };
+  /** Alarms (src/alarms, docs/alarms.md). */
+  alarms: {
+    /** Webhooks may reach loopback, private and link-local addresses (docs/security.md "Webhook targets"). */
+    webhookAllowPrivate: boolean;
+  };
 }
 
 export class ConfigError extends Error {
@@ -117,6 +122,12 @@ export const SETTINGS = [
   { env: 'REEF_MQTT_TLS_KEY', flag: 'mqtt-tls-key', def: '', doc: 'PEM private key file for MQTT over TLS' },
   { env: 'REEF_MQTT_RETAIN', flag: 'mqtt-retain', def: 'true', doc: 'Publish kit payloads retained: a new subscriber gets the last one at once' },
   { env: 'REEF_MQTT_RECHECK', flag: 'mqtt-recheck', def: '30', doc: "Seconds between re-checks of connected MQTT clients' accounts and tokens" },
+  {
+    env: 'REEF_ALARM_WEBHOOK_ALLOW_PRIVATE',
+    flag: 'alarm-webhook-allow-private',
+    def: 'false',
+    doc: 'Let alarm webhooks reach loopback, private (RFC 1918, ULA) and link-local addresses; refused by default (docs/security.md)',
+  },
 ] as const;
 
 /** Parses `--name value` and `--name=value` flags into a map keyed by flag name. */
@@ -218,6 +229,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       kits: parseKits(str('REEF_GATEWAY_KITS'), problems),
     },
     mqtt: mqttConfig(),
+    alarms: { webhookAllowPrivate: bool('REEF_ALARM_WEBHOOK_ALLOW_PRIVATE') },
   };
   if (problems.length) throw new ConfigError(problems);
   return config;

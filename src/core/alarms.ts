@@ -32,6 +32,11 @@ export interface AlarmRuleSpec {
   enabled: boolean;
   /** Where alarm events of this rule are POSTed; the signing secret is derived, never stored. */
   webhook: { url: string; salt: string } | null;
+  /**
+   * A rule for every device naming this device template (instead of one device or the whole
+   * solution); kept in the spec document, absent for the others.
+   */
+  templateId?: string;
 }
 
 export interface AlarmRuleRecord {

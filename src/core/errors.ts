@@ -17,6 +17,7 @@ export const ERRORS = {
   INVALID_SOLUTION_NAME: { status: 400, title: 'The solution name is not allowed' },
   INVALID_DEVICE_ID: { status: 400, title: 'A device id must be a UUID' },
   INVALID_CURSOR: { status: 400, title: 'The paging cursor is not valid' },
+  WEBHOOK_TARGET_FORBIDDEN: { status: 400, title: 'The webhook host is or resolves to a non-public address' },
   // 401
   TOKEN_MISSING: { status: 401, coap: '4.01', title: 'No access token was sent' },
   TOKEN_INVALID: { status: 401, coap: '4.01', title: 'The access token is malformed, forged or not ours' },

@@ -13,6 +13,7 @@ import type {
   AlarmRule,
   Bucket,
   NewAlarmRule,
+  SolutionWebhook,
   CoapRequestBody,
   CoapResponse,
   Device,
@@ -551,6 +552,21 @@ export class ReefClient {
         signal: q.signal,
       })
     ).data;
+  }
+
+  /** The solution's webhook (null: none), used for every rule without its own. */
+  async getAlarmWebhook(opts: CallOptions = {}): Promise<SolutionWebhook | null> {
+    return (await this.request<{ webhook: SolutionWebhook | null }>('GET', `${this.sol(opts)}/alarm-webhook`, { idempotent: true, signal: opts.signal })).data.webhook;
+  }
+
+  /** Sets the solution's webhook; a new URL's signing secret is in this answer only (`secret`). */
+  async setAlarmWebhook(url: string, opts: CallOptions = {}): Promise<SolutionWebhook> {
+    return (await this.request<{ webhook: SolutionWebhook }>('PUT', `${this.sol(opts)}/alarm-webhook`, { body: { url }, idempotent: true, signal: opts.signal })).data.webhook;
+  }
+
+  /** Removes the solution's webhook (rules with their own keep theirs). */
+  async deleteAlarmWebhook(opts: CallOptions = {}): Promise<void> {
+    await this.request('DELETE', `${this.sol(opts)}/alarm-webhook`, { idempotent: true, signal: opts.signal });
   }
 
   /** Sends a dead letter again. */

@@ -222,8 +222,10 @@ export type AlarmStatus = 'raised' | 'acknowledged' | 'cleared-unacknowledged' |
 /** A rule as created or replaced; durations are "10m", "1h"... or milliseconds. */
 export interface NewAlarmRule {
   condition: AlarmCondition;
-  /** One device, or absent/null for every device of the solution. */
+  /** One device, or absent/null for every device of the solution (or of templateId). */
   deviceId?: string | null;
+  /** Every device naming this device template, devices made later included (not with deviceId). */
+  templateId?: string | null;
   name?: string;
   /** Path of a numeric field; default "temperature". */
   field?: string;
@@ -246,6 +248,7 @@ export interface AlarmRule {
   id: string;
   solution: string;
   deviceId: string | null;
+  templateId: string | null;
   name: string;
   field: string;
   condition: AlarmCondition;
@@ -298,6 +301,14 @@ export interface AlarmQuery {
   limit?: number;
   /** nextAfter of the previous page. */
   after?: string;
+}
+
+/** A solution's alarm webhook (docs/alarms.md "Webhooks"). */
+export interface SolutionWebhook {
+  url: string;
+  /** The signing secret: only in the answer that issued it. */
+  secret?: string;
+  updatedAt: string;
 }
 
 export interface AlarmDelivery {

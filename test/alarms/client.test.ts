@@ -57,6 +57,22 @@ describe('SDK', () => {
     await client.deleteAlarmRule(rule.id);
     assert.equal((await client.getAlarm(alarms[0]!.id)).status, 'cleared', 'deleting the rule cleared its active alarm');
     assert.deepEqual((await client.listAlarmDeliveries()).deliveries, []);
+
+    // A rule per device template, and the solution's webhook.
+    const tpl = await client.createDeviceTemplate({ name: 'cold room', sensors: ['temperature'] });
+    const byTemplate = await client.createAlarmRule({ condition: 'below', threshold: 2, templateId: tpl.id });
+    assert.deepEqual([byTemplate.templateId, byTemplate.deviceId], [tpl.id, null]);
+    await assert.rejects(
+      client.createAlarmRule({ condition: 'below', threshold: 2, templateId: '00000000-0000-4000-8000-000000000000' }),
+      (e: unknown) => isApiError(e) && e.status === 404 && e.code === 'TEMPLATE_NOT_FOUND',
+    );
+    assert.equal(await client.getAlarmWebhook(), null);
+    const hook = await client.setAlarmWebhook('https://ops.example.org/reef');
+    assert.equal(hook.url, 'https://ops.example.org/reef');
+    assert.ok(hook.secret);
+    assert.deepEqual(Object.keys((await client.getAlarmWebhook())!).sort(), ['updatedAt', 'url']);
+    await client.deleteAlarmWebhook();
+    assert.equal(await client.getAlarmWebhook(), null);
   });
 });
 
@@ -94,6 +110,21 @@ describe('reef alarms', () => {
     const missing = await reef(['alarms', 'ack', '00000000-0000-4000-8000-000000000000'], env);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /ALARM_NOT_FOUND/);
+
+    const tpl = (await (await s.request('POST', '/api/solutions/StudioSimulation/devicetemplates', { token, body: { name: 'fridge', sensors: ['temperature'] } })).json()) as {
+      deviceTemplates: { id: string };
+    };
+    const byTemplate = await reef(['alarms', 'add', '--condition', 'above', '--threshold', '8', '--template', tpl.deviceTemplates.id, '--json'], env);
+    assert.equal(byTemplate.code, 0, byTemplate.stderr);
+    assert.equal((JSON.parse(byTemplate.stdout) as { templateId: string }).templateId, tpl.deviceTemplates.id);
+    const setHook = await reef(['alarms', 'webhook', 'https://ops.example.org/reef'], env);
+    assert.equal(setHook.code, 0, setHook.stderr);
+    assert.match(setHook.stdout, /^https:\/\/ops\.example\.org\/reef\nwebhook signing secret \(shown once\): [A-Za-z0-9_-]{43}\n$/);
+    const showHook = await reef(['alarms', 'webhook', '--json'], env);
+    assert.equal((JSON.parse(showHook.stdout) as { webhook: { url: string } }).webhook.url, 'https://ops.example.org/reef');
+    const removeHook = await reef(['alarms', 'webhook', '--remove'], env);
+    assert.equal(removeHook.code, 0, removeHook.stderr);
+    assert.equal((await reef(['alarms', 'webhook'], env)).stdout, 'no solution webhook in solution StudioSimulation\n');
   });
 });
 
@@ -106,10 +137,13 @@ describe('OpenAPI', () => {
       '/api/solutions/{solution}/alarms',
       '/api/solutions/{solution}/alarms/{id}/acknowledge',
       '/api/solutions/{solution}/alarm-deliveries',
+      '/api/solutions/{solution}/alarm-webhook',
     ]) {
       assert.ok(doc.paths[p], `${p} is documented`);
     }
     assert.deepEqual(Object.keys(doc.paths['/api/solutions/{solution}/alarm-rules/{id}']!).sort(), ['delete', 'get', 'put']);
+    assert.deepEqual(Object.keys(doc.paths['/api/solutions/{solution}/alarm-webhook']!).sort(), ['delete', 'get', 'put']);
     for (const name of ['AlarmRule', 'Alarm', 'AlarmDelivery']) assert.ok(doc.components.schemas[name], `${name} schema`);
+    assert.ok((doc.components.schemas.AlarmRule as { properties: Record<string, unknown> }).properties.templateId, 'templateId documented');
   });
 });

@@ -20,9 +20,15 @@ export interface AlarmServer extends TestServer {
   settle(): Promise<void>;
 }
 
+/**
+ * The receivers of these tests listen on loopback, which webhooks may reach only when the operator
+ * allows it (REEF_ALARM_WEBHOOK_ALLOW_PRIVATE): allowed here unless `overrides.alarms` says otherwise.
+ */
 export async function startAlarmServer(overrides: TestOverrides = {}, opts: AlarmComponentOptions = {}, clock = { now: T0 }): Promise<AlarmServer> {
   let parts: AlarmParts | undefined;
-  const server = await startTestServer(overrides, [createAlarmComponent({ now: () => clock.now, silenceCheckMs: 0, deliveryPollMs: 0, ...opts, onReady: (p) => (parts = p) })]);
+  const server = await startTestServer({ alarms: { webhookAllowPrivate: true }, ...overrides }, [
+    createAlarmComponent({ now: () => clock.now, silenceCheckMs: 0, deliveryPollMs: 0, ...opts, onReady: (p) => (parts = p) }),
+  ]);
   return Object.assign(server, {
     parts: parts!,
     clock,

@@ -130,4 +130,54 @@ describe('webhooks', () => {
       await rx.close();
     }
   });
+
+  it("a solution's webhook gets the alarms of every rule without its own, signed with its own secret; a rule's webhook still wins", async () => {
+    const shared = await receiver([204]);
+    const own = await receiver([204]);
+    try {
+      const { token } = await s.login('solution-hook');
+      const HOOK = '/api/solutions/StudioSimulation/alarm-webhook';
+      assert.deepEqual(await (await s.request('GET', HOOK, { token })).json(), { webhook: null });
+      const set = await s.request('PUT', HOOK, { token, body: { url: shared.url } });
+      assert.equal(set.status, 200);
+      const { webhook } = (await set.json()) as { webhook: { url: string; secret: string } };
+      assert.equal(webhook.url, shared.url);
+      assert.match(webhook.secret, /^[A-Za-z0-9_-]{43}$/, 'the signing secret is shown when set');
+      const read = (await (await s.request('GET', HOOK, { token })).json()) as { webhook: Record<string, unknown> };
+      assert.equal(read.webhook.url, shared.url);
+      assert.equal(read.webhook.secret, undefined, 'and never again');
+      const same = (await (await s.request('PUT', HOOK, { token, body: { url: shared.url } })).json()) as { webhook: Record<string, unknown> };
+      assert.equal(same.webhook.secret, undefined, 'the same URL keeps its secret');
+      const bad = await s.request('PUT', HOOK, { token, body: { url: 'ftp://x' } });
+      assert.equal(bad.status, 400);
+      assert.equal(((await bad.json()) as { field: string }).field, 'url');
+      const other = await s.login('solution-hook-other');
+      assert.deepEqual(await (await s.request('GET', HOOK, { token: other.token })).json(), { webhook: null }, "another group's solution of that name has its own (none)");
+
+      const d1 = await newDevice(s, token);
+      const d2 = await newDevice(s, token);
+      await createRule(s, token, { condition: 'above', threshold: 8, deviceId: d1 });
+      const mine = await createRule(s, token, { condition: 'above', threshold: 8, deviceId: d2, webhook: own.url });
+      const got = shared.next();
+      await upload(s, token, d1, [at(s, 0, 9)]);
+      await s.settle();
+      const r = await got;
+      assert.ok(r.validSignature(webhook.secret), "signed with the solution webhook's secret");
+      assert.equal((JSON.parse(r.body) as { alarm: { deviceId: string } }).alarm.deviceId, d1);
+      const gotOwn = own.next();
+      await upload(s, token, d2, [at(s, 1, 9)]);
+      await s.settle();
+      assert.ok((await gotOwn).validSignature(mine.webhook.secret));
+      assert.equal(shared.received.length, 1, "a rule with its own webhook does not use the solution's");
+
+      assert.equal((await s.request('DELETE', HOOK, { token })).status, 204);
+      assert.deepEqual(await (await s.request('GET', HOOK, { token })).json(), { webhook: null });
+      await upload(s, token, d1, [at(s, 2, 5)]);
+      await s.settle();
+      assert.equal(shared.received.length, 1, 'removed: nothing more is sent there');
+    } finally {
+      await shared.close();
+      await own.close();
+    }
+  });
 });

@@ -91,8 +91,17 @@ describe('web app: alarms', () => {
     assert.deepEqual([typed.threshold, typed.name], [12, 'cold room warm']);
 
     // Dragging the line down saves a lower threshold.
-    const box = (await page.locator('#plot .u-over').boundingBox())!;
-    const y12 = Number(await page.locator('#plot').getAttribute('data-threshold-y'));
+    // The plot may be rebuilt at any moment (a live point, the new threshold), so its box and the
+    // line's position are read together, in one step in the page, once both are laid out.
+    const { box, y12 } = (await (
+      await page.waitForFunction(() => {
+        const over = document.querySelector('#plot .u-over');
+        const y = document.querySelector('#plot')?.getAttribute('data-threshold-y');
+        if (!over || !y) return null;
+        const r = over.getBoundingClientRect();
+        return r.height > 0 ? { box: { x: r.x, y: r.y, width: r.width, height: r.height }, y12: Number(y) } : null;
+      })
+    ).jsonValue())!;
     assert.ok(y12 > 0 && y12 < box.height, `the 12 °C line is inside the plot (at ${y12} px)`);
     await page.mouse.move(box.x + box.width / 2, box.y + y12);
     await page.mouse.down();
@@ -102,6 +111,37 @@ describe('web app: alarms', () => {
     const dragged = (await (await server.request('GET', `/api/solutions/sandbox/alarm-rules/${ruleId}`, { token })).json()) as { threshold: number };
     assert.ok(dragged.threshold < 12, `dragged down from 12, now ${dragged.threshold}`);
     await shot(page, 'alarms-dragged');
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test('map markers carry the active-alarm badge; it goes when the alarm clears', async () => {
+    const c = await server.account('map');
+    const token = await server.token(c);
+    const warm = await createDevice(server, token, 'sandbox', { deviceType: 'Fridge', domainInfo: { location: { latitude: 59.91, longitude: 10.75 } } });
+    const fine = await createDevice(server, token, 'sandbox', { deviceType: 'Fridge', domainInfo: { location: { latitude: -33.87, longitude: 151.21 } } });
+    const rule = await server.request('POST', '/api/solutions/sandbox/alarm-rules', { token, body: { condition: 'above', threshold: 8, deviceId: warm } });
+    assert.equal(rule.status, 201);
+    const ts = new Date(Date.now() - 60_000).toISOString();
+    await upload(server, token, 'sandbox', warm, [{ timestamp: ts, temperature: 11 }]);
+    await upload(server, token, 'sandbox', fine, [{ timestamp: ts, temperature: 3 }]);
+    await parts.engine.flush();
+
+    const { page, errors, close } = await newPage(browser);
+    await connect(page, server.url, c, 'sandbox');
+    await page.waitForFunction(() => document.querySelectorAll('#map svg circle.dot').length === 2);
+    const mark = (id: string) => page.locator(`#map g.alarm-mark[data-ids="${id}"]`);
+    await mark(warm).waitFor();
+    assert.equal(await mark(warm).locator('text').textContent(), '1');
+    assert.equal(await mark(fine).count(), 0, 'no badge on a device without alarms');
+    assert.match((await page.locator(`#map circle.dot[data-id="${warm}"] title`).textContent()) ?? '', /; 1 active alarm$/);
+    await shot(page, 'alarms-map-badge');
+
+    // Cleared by hand: the live stream takes the badge off the marker.
+    const [alarm] = ((await (await server.request('GET', '/api/solutions/sandbox/alarms?status=active', { token })).json()) as { alarms: { id: string }[] }).alarms;
+    assert.equal((await server.request('POST', `/api/solutions/sandbox/alarms/${alarm!.id}/clear`, { token })).status, 200);
+    await page.waitForFunction((id) => !document.querySelector(`#map g.alarm-mark[data-ids="${id}"]`), warm);
+    assert.doesNotMatch((await page.locator(`#map circle.dot[data-id="${warm}"] title`).textContent()) ?? '', /alarm/);
     assert.deepEqual(errors, []);
     await close();
   });

@@ -9,6 +9,7 @@ import { geoGraticule10, geoMercator, geoPath, type GeoProjection } from 'd3-geo
 import { feature, mesh } from 'topojson-client';
 import type { GeometryCollection, Topology } from 'topojson-specification';
 import atlasUrl from 'world-atlas/countries-50m.json?url';
+import { alarmBadge } from './alarms.ts';
 import type { Device } from './api.ts';
 import { valueAt, fmtValue } from './fields.ts';
 import { shortId, tempColour } from './format.ts';
@@ -314,7 +315,35 @@ export class MapView {
     this.draw();
   }
 
-  /** Colours from the latest values, rings and titles; the legend. */
+  /**
+   * A red count beside each marker with active alarms (web/src/alarms.ts, as the table's and the
+   * tiles' badges): on a device's dot its own, on a cluster the sum of its devices'.
+   */
+  private alarmMarks(): void {
+    for (const old of this.dotsG.querySelectorAll('g.alarm-mark')) old.remove();
+    const mark = (x: string | null, y: string | null, n: number, ids: string[]) => {
+      const g = svg('g', { class: 'alarm-mark', 'data-ids': ids.join(','), 'data-count': n, 'aria-hidden': 'true' });
+      const cx = Number(x) + 8,
+        cy = Number(y) - 8;
+      g.append(svg('circle', { cx: cx.toFixed(1), cy: cy.toFixed(1), r: 7 }));
+      const t = svg('text', { x: cx.toFixed(1), y: cy.toFixed(1), dy: '0.35em', 'text-anchor': 'middle' });
+      t.textContent = n > 99 ? '99+' : String(n);
+      g.append(t);
+      this.dotsG.append(g);
+    };
+    for (const dot of this.dotsG.querySelectorAll<SVGCircleElement>('circle.dot')) {
+      const n = alarmBadge(dot.dataset.id!);
+      if (n) mark(dot.getAttribute('cx'), dot.getAttribute('cy'), n, [dot.dataset.id!]);
+    }
+    for (const g of this.dotsG.querySelectorAll<SVGGElement>('g.cluster')) {
+      const ids = g.dataset.ids!.split(',');
+      const n = ids.reduce((a, id) => a + alarmBadge(id), 0);
+      const c = g.querySelector('circle')!;
+      if (n) mark(c.getAttribute('cx'), c.getAttribute('cy'), n, ids);
+    }
+  }
+
+  /** Colours from the latest values, rings and titles; alarm badges; the legend. */
   refresh(): void {
     const q = this.ctx.quantity();
     const value = (id: string) => valueAt(this.ctx.latest.get(id)?.obs, q.path);
@@ -327,7 +356,8 @@ export class MapView {
       const v = value(id);
       dot.setAttribute('fill', tempColour(v, lo, hi));
       dot.classList.toggle('selected', sel.has(id));
-      dot.firstChild!.textContent = `${shortId(id)}: ${fmtValue(v, q)}`;
+      const alarms = alarmBadge(id);
+      dot.firstChild!.textContent = `${shortId(id)}: ${fmtValue(v, q)}${alarms ? `; ${alarms} active alarm${alarms > 1 ? 's' : ''}` : ''}`;
       if (sel.has(id)) this.dotsG.append(dot);
     }
     for (const g of this.dotsG.querySelectorAll<SVGGElement>('g.cluster')) {
@@ -342,6 +372,7 @@ export class MapView {
       g.querySelector('title')!.textContent =
         `${ids.length} devices here${avg !== null ? `, average ${fmtValue(avg, q)}` : ''}: ${ids.slice(0, 10).map(shortId).join(', ')}${ids.length > 10 ? '…' : ''}`;
     }
+    this.alarmMarks();
     this.legend.replaceChildren();
     if (vals.length) {
       const bar = document.createElement('span');

@@ -1,0 +1,157 @@
+// Where webhooks may go (docs/security.md "Webhook targets"). A webhook URL is chosen by any account
+// that may write rules, and Reef POSTs to it from inside the operator's network: without a check an
+// account could make Reef reach loopback services, the LAN or a cloud metadata endpoint
+// (169.254.169.254). So by default a target whose host is, or resolves to, a loopback, private
+// (RFC 1918, RFC 6598 shared, IPv6 ULA), link-local, unspecified, multicast or reserved address is
+// refused: when the webhook is set (400 WEBHOOK_TARGET_FORBIDDEN) and again at every send, on the
+// address the connection is then made to (the checked address itself, so a DNS answer that changes
+// between check and connect, "DNS rebinding", cannot slip through). REEF_ALARM_WEBHOOK_ALLOW_PRIVATE
+// lets a lab (and the tests) use receivers on such addresses.
+import dns from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { ReefError } from '../core/errors.ts';
+
+const FORBIDDEN = new BlockList();
+for (const [net, bits] of [
+  ['0.0.0.0', 8], // "this network", unspecified
+  ['10.0.0.0', 8], // RFC 1918
+  ['100.64.0.0', 10], // RFC 6598 shared (carrier-grade NAT)
+  ['127.0.0.0', 8], // loopback
+  ['169.254.0.0', 16], // link-local, cloud metadata (169.254.169.254)
+  ['172.16.0.0', 12], // RFC 1918
+  ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.168.0.0', 16], // RFC 1918
+  ['198.18.0.0', 15], // benchmarking
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, broadcast
+] as const)
+  FORBIDDEN.addSubnet(net, bits, 'ipv4');
+for (const [net, bits] of [
+  ['::', 128], // unspecified
+  ['::1', 128], // loopback
+  ['fc00::', 7], // unique local (ULA)
+  ['fe80::', 10], // link-local
+  ['ff00::', 8], // multicast
+  ['100::', 64], // discard-only
+] as const)
+  FORBIDDEN.addSubnet(net, bits, 'ipv6');
+
+/** Whether an IP address (v4, v6, or IPv4 mapped into v6) is one webhooks may not reach by default. */
+export function forbiddenAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return FORBIDDEN.check(address, 'ipv4');
+  if (family !== 6) return true;
+  const a = address.toLowerCase();
+  // ::ffff:a.b.c.d and ::ffff:xxxx:xxxx reach the IPv4 address inside.
+  const mapped = /^(?:0{0,4}:){0,5}:?ffff:(.+)$/.exec(a);
+  if (mapped) {
+    const rest = mapped[1]!;
+    if (isIP(rest) === 4) return FORBIDDEN.check(rest, 'ipv4');
+    const hex = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(rest);
+    if (hex) {
+      const n = (Number.parseInt(hex[1]!, 16) << 16) | Number.parseInt(hex[2]!, 16);
+      return FORBIDDEN.check([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.'), 'ipv4');
+    }
+  }
+  return FORBIDDEN.check(address, 'ipv6');
+}
+
+export interface EgressPolicy {
+  /** Allow loopback, private and link-local targets (REEF_ALARM_WEBHOOK_ALLOW_PRIVATE). */
+  allowPrivate: boolean;
+}
+
+const hostOf = (u: URL) => (u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname);
+
+function refused(host: string, address: string): ReefError {
+  return new ReefError(
+    'WEBHOOK_TARGET_FORBIDDEN',
+    `webhook host ${host} ${host === address ? 'is' : `resolves to ${address}, which is`} a loopback, private, link-local or otherwise non-public address; an operator may allow those with REEF_ALARM_WEBHOOK_ALLOW_PRIVATE`,
+    { field: 'webhook.url' },
+  );
+}
+
+/**
+ * Checks a webhook URL when it is set: every address its host resolves to must be public. A host
+ * that does not resolve is refused too (400 VALIDATION_FAILED): a typo is better told now.
+ */
+export async function checkWebhookTarget(url: string, policy: EgressPolicy, field = 'webhook.url'): Promise<void> {
+  if (policy.allowPrivate) return;
+  const host = hostOf(new URL(url));
+  if (isIP(host)) {
+    if (forbiddenAddress(host)) throw withField(refused(host, host), field);
+    return;
+  }
+  let addresses: dns.LookupAddress[];
+  try {
+    addresses = await dns.promises.lookup(host, { all: true, verbatim: true });
+  } catch {
+    throw new ReefError('VALIDATION_FAILED', `webhook host ${host} does not resolve`, { field });
+  }
+  const bad = addresses.find((a) => forbiddenAddress(a.address));
+  if (bad) throw withField(refused(host, bad.address), field);
+}
+
+function withField(e: ReefError, field: string): ReefError {
+  return field === e.field ? e : new ReefError('WEBHOOK_TARGET_FORBIDDEN', e.message, { field });
+}
+
+/**
+ * The DNS lookup used for a webhook's connection: resolves, refuses (unless allowed) when any answer
+ * is non-public, and hands the connection exactly the address it checked.
+ */
+function guardedLookup(policy: EgressPolicy): LookupFunction {
+  return (hostname, options, callback) => {
+    dns.lookup(hostname, { all: true, verbatim: true, ...(options.family ? { family: options.family } : {}) }, (err, addresses) => {
+      if (err) return callback(err, '', 0);
+      const list = addresses as dns.LookupAddress[];
+      const bad = policy.allowPrivate ? undefined : list.find((a) => forbiddenAddress(a.address));
+      if (bad) return callback(Object.assign(refused(hostname, bad.address), { code: 'WEBHOOK_TARGET_FORBIDDEN' }) as unknown as NodeJS.ErrnoException, '', 0);
+      if (!list.length) return callback(Object.assign(new Error(`${hostname} did not resolve`), { code: 'ENOTFOUND' }), '', 0);
+      // Both callback forms: net asks for all addresses when it tries several families at once
+      // (every one of them was checked above).
+      if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
+      else callback(null, list[0]!.address, list[0]!.family);
+    });
+  };
+}
+
+export interface WebhookPost {
+  status: number;
+}
+
+/**
+ * POSTs a webhook body; resolves with the status, rejects on a network error, a refused target or
+ * the timeout. No redirect is followed (a 3xx is a failed attempt).
+ */
+export function postWebhook(url: string, headers: Record<string, string>, body: string, timeoutMs: number, policy: EgressPolicy): Promise<WebhookPost> {
+  const u = new URL(url);
+  const host = hostOf(u);
+  if (isIP(host) && !policy.allowPrivate && forbiddenAddress(host)) return Promise.reject(refused(host, host));
+  const mod = u.protocol === 'https:' ? https : http;
+  const signal = AbortSignal.timeout(timeoutMs);
+  return new Promise<WebhookPost>((resolve, reject) => {
+    const req = mod.request(
+      u,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        lookup: guardedLookup(policy),
+        agent: false,
+        signal,
+      },
+      (res) => {
+        // The body is not needed; reading it to the end frees the socket.
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  }).catch((err: unknown) => {
+    throw signal.aborted ? Object.assign(new Error(`no answer within ${timeoutMs} ms`), { name: 'TimeoutError' }) : err;
+  });
+}
