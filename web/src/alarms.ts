@@ -37,6 +37,18 @@ export interface Shown {
   unit: string;
 }
 
+/** The template each device names (domainInfo.templateId), for the lines of rules per template. */
+const templateOf = new Map<string, string>();
+
+/** Notes which template each device of the solution names (called with every device list). */
+export function setDeviceTemplates(devices: readonly { id: string; domainInfo?: Record<string, unknown> }[]): void {
+  templateOf.clear();
+  for (const d of devices) {
+    const t = d.domainInfo?.templateId;
+    if (typeof t === 'string') templateOf.set(d.id, t);
+  }
+}
+
 /** A rule's value as stored (temperatures in °C; rules may be written in °F). */
 const stored = (v: number, r: AlarmRule) => (r.unit === 'F' ? ((v - 32) * 5) / 9 : v);
 /** A shown value back to stored (°F on screen → °C). */
@@ -48,6 +60,8 @@ function thresholds(deviceIds: string[], q: Shown): { v: number; rule: AlarmRule
   for (const r of shared.rules) {
     if (!r.enabled || r.field !== q.path) continue;
     if (r.deviceId !== null && !deviceIds.includes(r.deviceId)) continue;
+    // A rule per device template: a line only when a plotted device names that template.
+    if (r.templateId && !deviceIds.some((id) => templateOf.get(id) === r.templateId)) continue;
     if ((r.condition === 'above' || r.condition === 'below') && r.threshold !== undefined) out.push({ v: stored(r.threshold, r), rule: r, key: 'threshold' });
     if (r.condition === 'outside' && r.low !== undefined && r.high !== undefined) {
       out.push({ v: stored(r.low, r), rule: r, key: 'low' }, { v: stored(r.high, r), rule: r, key: 'high' });

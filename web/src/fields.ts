@@ -2,6 +2,7 @@
 // (seed §4.3: any JSON alongside the timestamp) such as humidity, battery level, accelerometer
 // x/y/z or light. Any numeric field, nested ones by dotted path ("acc.x"), can be plotted, tiled,
 // coloured on the map and exported. Units are shown where the name makes them known.
+import type { TemplateSensor } from '../../src/sdk/index.ts';
 import type { Observation } from './api.ts';
 import type { Unit } from './format.ts';
 
@@ -50,6 +51,45 @@ const UNITS: [RegExp, string][] = [
   [/^(rssi)$/i, 'dBm'],
 ];
 
+/** Units stated by the device templates of the solution's devices (path → unit); they win over the names. */
+const templateUnits = new Map<string, string>();
+
+/**
+ * The numeric field paths a device template's sensors name, with the units they state (docs/api.md
+ * "Device templates"): `"humidity"`, `{name, unit}`, or a vector `{name, fields: ["x","y","z"]}`
+ * (paths `name.x`...). Sensors of another declared type (text, boolean) are not plottable.
+ * Temperature keeps the app's °C/°F choice: the store holds it in °C whatever a template says.
+ */
+export function templateFields(sensors: readonly TemplateSensor[]): { path: string; unit: string }[] {
+  const out: { path: string; unit: string }[] = [];
+  for (const s of sensors) {
+    if (typeof s === 'string') {
+      out.push({ path: s, unit: '' });
+      continue;
+    }
+    if (typeof s.name !== 'string' || !s.name) continue;
+    if (s.type !== undefined && s.type !== 'number' && s.type !== 'vector') continue;
+    const unit = typeof s.unit === 'string' ? s.unit : '';
+    const parts = Array.isArray(s.fields) ? s.fields.filter((f): f is string => typeof f === 'string' && f !== '') : [];
+    if (parts.length) for (const f of parts) out.push({ path: `${s.name}.${f}`, unit });
+    else out.push({ path: s.name, unit });
+  }
+  return out;
+}
+
+/** Adds the template's fields to `into` and remembers their units for `quantity`. */
+export function noteTemplateFields(sensors: readonly TemplateSensor[], into: Set<string>): void {
+  for (const f of templateFields(sensors)) {
+    into.add(f.path);
+    if (f.unit && f.path !== TEMPERATURE) templateUnits.set(f.path, f.unit);
+  }
+}
+
+/** Forgets the units of the previous solution's templates. */
+export function clearTemplateUnits(): void {
+  templateUnits.clear();
+}
+
 /** How one field is shown: its name, unit, and the conversion from stored to shown values. */
 export interface Quantity {
   path: string;
@@ -64,7 +104,7 @@ export function quantity(path: string, tempUnit: Unit): Quantity {
     return { path, name: 'Temperature', unit: `°${tempUnit}`, conv: tempUnit === 'F' ? (c) => (c * 9) / 5 + 32 : (c) => c, isTemperature: true };
   }
   const last = path.split('.').pop()!;
-  const unit = UNITS.find(([re]) => re.test(last))?.[1] ?? '';
+  const unit = templateUnits.get(path) ?? UNITS.find(([re]) => re.test(last))?.[1] ?? '';
   return { path, name: path, unit, conv: (v) => v, isTemperature: false };
 }
 

@@ -5,13 +5,13 @@
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
 import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, setZone, shortId, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
-import { collectPaths, fmtValue, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
+import { clearTemplateUnits, collectPaths, fmtValue, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView, type Series } from './plot.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
 import { mountPanels, type Panels } from './panels.ts';
-import { alarmBadge } from './alarms.ts';
+import { alarmBadge, setDeviceTemplates } from './alarms.ts';
 
 type Preset = '1h' | '24h' | '7d';
 const PRESET_SECONDS: Record<Preset, number> = { '1h': 3600, '24h': 86400, '7d': 7 * 86400 };
@@ -187,6 +187,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     alarmsChanged: () => {
       table.refresh();
       renderLatest();
+      map.refresh();
       plot.redraw();
     },
   });
@@ -263,6 +264,7 @@ function leave(): void {
   delete $('plot-info').dataset.devices;
   state.fields.clear();
   state.fields.add(TEMPERATURE);
+  clearTemplateUnits();
   renderFields();
 }
 
@@ -287,6 +289,8 @@ function setDevices(devices: Device[]): void {
   $('device-count').textContent = `(${devices.length})`;
   table.setDevices(devices);
   map.setDevices(devices);
+  setDeviceTemplates(devices);
+  void loadTemplateFields(devices);
   renderLatest();
   if (!devices.length) {
     const sol = state.conn?.solution ?? '';
@@ -319,6 +323,24 @@ async function reloadDevices(): Promise<void> {
     if (!state.selected.length && devices.length) select(pickFirst(devices), 'only');
   } catch (err) {
     showMessage(explain(err));
+  }
+}
+
+/**
+ * The fields the devices' templates name (domainInfo.templateId, docs/api.md "Device templates") are
+ * offered to plot before any reading carries them, with the units the templates state.
+ */
+async function loadTemplateFields(devices: Device[]): Promise<void> {
+  const conn = state.conn;
+  const named = new Set(devices.map((d) => d.domainInfo?.templateId).filter((t): t is string => typeof t === 'string'));
+  if (!conn || !named.size) return;
+  try {
+    const templates = await conn.client.listDeviceTemplates();
+    if (conn !== state.conn) return;
+    for (const t of templates) if (t.id && named.has(t.id)) noteTemplateFields(t.sensors, state.fields);
+    renderFields();
+  } catch {
+    // Templates only add fields to offer: the readings still offer theirs.
   }
 }
 
@@ -359,16 +381,15 @@ function renderFields(): void {
   // The remembered field when this solution has it, else temperature (the remembered one stays stored).
   const preferred = localStorage.getItem('reef.field') ?? TEMPERATURE;
   state.field = state.fields.has(preferred) ? preferred : state.fields.has(state.field) ? state.field : TEMPERATURE;
-  if (fieldSel.options.length === paths.length && paths.every((p, i) => fieldSel.options[i]!.value === p)) {
+  const label = (p: string) => {
+    const qq = quantity(p, state.unit);
+    return qq.unit ? `${p} (${qq.unit})` : p;
+  };
+  if (fieldSel.options.length === paths.length && paths.every((p, i) => fieldSel.options[i]!.value === p && fieldSel.options[i]!.textContent === label(p))) {
     fieldSel.value = state.field;
     return;
   }
-  fieldSel.replaceChildren(
-    ...paths.map((p) => {
-      const qq = quantity(p, state.unit);
-      return el('option', { value: p }, qq.unit ? `${p} (${qq.unit})` : p);
-    }),
-  );
+  fieldSel.replaceChildren(...paths.map((p) => el('option', { value: p }, label(p))));
   fieldSel.value = state.field;
 }
 
