@@ -14,6 +14,17 @@ import { ReefError } from '../core/errors.ts';
 
 type Done = (err: Error | null, body?: unknown) => void;
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * A route's own reader for the common shape of its body (the observation upload, issue 18),
+     * given the bytes as received: returns the body, or undefined for anything else, which then
+     * takes the general JSON path below (and so gets the same answers as before, errors included).
+     */
+    scanBody?: (bytes: Uint8Array) => unknown;
+  }
+}
+
 /**
  * Deepest JSON nesting a body may have. No Reef document nests past a handful of levels; bodies
  * nested thousands deep were answered 500 (a recursive step past them ran out of stack, issue
@@ -48,10 +59,19 @@ function escaped(text: string, j: number): boolean {
   return (j - 1 - k) % 2 === 1;
 }
 
-/** JSON text → value: empty is "no body", nesting bounded, then the default parser. */
+/**
+ * JSON body → value: a route's scanBody first (bytes), then as text: empty is "no body", nesting
+ * bounded, then the default parser. Bodies are read as bytes (parseAs 'buffer') and decoded here
+ * only when the scan does not take them: the same UTF-8 decoding Fastify's 'string' did.
+ */
 function jsonReader(app: FastifyInstance): (request: FastifyRequest, body: string | Buffer, done: Done) => void {
   const defaultJson = app.getDefaultJsonParser('error', 'error');
   return (request, body, done) => {
+    const scan = request.routeOptions.config?.scanBody;
+    if (scan && typeof body !== 'string') {
+      const scanned = scan(body);
+      if (scanned !== undefined) return done(null, scanned);
+    }
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
     if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
@@ -65,9 +85,9 @@ function jsonReader(app: FastifyInstance): (request: FastifyRequest, body: strin
 export function installBodyParsers(app: FastifyInstance): void {
   const json = jsonReader(app);
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, json);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, json);
   // '*' is Fastify's catch-all: it sees both "no Content-Type" and types no parser claims.
-  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     if (request.headers['content-type'] === undefined) return json(request, body, done);
     return done(unsupported(request));
   });

@@ -6,6 +6,7 @@ import { toWireObservation, type DeviceRecord, type Observation, type Observatio
 import { duration, isoTimestamp, temperature } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
+import { unpackObservations, type PackedObservations } from '../core/observation-scan.ts';
 import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
 
 /**
@@ -38,9 +39,18 @@ export function parseBatch(body: unknown, max: number): ObservationRecord[] {
   return out;
 }
 
-export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): Promise<number> {
-  const { written } = await store.insertObservations(device.id, batch);
-  publishStored(events, device, batch);
+/**
+ * Stores one device's batch: records, or a packed batch from the upload scanner
+ * (src/core/observation-scan.ts), which a store with insertPackedObservations takes as it is. Its
+ * records are made only for a store without that, or for live listeners — before the insert, as
+ * the store may move the packed numbers to its writer thread (SQLite).
+ */
+export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[] | PackedObservations): Promise<number> {
+  const live = events !== null && !(events.idleFor ? events.idleFor('observations') : events.idle);
+  const packed = Array.isArray(batch) ? null : batch;
+  const records = packed === null ? (batch as ObservationRecord[]) : live || !store.insertPackedObservations ? unpackObservations(packed) : null;
+  const { written } = packed && store.insertPackedObservations ? await store.insertPackedObservations(device.id, packed) : await store.insertObservations(device.id, records!);
+  if (records) publishStored(events, device, records);
   return written;
 }
 

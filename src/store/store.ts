@@ -4,6 +4,7 @@
 // connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
+import type { PackedObservations } from '../core/observation-scan.ts';
 
 export interface NewDevice {
   id: string;
@@ -195,6 +196,11 @@ export interface Store {
    * duplicates. Keeps the device's latest observation current in the same transaction.
    */
   insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult>;
+  /**
+   * Optional fast path: insertObservations of a packed batch (the upload scanner's numbers, no free
+   * fields), with the same rules; callers fall back to insertObservations of its records.
+   */
+  insertPackedObservations?(deviceId: string, batch: PackedObservations): Promise<InsertResult>;
   /**
    * Several devices' batches at once, with insertObservations' rules per device; devices that do
    * not exist are skipped and reported. SQLite writes everything in one transaction (one commit for

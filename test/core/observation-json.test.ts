@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { toWireObservation, type ObservationRecord } from '../../src/core/types.ts';
-import { latestJson, pageJson } from '../../src/core/observation-json.ts';
+import { latestJson, pageJson, pageJsonOfRows } from '../../src/core/observation-json.ts';
 
 const records: ObservationRecord[] = [
   { ts: 0, temperature: null, extra: null },
@@ -21,4 +21,58 @@ it('latestJson equals JSON.stringify of the observation groups', () => {
   const rows = records.map((observation, i) => ({ deviceId: `00000000-0000-4000-8000-00000000000${i}`, observation }));
   assert.equal(latestJson(rows), JSON.stringify(rows.map((r) => ({ deviceId: r.deviceId, observations: [toWireObservation(r.observation)] }))));
   assert.equal(latestJson([]), '[]');
+});
+
+/** The rows a store reads: [ts, temperature, free fields as the stored JSON text]. */
+const rowsOf = (rs: ObservationRecord[]) => rs.map((r) => [r.ts, r.temperature, r.extra ? JSON.stringify(r.extra) : null] as const);
+
+it('pageJsonOfRows equals pageJson, fixed awkward cases', () => {
+  const awkward: ObservationRecord[] = [
+    ...records,
+    // Timestamps before 1970, before year 0, after 9999, on day and second edges.
+    ...[-62198755200000, -1, -86_400_001, 86_399_999, 999, 253402300799999, 253402300800000, 8.64e15, -8.64e15].map((ts) => ({ ts, temperature: 1, extra: null })),
+    // Numbers whose shortest form has 16-17 digits, an exponent, or none of either.
+    ...[0.1 + 0.2, 1 / 3, 5e-324, -5e-324, 1.7976931348623157e308, 123456789012345680000, 1e21, 1e-7, -1e-7, 1e-6, 2 ** 53 + 2, 100, -0, 0, 1e15, 1e16, 0.000123, 21.0000000000001, -273.15].map(
+      (temperature, i) => ({ ts: 1_700_000_000_000 + i, temperature, extra: null }),
+    ),
+    { ts: 1, temperature: null, extra: { s: 'é😀\u0000', big: 'x'.repeat(5000) } },
+  ];
+  assert.equal(pageJsonOfRows(rowsOf(awkward)), pageJson(awkward));
+  assert.equal(pageJsonOfRows([]), pageJson([]));
+  // Only the first n rows (the store reads one more than the page to see whether another follows).
+  assert.equal(pageJsonOfRows(rowsOf(awkward), 3), pageJson(awkward.slice(0, 3)));
+});
+
+it('pageJsonOfRows equals pageJson, 20,000 random rows', () => {
+  // A seeded generator so that a failure can be reproduced.
+  let seed = 0x2f6b_1a3d;
+  const rand = () => {
+    seed = (Math.imul(seed ^ (seed >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) | 0;
+    return (seed >>> 0) / 2 ** 32;
+  };
+  const bits = new DataView(new ArrayBuffer(8));
+  const number = () => {
+    const k = rand();
+    if (k < 0.3) return Math.round((rand() * 200 - 100) * 10 ** Math.floor(rand() * 6)) / 10 ** Math.floor(rand() * 6);
+    if (k < 0.5) return (rand() - 0.5) * 10 ** Math.floor(rand() * 40 - 20);
+    // Any finite double, from random bits.
+    let v: number;
+    do {
+      bits.setUint32(0, (rand() * 2 ** 32) >>> 0);
+      bits.setUint32(4, (rand() * 2 ** 32) >>> 0);
+      v = bits.getFloat64(0);
+    } while (!Number.isFinite(v));
+    return v;
+  };
+  const rs: ObservationRecord[] = [];
+  for (let i = 0; i < 20_000; i++) {
+    const k = rand();
+    const ts = k < 0.6 ? Math.floor(rand() * 253402300800000) : k < 0.8 ? Math.floor((rand() - 0.5) * 2 * 8.64e15) : Math.floor(rand() * 4e9) - 2e9;
+    rs.push({
+      ts,
+      temperature: rand() < 0.1 ? null : number(),
+      extra: rand() < 0.05 ? { n: number(), s: String.fromCharCode(...Array.from({ length: 4 }, () => Math.floor(rand() * 0xd7ff))) } : null,
+    });
+  }
+  assert.equal(pageJsonOfRows(rowsOf(rs)), pageJson(rs));
 });

@@ -4,10 +4,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
 import { isReefError } from '../../src/core/errors.ts';
+import { getSolutionWebhook, setSolutionWebhook } from '../../src/alarms/notify.ts';
 import type { AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, WebhookDeliveryRecord } from '../../src/core/alarms.ts';
 import type { Account, ObservationRecord } from '../../src/core/types.ts';
 import { latestJson, pageJson } from '../../src/core/observation-json.ts';
-import type { Store } from '../../src/store/store.ts';
+import type { PackedObservations } from '../../src/core/observation-scan.ts';
+import type { ObservationQuery, Store } from '../../src/store/store.ts';
 
 export interface StoreFactory {
   /** A fresh, migrated, empty store. */
@@ -272,6 +274,38 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.ok(forged.rows.every((r) => ids.includes(r.deviceId)));
     });
 
+    it('solution-wide pages over many devices, most of them empty in the range: small pages walk them all in order', async () => {
+      // 60 devices; every fifth holds rows in the range (and one row before it that must not show).
+      // Backends may walk devices in batches: pages of 3 cross every batch boundary.
+      const a = account('solmany');
+      const expected: string[] = [];
+      for (let d = 0; d < 60; d++) {
+        const id = randomUUID();
+        await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'many', deviceType: 'VirtualDevice', domainInfo: {} });
+        if (d % 5 !== 0) continue;
+        const rows = [{ ts: T0 - 60_000, temperature: 1, extra: null }, ...series(1 + (d % 4), 1000, T0 + d)];
+        await store.insertObservations(id, rows);
+        expected.push(
+          ...rows
+            .slice(1)
+            .map((r) => `${id}@${r.ts}`)
+            .reverse(),
+        );
+      }
+      const seen: string[] = [];
+      let after: { device: number; ts: number } | undefined;
+      for (let pages = 0; pages < 100; pages++) {
+        const page = await store.querySolutionObservations(a.groupId, 'many', { limit: 3, from: T0, to: T0 + 3_600_000, ...(after ? { after } : {}) });
+        seen.push(...page.rows.map((r) => `${r.deviceId}@${r.observation.ts}`));
+        if (!page.next) break;
+        after = page.next;
+      }
+      assert.deepEqual(seen, expected);
+      // A range no device has rows in: nothing, and no next page.
+      const none = await store.querySolutionObservations(a.groupId, 'many', { limit: 3, from: T0 + 7_200_000, to: T0 + 9_000_000 });
+      assert.deepEqual([none.rows, none.next], [[], null]);
+    });
+
     it('device templates: created in order, read, replaced, deleted; per group and solution; capped atomically', async () => {
       const a = account('tpl');
       const b = account('tpl-b');
@@ -428,6 +462,55 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         const page = await store.queryObservations(id, q);
         assert.deepEqual(await store.observationPageJson(id, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
       }
+      // Awkward numbers and timestamps: numbers whose shortest form has 16-17 digits or an
+      // exponent, integers, the extremes; times before 1970, before year 0 and after 9999.
+      const odd = randomUUID();
+      await store.createDevice({ id: odd, tenantId: a.tenantId, groupId: a.groupId, solution: 'page', deviceType: 'VirtualDevice', domainInfo: {} });
+      const numbers = [0.1 + 0.2, 1 / 3, 5e-324, 1.7976931348623157e308, 123456789012345680000, 1e-7, -1e-7, 1e-6, 2 ** 53 + 2, 100, -0, 1e15, 1e16, 0.000123, 21.0000000000001, -273.15];
+      const times = [-62198755200000, -1, -86_400_001, 0, 999, 253402300799999, 253402300800000, 8.64e15];
+      await store.insertObservations(
+        odd,
+        numbers.map((temperature, i) => ({ ts: i < times.length ? times[i]! : T0 + i, temperature, extra: i % 5 === 0 ? { i, s: '\u00e9\ud83d\ude00' } : null })),
+      );
+      for (const q of [{ limit: 100 }, { limit: 3 }, { limit: 5, before: 253402300800000 }]) {
+        const page = await store.queryObservations(odd, q);
+        assert.deepEqual(await store.observationPageJson(odd, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
+      }
+      // 3,000 random rows on one device: decimals of up to 9 places and up to 10^12 (a fast path
+      // may take those with up to 6 places), times from before year 0 to after 9999 in random
+      // order, no temperature, free fields; read whole and page by page, every page compared.
+      let seed = 0x51a7_0c3d;
+      const rand = () => {
+        seed = (Math.imul(seed ^ (seed >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) | 0;
+        return (seed >>> 0) / 2 ** 32;
+      };
+      const many = randomUUID();
+      await store.createDevice({ id: many, tenantId: a.tenantId, groupId: a.groupId, solution: 'page', deviceType: 'VirtualDevice', domainInfo: {} });
+      const taken = new Set<number>();
+      const rows: ObservationRecord[] = [];
+      while (rows.length < 3000) {
+        const ts = rand() < 0.7 ? Math.floor(rand() * 253402300800000) : Math.floor((rand() - 0.5) * 2 * 8.64e15);
+        if (taken.has(ts)) continue;
+        taken.add(ts);
+        const places = Math.floor(rand() * 10);
+        const temperature = rand() < 0.1 ? null : Math.round((rand() - 0.5) * 10 ** Math.floor(rand() * 12) * 10 ** places) / 10 ** places;
+        rows.push({ ts, temperature, extra: rand() < 0.1 ? { n: rand(), s: 'é😀' } : null });
+      }
+      await store.insertObservations(many, rows);
+      const wanted = async (q: ObservationQuery) => {
+        const page = await store.queryObservations(many, q);
+        assert.deepEqual(await store.observationPageJson!(many, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
+        return page;
+      };
+      // (Without `from`, a read starts at 1970: the rows before it are read with a negative `from`.)
+      assert.equal((await wanted({ limit: 10_000 })).observations.length, rows.filter((r) => r.ts >= 0).length);
+      assert.equal((await wanted({ limit: 10_000, from: -8.64e15 })).observations.length, 3000);
+      let cursor: number | undefined;
+      for (let pages = 0; pages < 200; pages++) {
+        const page = await wanted({ limit: 1 + Math.floor(rand() * 40), ...(cursor === undefined ? {} : { before: cursor }) });
+        if (page.nextBefore === null) break;
+        cursor = page.nextBefore;
+      }
       await rejectsWith(store.observationPageJson(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');
     });
 
@@ -523,6 +606,65 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         { ts: T0 + 1, temperature: 2, extra: null },
         { ts: T0, temperature: 3, extra: { v: 'second' } },
       ]);
+    });
+
+    it("packed batches (the upload scanner's numbers), where a backend takes them, store what their records would: nulls, repeats, replacing stored rows, the latest", async () => {
+      if (!store.insertPackedObservations) return; // the service then stores the records (tested above)
+      const a = account('pia');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'packed', deviceType: 'VirtualDevice', domainInfo: {} });
+      const pack = (rows: [number, number | null][]): PackedObservations => {
+        let newest = 0;
+        for (let i = 0; i < rows.length; i++) if (rows[i]![0] >= rows[newest]![0]) newest = i;
+        return { ts: Float64Array.from(rows, (r) => r[0]), temperature: Float64Array.from(rows, (r) => r[1] ?? Number.NaN), newest };
+      };
+      // Ascending, a null, a timestamp past 2^32 ms and one before 1970 (negative): fresh rows.
+      assert.deepEqual(
+        await store.insertPackedObservations(
+          id,
+          pack([
+            [-86_400_000, -0.5],
+            [T0, 21.5],
+            [T0 + 1000, null],
+            [T0 + 2000, 0.1 + 0.2],
+          ]),
+        ),
+        { written: 4 },
+      );
+      // Over stored rows (same timestamps replace) and unordered with a repeat (the later wins).
+      assert.deepEqual(
+        await store.insertPackedObservations(
+          id,
+          pack([
+            [T0 + 3000, 7],
+            [T0 + 1000, 8],
+            [T0 + 3000, 9],
+          ]),
+        ),
+        { written: 3 },
+      );
+      const page = await store.queryObservations(id, { limit: 10, from: -86_400_000 });
+      assert.deepEqual(page.observations, [
+        { ts: T0 + 3000, temperature: 9, extra: null },
+        { ts: T0 + 2000, temperature: 0.1 + 0.2, extra: null },
+        { ts: T0 + 1000, temperature: 8, extra: null },
+        { ts: T0, temperature: 21.5, extra: null },
+        { ts: -86_400_000, temperature: -0.5, extra: null },
+      ]);
+      // A second device: a packed batch ending in a null temperature is its latest as it is.
+      const id2 = randomUUID();
+      await store.createDevice({ id: id2, tenantId: a.tenantId, groupId: a.groupId, solution: 'packed', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertPackedObservations(
+        id2,
+        pack([
+          [T0, 1],
+          [T0 + 5, null],
+        ]),
+      );
+      const latest = await store.latestObservations(a.groupId, 'packed');
+      assert.deepEqual(latest.find((l) => l.deviceId === id)?.observation, { ts: T0 + 3000, temperature: 9, extra: null });
+      assert.deepEqual(latest.find((l) => l.deviceId === id2)?.observation, { ts: T0 + 5, temperature: null, extra: null });
+      await rejectsWith(store.insertPackedObservations(randomUUID(), pack([[T0, 1]])), 'DEVICE_NOT_FOUND');
     });
 
     it('any timestamp from 1970 to 9999 and any double temperature round-trip exactly', async () => {
@@ -664,6 +806,28 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         assert.equal(await store.deleteAlarmRule(a.groupId, 'cold', r2.id), true);
         assert.equal(await store.getAlarmRule(a.groupId, 'cold', r2.id), null);
         assert.ok(!(await store.listAlarmStates()).some((x) => x.ruleId === r2.id), 'a deleted rule leaves no evaluation state');
+      });
+
+      it("keeps a rule's device template and the solution's webhook (state key per group and solution)", async () => {
+        const templateId = randomUUID();
+        const r = { ...rule('per template'), spec: { ...spec('per template'), templateId } };
+        await store.createAlarmRule(r);
+        assert.equal((await store.getAlarmRule(a.groupId, 'cold', r.id))?.spec.templateId, templateId);
+        assert.equal((await store.allAlarmRules()).find((x) => x.id === r.id)?.spec.templateId, templateId);
+        const moved = { ...r, spec: { ...r.spec, templateId: randomUUID() }, updatedAt: T0 + 9 };
+        assert.equal(await store.updateAlarmRule(moved), true);
+        assert.deepEqual(await store.getAlarmRule(a.groupId, 'cold', r.id), moved);
+        const none = { ...moved, spec: spec('per template') };
+        assert.equal(await store.updateAlarmRule(none), true);
+        assert.equal((await store.getAlarmRule(a.groupId, 'cold', r.id))?.spec.templateId, undefined, 'back to the whole solution');
+        // The solution's webhook lives in the state table, one key per group and solution.
+        const hook = { url: 'https://ops.example.org/reef', salt: 'abc', updatedAt: T0 };
+        await setSolutionWebhook(store, a.groupId, 'cold', hook);
+        assert.deepEqual(await getSolutionWebhook(store, a.groupId, 'cold'), hook);
+        assert.equal(await getSolutionWebhook(store, other.groupId, 'cold'), null);
+        assert.equal(await getSolutionWebhook(store, a.groupId, 'warm'), null);
+        await setSolutionWebhook(store, a.groupId, 'cold', null);
+        assert.equal(await getSolutionWebhook(store, a.groupId, 'cold'), null);
       });
 
       it('one active alarm per rule and device; compare-and-set updates; keyset paging newest first', async () => {

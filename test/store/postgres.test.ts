@@ -111,3 +111,94 @@ describe('postgres: migrations and partitions', () => {
     }
   });
 });
+
+// How batches are written (postgres-store.ts): groups of concurrent batches in one transaction, a
+// binary COPY where the device's time span is free, a merge where it is not or where a racing
+// upload got there first.
+describe('postgres: batch writes', () => {
+  let pdb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let s: PostgresStore;
+  const T = Date.UTC(2026, 0, 5);
+  const rows = (n: number, temperature: number, from = T) => Array.from({ length: n }, (_, i) => ({ ts: from + i * 1000, temperature, extra: null }));
+  const stored = async (id: string) => (await s.queryObservations(id, { limit: 100 })).observations.map((o) => [o.ts, o.temperature]).reverse();
+
+  before(async () => {
+    pdb = await createTestDatabase();
+    s = new PostgresStore({ connectionString: pdb.url });
+    await s.migrate();
+    for (const id of ['w-1', 'w-2', 'w-3', 'w-race']) await s.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 'w', deviceType: 'VirtualDevice', domainInfo: {} });
+  });
+  after(async () => {
+    await s.close();
+    await pdb.drop();
+  });
+
+  it('a batch overlapping stored rows replaces them and keeps the rest; latest follows the newest', async () => {
+    await s.insertObservations('w-1', rows(4, 1)); // span free: COPY
+    await s.insertObservations('w-1', rows(3, 2, T + 2000)); // overlaps the last two: merge
+    assert.deepEqual(await stored('w-1'), [
+      [T, 1],
+      [T + 1000, 1],
+      [T + 2000, 2],
+      [T + 3000, 2],
+      [T + 4000, 2],
+    ]);
+    const latest = (await s.latestObservations('G', 'w')).find((l) => l.deviceId === 'w-1');
+    assert.deepEqual([latest?.observation.ts, latest?.observation.temperature], [T + 4000, 2]);
+  });
+
+  it('a batch whose COPY meets the rows of a racing upload is merged instead: stored once, the later commit wins', async () => {
+    const other = await s.pool.connect();
+    try {
+      // Another node's upload of the same span, not yet committed: the store sees the span free.
+      await other.query('BEGIN');
+      await other.query(`INSERT INTO observations (device_pk, ts, temperature, tier) SELECT pk, $1, 9, tier FROM devices WHERE id = 'w-race'`, [T + 1000]);
+      const pending = s.insertObservations('w-race', rows(3, 5));
+      // Its COPY waits on the unique index for the other transaction (no sleep: ask PostgreSQL,
+      // outside that transaction, whose view of pg_stat_activity would stay as it first saw it).
+      for (;;) {
+        const r = await s.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'COPY%'`);
+        if (r.rows[0].n > 0) break;
+      }
+      await other.query('COMMIT');
+      assert.deepEqual(await pending, { written: 3 });
+    } finally {
+      other.release();
+    }
+    assert.deepEqual(await stored('w-race'), [
+      [T, 5],
+      [T + 1000, 5],
+      [T + 2000, 5],
+    ]);
+  });
+
+  it('one failing batch of a group fails alone: the others are stored, it stores nothing', async () => {
+    const results = await Promise.allSettled([
+      s.insertObservations('w-2', rows(3, 1, T + 100_000)),
+      s.insertObservations('w-3', [{ ts: T + 100_000, temperature: 1, extra: { note: 'a\u0000b' } }]),
+      s.insertObservations('w-3', rows(2, 3, T + 200_000)),
+      s.insertObservations('w-nobody', rows(2, 3)),
+    ]);
+    assert.deepEqual(
+      results.map((r) => (r.status === 'fulfilled' ? r.value.written : (r.reason as { code?: string }).code)),
+      [3, 'VALIDATION_FAILED', 2, 'DEVICE_NOT_FOUND'],
+    );
+    assert.equal((await stored('w-2')).length, 3);
+    assert.deepEqual(await stored('w-3'), [
+      [T + 200_000, 3],
+      [T + 201_000, 3],
+    ]);
+  });
+
+  it('free-form fields and missing temperatures go through COPY and merge alike', async () => {
+    const batch = [
+      { ts: T + 500_000, temperature: null, extra: { tags: ['a'], n: 1.5, s: 'é' } },
+      { ts: T + 501_000, temperature: -0.1, extra: null },
+    ];
+    await s.insertObservations('w-2', batch); // COPY
+    const copied = (await s.queryObservations('w-2', { limit: 2 })).observations;
+    await s.insertObservations('w-2', batch); // merge
+    assert.deepEqual((await s.queryObservations('w-2', { limit: 2 })).observations, copied);
+    assert.deepEqual(copied.reverse(), batch);
+  });
+});

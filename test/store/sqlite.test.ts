@@ -74,3 +74,41 @@ describe('sqlite: group commit on the writer thread', () => {
     await store.close();
   });
 });
+
+// Latest of all is remembered per solution until the database changes (issue 18): a change by any
+// connection must show at once — the writer thread, another process's connection, this one's own.
+describe('sqlite: remembered latest of all', () => {
+  it('shows uploads, another connection’s writes and its own deletes at once', async () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-latest-')), 'reef.db');
+    const store = new SqliteStore({ file });
+    await store.migrate();
+    const other = new SqliteStore({ file, writerThread: false });
+    await other.migrate();
+    try {
+      const [a, b] = [randomUUID(), randomUUID()];
+      for (const id of [a, b]) await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      const t0 = Date.UTC(2026, 0, 1);
+      const temps = async () =>
+        (JSON.parse(await store.latestObservationsJson('G', 's')) as { deviceId: string; observations: { temperature: number }[] }[]).map((g) => [g.deviceId, g.observations[0]!.temperature]);
+      assert.deepEqual(await temps(), []);
+      await store.insertObservations(a, [{ ts: t0, temperature: 1, extra: null }]); // the writer thread
+      assert.deepEqual(await temps(), [[a, 1]]);
+      assert.deepEqual(await temps(), [[a, 1]]); // remembered, same answer
+      await other.insertObservations(b, [{ ts: t0, temperature: 2, extra: null }]); // another connection (as another process)
+      assert.deepEqual(await temps(), [
+        [a, 1],
+        [b, 2],
+      ]);
+      await other.insertObservations(a, [{ ts: t0 + 1, temperature: 3, extra: null }]);
+      assert.deepEqual(await temps(), [
+        [a, 3],
+        [b, 2],
+      ]);
+      assert.equal(await store.deleteDevice('G', 's', b), true); // this connection's own write
+      assert.deepEqual(await temps(), [[a, 3]]);
+    } finally {
+      await other.close();
+      await store.close();
+    }
+  });
+});

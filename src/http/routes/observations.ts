@@ -8,6 +8,7 @@ import type { EventBus, ReefEvent } from '../../events/bus.ts';
 import { findDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservationsJson, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
 import { groupedJson, latestJson } from '../../core/observation-json.ts';
+import { ScannedUpload, scanUpload } from '../../core/observation-scan.ts';
 import type { Store } from '../../store/store.ts';
 import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
@@ -59,6 +60,14 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
   app.post(
     '/api/solutions/:solution/devices/:id/observations',
     {
+      // The common body shape is read straight into numbers (src/core/observation-scan.ts); any
+      // other body is parsed as JSON and checked by the schema and parseBatch, as before.
+      config: {
+        scanBody: (bytes: Uint8Array) => {
+          const packed = scanUpload(bytes, config.maxObservationsPerRequest);
+          return packed ? new ScannedUpload(packed) : undefined;
+        },
+      },
       schema: {
         tags: ['observations'],
         summary: 'Upload observations of one device (all stored or none)',
@@ -74,9 +83,10 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     async (request, reply) => {
       const { solution, id } = request.params as { solution: string; id: string };
       const device = await findDevice(store, request.account, solution, id);
-      const batch = parseBatch(request.body, config.maxObservationsPerRequest);
+      const body = request.body;
+      const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest);
       // The device's owner pays for what is stored on it, whoever in its group uploads.
-      await quotas.checkObservations(device.tenantId, batch.length);
+      await quotas.checkObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
       const stored = await storeObservations(store, events, device, batch);
       quotas.recordWritten(device.tenantId, stored);
       return reply.code(201).send({ stored });

@@ -5,7 +5,8 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
-import { observationJson, observationJsonText } from '../../core/observation-json.ts';
+import { observationJson, observationJsonText, pageJsonOfRows, pageJsonFromPacked } from '../../core/observation-json.ts';
+import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
 import type {
@@ -43,13 +44,23 @@ export interface SqliteOptions {
 
 interface Queued {
   deviceId: string;
-  batch: ObservationRecord[];
+  /** Records, or the upload scanner's numbers (insertPackedObservations). */
+  batch: ObservationRecord[] | PackedObservations;
   resolve: (r: InsertResult) => void;
   reject: (e: unknown) => void;
 }
 
+const rowsOf = (b: ObservationRecord[] | PackedObservations) => (Array.isArray(b) ? b.length : b.ts.length);
+const recordsOf = (b: ObservationRecord[] | PackedObservations) => (Array.isArray(b) ? b : unpackObservations(b));
+
 /** A batch as the writer thread takes it: numbers in typed arrays (moved, not copied), latest rendered. */
-function packBatch(deviceId: string, batch: ObservationRecord[]) {
+function packBatch(deviceId: string, batch: ObservationRecord[] | PackedObservations) {
+  if (!Array.isArray(batch)) {
+    // Already numbers (the upload scanner's): nothing to copy, and no free fields.
+    const { ts, temperature, newest } = batch;
+    const t = temperature[newest]!;
+    return { deviceId, ts, temperature, extra: null, newest, wire: ts.length ? observationJsonText(ts[newest]!, Number.isNaN(t) ? null : t, null) : '' };
+  }
   const n = batch.length;
   const ts = new Float64Array(n);
   const temperature = new Float64Array(n);
@@ -68,6 +79,8 @@ function packBatch(deviceId: string, batch: ObservationRecord[]) {
 type Row = Record<string, any>;
 
 const CHUNK = 100;
+/** Solutions whose latest-of-all text is remembered at once (latestObservationsJson). */
+const LATEST_CACHE = 16;
 /** Most observations the writer thread commits in one transaction (see sendToWriter). */
 const GROUP_ROWS = 50_000;
 
@@ -214,6 +227,16 @@ export class SqliteStore implements Store {
       // Rows as arrays, as for latest of all: a page of 1,000 builds no keyed object per row.
       page: p(`SELECT ts, temperature, extra FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?
                ORDER BY ts DESC LIMIT ?`).raw(true),
+      // A device's page packed into one text by SQLite (SqliteStore.observationPageJson, the
+      // format is pageJsonFromPacked's): better-sqlite3 makes one string instead of 1,000 row
+      // arrays, which was most of the request. k is the temperature in millionths when that is
+      // exact (k / 10^6 reads back as the stored double), else the row is marked '!'. The rows
+      // come in the subquery's index order (ts DESC; the conformance suite checks the order).
+      pagePacked: p(`SELECT coalesce(group_concat(ts || CASE WHEN t IS NULL THEN '' WHEN abs(k) < 1e15 AND k / 1e6 = t THEN ' ' || k ELSE '!' END
+                              || CASE WHEN extra IS NULL THEN '' ELSE char(31) || extra END, char(30)) || char(30), ''), count(*), min(ts)
+                     FROM (SELECT ts, temperature AS t, CAST(round(temperature * 1e6) AS INTEGER) AS k, extra FROM observations
+                           WHERE device_pk = ? AND ts >= ? AND ts < ? ORDER BY ts DESC LIMIT ?)`).raw(true),
+      anyBefore: p('SELECT EXISTS (SELECT 1 FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?)').pluck(),
       pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
                      AND extra IS NOT NULL AND json_valid(extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = ?)
                      ORDER BY ts DESC LIMIT ?`).raw(true),
@@ -244,6 +267,8 @@ export class SqliteStore implements Store {
       getState: p('SELECT value FROM state WHERE key = ?').pluck(),
       setState: p('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
       deleteState: p('DELETE FROM state WHERE key = ?'),
+      dataVersion: p('PRAGMA data_version').pluck(),
+      totalChanges: p('SELECT total_changes()').pluck(),
       listState: p('SELECT key, value FROM state WHERE substr(key, 1, length(@p)) = @p ORDER BY key'),
     };
   }
@@ -450,11 +475,27 @@ export class SqliteStore implements Store {
   countDevices(tenantId: string) {
     return this.run(() => (this.db.prepare('SELECT count(*) AS n FROM devices WHERE tenant_id = ?').get(tenantId) as { n: number }).n);
   }
-  countObservationsByTenant() {
-    return this.run(() => {
-      const rows = this.db.prepare('SELECT d.tenant_id AS t, count(*) AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id').all() as { t: string; n: number }[];
-      return new Map(rows.map((r) => [r.t, r.n]));
-    });
+  /**
+   * Device by device, each count one range of the (device_pk, ts) key, yielding to the event loop
+   * every ~10 ms: better-sqlite3 runs on the main thread, and one statement over every row kept a
+   * 100,000,000-row server from answering (or, at start, from listening) for 41–95 s at each upkeep
+   * (docs/benchmarks.md, "Start-up and the observation count"). Rows a device gains or loses
+   * meanwhile may be counted or not: the quota is approximate between counts anyway.
+   */
+  async countObservationsByTenant() {
+    const devices = (await this.run(() => this.db.prepare('SELECT pk, tenant_id AS t FROM devices').all())) as { pk: number; t: string }[];
+    const count = this.db.prepare('SELECT count(*) FROM observations WHERE device_pk = ?').pluck();
+    const out = new Map<string, number>();
+    let sliceStart = performance.now();
+    for (const d of devices) {
+      const n = (await this.run(() => count.get(d.pk))) as number;
+      if (n) out.set(d.t, (out.get(d.t) ?? 0) + n);
+      if (performance.now() - sliceStart > 10) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      }
+    }
+    return out;
   }
   getDevice(groupId: string, solution: string, id: string) {
     return this.run(() => {
@@ -494,6 +535,15 @@ export class SqliteStore implements Store {
    * one by one). Without the thread, every other store call first writes what is queued (run()).
    */
   insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult> {
+    return this.enqueue(deviceId, batch);
+  }
+
+  /** The upload scanner's numbers go to the writer thread as they are (no records in between). */
+  insertPackedObservations(deviceId: string, batch: PackedObservations): Promise<InsertResult> {
+    return this.enqueue(deviceId, batch);
+  }
+
+  private enqueue(deviceId: string, batch: ObservationRecord[] | PackedObservations): Promise<InsertResult> {
     return new Promise((resolve, reject) => {
       this.queued.push({ deviceId, batch, resolve, reject });
       if (this.queued.length === 1 && !this.inFlight.length) setImmediate(this.flushQueued);
@@ -514,8 +564,9 @@ export class SqliteStore implements Store {
     const outcome = (it: Queued): InsertResult | ReefError => {
       const pk = this.s.devicePk.get(it.deviceId) as number | undefined;
       if (pk === undefined) return new ReefError('DEVICE_NOT_FOUND');
-      if (it.batch.length) this.writeBatch(pk, it.batch);
-      return { written: it.batch.length };
+      const batch = recordsOf(it.batch);
+      if (batch.length) this.writeBatch(pk, batch);
+      return { written: batch.length };
     };
     const settle = (it: Queued, r: InsertResult | ReefError) => (r instanceof ReefError ? it.reject(r) : it.resolve(r));
     let results: (InsertResult | ReefError)[] | null = null;
@@ -543,7 +594,7 @@ export class SqliteStore implements Store {
     // stays short and the uploads behind it are not held up by an ever larger transaction.
     let n = 0;
     let rows = 0;
-    while (n < this.queued.length && (n === 0 || rows + this.queued[n]!.batch.length <= GROUP_ROWS)) rows += this.queued[n++]!.batch.length;
+    while (n < this.queued.length && (n === 0 || rows + rowsOf(this.queued[n]!.batch) <= GROUP_ROWS)) rows += rowsOf(this.queued[n++]!.batch);
     const items = this.queued.splice(0, n);
     this.inFlight = items;
     const batches = items.map((it) => packBatch(it.deviceId, it.batch));
@@ -645,9 +696,27 @@ export class SqliteStore implements Store {
     );
   }
 
+  /**
+   * Latest of all, remembered per solution until the database changes: a dashboard polling it
+   * between uploads gets the same text without SQLite assembling 10,000 rows again. The database's
+   * version is PRAGMA data_version (moves when any other connection commits: the writer thread,
+   * another process such as `reef provision` or a second `reef serve`) with this connection's own
+   * total_changes() (its own writes, which data_version does not count). Each upload's commit
+   * moves it, so under constant uploads every read builds the text afresh.
+   */
   latestObservationsJson(groupId: string, solution: string) {
-    return this.run(() => this.s.latestJson.get(groupId, solution) as string);
+    return this.run(() => {
+      const version = `${this.s.dataVersion.get() as number}:${this.s.totalChanges.get() as number}`;
+      const key = `${groupId}\u0000${solution}`;
+      const hit = this.latestCache.get(key);
+      if (hit && hit.version === version) return hit.json;
+      const json = this.s.latestJson.get(groupId, solution) as string;
+      if (this.latestCache.size >= LATEST_CACHE) this.latestCache.clear();
+      this.latestCache.set(key, { version, json });
+      return json;
+    });
   }
+  private latestCache = new Map<string, { version: string; json: string }>();
 
   /** One more row than asked tells whether another page exists without a second query. */
   private pageRows(deviceId: string, q: ObservationQuery) {
@@ -673,16 +742,29 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** The page rendered straight from the rows: the stored free-field text is spliced in, not parsed. */
+  /**
+   * The page rendered from one packed text that SQLite assembles (pagePacked; rows given as values
+   * only when a temperature is not a whole number of millionths): the stored free-field text is
+   * spliced in, not parsed, and the result is one flat string.
+   */
   observationPageJson(deviceId: string, q: ObservationQuery) {
     return this.run(() => {
-      const { rows, nextBefore } = this.pageRows(deviceId, q);
-      let json = '{"observations":[';
-      for (let i = 0; i < rows.length; i++) {
-        const [ts, temperature, extra] = rows[i]!;
-        json += (i ? ',' : '') + observationJsonText(ts, temperature ?? null, extra);
+      if (q.tag === undefined) {
+        const pk = this.s.devicePk.get(deviceId) as number | undefined;
+        if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
+        const from = q.from ?? 0;
+        const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
+        const [text, n, oldest] = this.s.pagePacked.get(pk, from, to, q.limit) as [string, number, number | null];
+        const json = pageJsonFromPacked(text, n);
+        if (json) {
+          // A full page has a next one when anything older is left in the range: one index probe.
+          const more = n === q.limit && oldest !== null && (this.s.anyBefore.get(pk, from, oldest) as number) === 1;
+          return { json, nextBefore: more ? oldest : null };
+        }
+        // A temperature that is not a whole number of millionths: rendered from the row values.
       }
-      return { json: json + ']}', nextBefore };
+      const { rows, nextBefore } = this.pageRows(deviceId, q);
+      return { json: pageJsonOfRows(rows, rows.length), nextBefore };
     });
   }
 

@@ -28,7 +28,9 @@ const upsertLatest = db.prepare(`INSERT INTO latest (device_pk, ts, temperature,
 const args = new Array(CHUNK * 4);
 // Rows without free fields (nearly all): the device bound once per statement as @pk and the free
 // fields written as NULL in the text, so each row binds two values instead of four, and
-// 500 rows per statement.
+// 500 rows per statement. Values go to run() as separate arguments (spread), not as one array:
+// better-sqlite3 reads an array element by element through V8's property lookup, which cost
+// 45-48 ns per value against 23-25 as arguments (1,000 values per call, in process).
 const PLAIN = 500;
 const upsertPlain = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(PLAIN).fill('(@pk, ?, ?, NULL)').join(', ')}
   ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
@@ -56,7 +58,7 @@ function write(b) {
         plainArgs[j * 2] = ts[i + j];
         plainArgs[j * 2 + 1] = t === t ? t : null;
       }
-      upsertPlain.run(pkArg, plainArgs);
+      upsertPlain.run(pkArg, ...plainArgs);
     }
   }
   for (; whole + CHUNK <= n; whole += CHUNK) {
@@ -69,7 +71,7 @@ function write(b) {
       args[j * 4 + 2] = t === t ? t : null;
       args[j * 4 + 3] = extra === null ? null : extra[k];
     }
-    upsertObs100.run(args);
+    upsertObs100.run(...args);
   }
   for (let k = whole; k < n; k++) {
     const t = temperature[k];
