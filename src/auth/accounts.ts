@@ -199,6 +199,12 @@ export class Authenticator {
     return v;
   }
 
+  /** account() when it can answer from its cache (fresh entry); undefined when it would read the store. */
+  cachedAccount(tenantId: string): Account | null | undefined {
+    const hit = this.cache.get(tenantId);
+    return hit && this.now() - hit.at < this.cacheMs ? hit.account : undefined;
+  }
+
   async account(tenantId: string): Promise<Account | null> {
     const now = this.now();
     const hit = this.cache.get(tenantId);

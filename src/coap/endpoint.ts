@@ -5,7 +5,9 @@
 // (classifyDatagram), and a client-side observe (RFC 7641 §3). Used by the kit's network module,
 // by tests and by the gateway.
 import dgram from 'node:dgram';
+import dns from 'node:dns';
 import { EventEmitter } from 'node:events';
+import { isIP } from 'node:net';
 import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
 import { ACK, classifyDatagram, CoapMessage, CoapOption, CON, emptyMessage, getUintOption, NON, parseMessage, responseTo, RST, serializeMessage, uintOption, uriOptions } from './message.ts';
 import { Option, RECOGNIZED_OPTIONS } from './options.ts';
@@ -14,6 +16,17 @@ import { derivedTimes, DerivedTimes, initialTimeout, TransmissionParams, transmi
 export interface Peer {
   address: string;
   port: number;
+}
+
+/**
+ * The address lookup of the endpoint's socket: an IP literal (every peer address a datagram came
+ * from) is its own answer, given at once, so a send goes out in the caller's turn instead of after
+ * the asynchronous dns.lookup() node:dgram otherwise does for every datagram; names still resolve.
+ */
+function literalLookup(address: string, family: unknown, callback: (err: Error | null, address: string, family: number) => void): void {
+  const v = isIP(address);
+  if (v !== 0) return callback(null, address, v);
+  dns.lookup(address, family as number, callback as (err: NodeJS.ErrnoException | null, address: string, family: number) => void);
 }
 
 export function peerKey(p: Peer): string {
@@ -35,7 +48,7 @@ export interface EndpointOptions {
   random?: () => number;
   /** Larger datagrams are refused: 4.13 with Size1 for a request, dropped otherwise (RFC 7252 §4.6, §5.9.2.9). */
   maxMessageSize?: number;
-  /** Bound on remembered (peer, MID) pairs, so a flood of distinct MIDs cannot grow memory without end. */
+  /** Bound on remembered (peer, MID) pairs (the newest this many, at most twice as many), so a flood of distinct MIDs cannot grow memory without end. */
   dedupCapacity?: number;
   /** Called for every message sent and received, for debug traces. */
   trace?: (dir: 'in' | 'out', msg: CoapMessage, peer: Peer) => void;
@@ -109,6 +122,8 @@ interface Pending {
 
 interface Remembered {
   expires: number;
+  /** The message's token: a copy of a message repeats it, a new message reusing the MID does not. */
+  token: Buffer;
   /** The serialized response, once there is one (a duplicate then gets it again). */
   reply?: Buffer;
 }
@@ -121,6 +136,37 @@ export interface Observation {
   cancel(): Promise<CoapMessage | undefined>;
   /** Forget the token locally; the next notification is answered RST (reactive cancellation). */
   forget(): void;
+}
+
+/**
+ * What an endpoint remembers for a while (received MIDs, sent NON MIDs): the newest `capacity`
+ * entries at least, twice that at most, in two generations of maps, the older dropped whole when
+ * the newer reaches `capacity`. O(1)
+ * per message, where evicting the oldest entry of one Map one at a time walks the deleted slots V8
+ * keeps at its front. Entries carry their own expiry, checked by the reader.
+ */
+class RecentMap<V> {
+  private current = new Map<string, V>();
+  private previous = new Map<string, V>();
+  constructor(private readonly capacity: number) {}
+
+  get(key: string): V | undefined {
+    return this.current.get(key) ?? this.previous.get(key);
+  }
+
+  set(key: string, value: V): void {
+    this.previous.delete(key);
+    this.current.set(key, value);
+    if (this.current.size >= this.capacity) {
+      this.previous = this.current;
+      this.current = new Map();
+    }
+  }
+
+  delete(key: string): void {
+    this.current.delete(key);
+    this.previous.delete(key);
+  }
 }
 
 export class CoapEndpoint extends EventEmitter {
@@ -139,9 +185,9 @@ export class CoapEndpoint extends EventEmitter {
   private readonly acceptFn: EndpointOptions['accept'];
   private readonly transactions = new Map<string, Transaction>();
   private readonly pending = new Map<string, Pending>();
-  private readonly seen = new Map<string, Remembered>();
-  /** MIDs of NON messages we sent recently, so a RST to one can be reported (RFC 7641 §3.6). */
-  private readonly sentNon = new Map<string, number>();
+  private readonly seen: RecentMap<Remembered>;
+  /** MIDs of NON messages we sent recently (→ when they expire), so a RST to one can be reported (RFC 7641 §3.6). */
+  private readonly sentNon: RecentMap<number>;
   private closed = false;
 
   constructor(socket: dgram.Socket, opts: EndpointOptions = {}) {
@@ -154,6 +200,8 @@ export class CoapEndpoint extends EventEmitter {
     this.recognized = opts.recognizedOptions ?? RECOGNIZED_OPTIONS;
     this.maxSize = opts.maxMessageSize ?? 1152;
     this.dedupCap = opts.dedupCapacity ?? 8192;
+    this.seen = new RecentMap(this.dedupCap);
+    this.sentNon = new RecentMap(this.dedupCap);
     this.traceFn = opts.trace;
     this.refusedFn = opts.onRefused;
     this.acceptFn = opts.accept;
@@ -164,7 +212,7 @@ export class CoapEndpoint extends EventEmitter {
   /** Binds a new UDP socket (port 0 for an ephemeral one) and wraps it. */
   static async create(opts: EndpointOptions & { port?: number; host?: string } = {}): Promise<CoapEndpoint> {
     const host = opts.host ?? '127.0.0.1';
-    const socket = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    const socket = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', lookup: literalLookup });
     await new Promise<void>((resolve, reject) => {
       socket.once('error', reject);
       socket.bind(opts.port ?? 0, host, () => {
@@ -205,7 +253,8 @@ export class CoapEndpoint extends EventEmitter {
   /** Sends a NON and remembers its MID for NON_LIFETIME so a RST to it is reported as 'reset'. */
   sendNon(peer: Peer, msg: CoapMessage): void {
     msg.type = NON;
-    this.remember(this.sentNon, `${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
+    // Only worth remembering for someone told of the RST (a gateway's upstream side has nobody).
+    if (this.listenerCount('reset') > 0) this.sentNon.set(`${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
     this.sendRaw(peer, msg);
   }
 
@@ -340,18 +389,6 @@ export class CoapEndpoint extends EventEmitter {
     this.socket.send(data, peer.port, peer.address);
   }
 
-  private remember<V>(map: Map<string, V>, key: string, value: V): void {
-    map.delete(key);
-    map.set(key, value);
-    // Oldest first in insertion order: evict expired and over-capacity entries from the front.
-    const now = Date.now();
-    for (const [k, v] of map) {
-      const exp = typeof v === 'number' ? v : (v as Remembered).expires;
-      if (map.size <= this.dedupCap && exp > now) break;
-      map.delete(k);
-    }
-  }
-
   private refuse(reason: string, peer: Peer, action: 'reset' | 'ignore' | 'respond'): void {
     this.stats.refused++;
     this.refusedFn?.(reason, peer, action);
@@ -416,7 +453,7 @@ export class CoapEndpoint extends EventEmitter {
     const t = this.transactions.get(key);
     if (m.type === RST) this.stats.resets++;
     if (t) return t.done(m.type === ACK ? 'ack' : 'reset', m);
-    if (m.type === RST && this.sentNon.has(key)) {
+    if (m.type === RST && (this.sentNon.get(key) ?? 0) > Date.now()) {
       this.sentNon.delete(key);
       this.emit('reset', m.mid, peer);
     }
@@ -425,7 +462,7 @@ export class CoapEndpoint extends EventEmitter {
   private receiveRequest(m: CoapMessage, peer: Peer): void {
     const dkey = `${peerKey(peer)}|${m.mid}`;
     const prior = this.seen.get(dkey);
-    if (prior && prior.expires > Date.now()) {
+    if (prior && prior.expires > Date.now() && prior.token.equals(m.token)) {
       // §4.5: a duplicate CON gets the same answer again; a duplicate NON is ignored, as is a
       // duplicate whose answer is still being worked on.
       this.stats.duplicates++;
@@ -433,8 +470,8 @@ export class CoapEndpoint extends EventEmitter {
       return;
     }
     const life = m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs;
-    const entry: Remembered = { expires: Date.now() + life };
-    this.remember(this.seen, dkey, entry);
+    const entry: Remembered = { expires: Date.now() + life, token: m.token };
+    this.seen.set(dkey, entry);
     const handler = this.handler;
     if (!handler) {
       if (m.type === CON) this.sendRaw(peer, emptyMessage(RST, m.mid));
@@ -465,7 +502,7 @@ export class CoapEndpoint extends EventEmitter {
     }
     const data = serializeMessage(msg);
     entry.reply = data;
-    if (msg.type === NON) this.remember(this.sentNon, `${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
+    if (msg.type === NON && this.listenerCount('reset') > 0) this.sentNon.set(`${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
     this.write(peer, data, msg);
   }
 
@@ -479,13 +516,13 @@ export class CoapEndpoint extends EventEmitter {
     if (m.type === RST) return;
     const dkey = `${peerKey(peer)}|${m.mid}`;
     const prior = this.seen.get(dkey);
-    if (prior && prior.expires > Date.now()) {
+    if (prior && prior.expires > Date.now() && prior.token.equals(m.token)) {
       this.stats.duplicates++;
       if (prior.reply) this.write(peer, prior.reply);
       return;
     }
-    const entry: Remembered = { expires: Date.now() + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs) };
-    this.remember(this.seen, dkey, entry);
+    const entry: Remembered = { expires: Date.now() + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs), token: m.token };
+    this.seen.set(dkey, entry);
     const known = this.deliver(m, peer);
     // §5.3.2: a separate response or notification nobody waits for is rejected with RST, which
     // also ends an unwanted observation (RFC 7641 §3.6); a wanted CON one is acknowledged.

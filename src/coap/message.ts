@@ -48,6 +48,9 @@ export class CoapFormatError extends Error {
   }
 }
 
+/** A zero-length buffer shared by every empty token, option value and payload (it cannot be written to). */
+export const EMPTY_BUFFER: Buffer = Buffer.alloc(0);
+
 /** Upper bound this codec accepts; RFC 7252 §4.6 suggests 1152 bytes; larger is a caller's 4.13. */
 export const MAX_MESSAGE_SIZE = 65507;
 
@@ -78,20 +81,22 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
     // §4.1: an Empty message has TKL 0 and nothing after the header.
     if (tkl !== 0 || b.length !== 4) fail('empty message with token, options or payload');
     if (type === NON) fail('empty NON message');
-    return { type, code, mid, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
+    return { type, code, mid, token: EMPTY_BUFFER, options: [], payload: EMPTY_BUFFER };
   }
   if (b.length < 4 + tkl) fail('datagram shorter than its token length');
-  const token = Buffer.from(b.subarray(4, 4 + tkl));
+  // Token, option values and payload are views into the datagram, not copies: a received
+  // datagram's buffer is its own and nothing writes into it afterwards.
+  const token = tkl === 0 ? EMPTY_BUFFER : b.subarray(4, 4 + tkl);
   const options: CoapOption[] = [];
   let i = 4 + tkl;
   let num = 0;
-  let payload = Buffer.alloc(0);
+  let payload = EMPTY_BUFFER;
   while (i < b.length) {
     const byte = b.readUInt8(i);
     if (byte === 0xff) {
       // §3: a marker followed by a zero-length payload MUST be processed as a format error.
       if (i + 1 >= b.length) fail('payload marker followed by an empty payload');
-      payload = Buffer.from(b.subarray(i + 1));
+      payload = b.subarray(i + 1);
       break;
     }
     i++;
@@ -119,33 +124,80 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
     num += delta;
     if (num > 0xffff) fail(`option number ${num} exceeds 65535`);
     if (i + len > b.length) fail(`option ${num} value runs past the end of the datagram`);
-    options.push({ number: num, value: Buffer.from(b.subarray(i, i + len)) });
+    options.push({ number: num, value: len === 0 ? EMPTY_BUFFER : b.subarray(i, i + len) });
     i += len;
   }
   return { type, code, mid, token, options, payload };
 }
 
-function extended(v: number): [nibble: number, ext: number[]] {
-  if (v < 13) return [v, []];
-  if (v < 269) return [13, [v - 13]];
-  const x = v - 269;
-  return [14, [x >> 8, x & 0xff]];
+/** The options in ascending number order, stable (repeated options keep their order); the array itself when it already is. */
+function sortedOptions(options: CoapOption[]): CoapOption[] {
+  for (let k = 1; k < options.length; k++) if (options[k]!.number < options[k - 1]!.number) return [...options].sort((x, y) => x.number - y.number);
+  return options;
 }
 
-/** Serializes a message; options are sorted by number (stable, so repeated options keep their order). */
-export function serializeMessage(m: CoapMessage): Buffer {
-  if (m.token.length > 8) throw new RangeError('token longer than 8 bytes');
-  const opts = m.options.map((o, k) => ({ o, k })).sort((a, b) => a.o.number - b.o.number || a.k - b.k);
-  const parts: Buffer[] = [Buffer.from([0x40 | (m.type << 4) | m.token.length, m.code, m.mid >> 8, m.mid & 0xff]), m.token];
+/** Bytes of the extended delta/length field for a value (RFC 7252 §3.1). */
+function extendedBytes(v: number): number {
+  return v < 13 ? 0 : v < 269 ? 1 : 2;
+}
+
+/** The size of serializeMessage(m), without building it. */
+export function encodedLength(m: CoapMessage): number {
+  let n = 4 + m.token.length;
   let prev = 0;
-  for (const { o } of opts) {
-    const [dn, dx] = extended(o.number - prev);
-    const [ln, lx] = extended(o.value.length);
-    parts.push(Buffer.from([(dn << 4) | ln, ...dx, ...lx]), o.value);
+  for (const o of sortedOptions(m.options)) {
+    n += 1 + extendedBytes(o.number - prev) + extendedBytes(o.value.length) + o.value.length;
     prev = o.number;
   }
-  if (m.payload.length > 0) parts.push(Buffer.from([0xff]), m.payload);
-  return Buffer.concat(parts);
+  return m.payload.length > 0 ? n + 1 + m.payload.length : n;
+}
+
+/** Writes a delta or length nibble's extension at `i` (RFC 7252 §3.1); returns the next index. */
+function writeExtended(b: Buffer, i: number, v: number): number {
+  if (v < 13) return i;
+  if (v < 269) {
+    b[i] = v - 13;
+    return i + 1;
+  }
+  const x = v - 269;
+  b[i] = (x >> 8) & 0xff;
+  b[i + 1] = x & 0xff;
+  return i + 2;
+}
+
+const nibble = (v: number): number => (v < 13 ? v : v < 269 ? 13 : 14);
+
+/**
+ * Serializes a message; options are sorted by number (stable, so repeated options keep their
+ * order). One buffer, sized first and written in place.
+ */
+export function serializeMessage(m: CoapMessage): Buffer {
+  const tkl = m.token.length;
+  if (tkl > 8) throw new RangeError('token longer than 8 bytes');
+  const opts = sortedOptions(m.options);
+  const b = Buffer.allocUnsafe(encodedLength(m));
+  b[0] = 0x40 | (m.type << 4) | tkl;
+  b[1] = m.code;
+  b[2] = (m.mid >> 8) & 0xff;
+  b[3] = m.mid & 0xff;
+  if (tkl > 0) b.set(m.token, 4);
+  let i = 4 + tkl;
+  let prev = 0;
+  for (const o of opts) {
+    const delta = o.number - prev;
+    const len = o.value.length;
+    b[i++] = (nibble(delta) << 4) | nibble(len);
+    i = writeExtended(b, i, delta);
+    i = writeExtended(b, i, len);
+    if (len > 0) b.set(o.value, i);
+    i += len;
+    prev = o.number;
+  }
+  if (m.payload.length > 0) {
+    b[i++] = 0xff;
+    b.set(m.payload, i);
+  }
+  return b;
 }
 
 // ---- option helpers -------------------------------------------------------------------------
@@ -226,18 +278,24 @@ export interface OptionProblem {
  */
 export function checkOptions(m: CoapMessage, recognized: ReadonlySet<number> = RECOGNIZED_OPTIONS): OptionProblem[] {
   const problems: OptionProblem[] = [];
-  const seen = new Set<number>();
-  for (const o of m.options) {
+  const opts = m.options;
+  // Parsed options are in ascending order, so a repeat is the option just before; a message built
+  // in another order is checked with a set.
+  let seen: Set<number> | undefined;
+  for (let k = 1; k < opts.length; k++) if (opts[k]!.number < opts[k - 1]!.number) seen = new Set<number>();
+  for (let k = 0; k < opts.length; k++) {
+    const o = opts[k]!;
     const critical = isCritical(o.number);
     const def = OPTION_DEFS.get(o.number);
+    const repeated = seen ? seen.has(o.number) : k > 0 && opts[k - 1]!.number === o.number;
     if (!recognized.has(o.number) || def === undefined) {
       problems.push({ number: o.number, critical, reason: 'unrecognized' });
     } else if (o.value.length < def.min || o.value.length > def.max) {
       problems.push({ number: o.number, critical, reason: 'bad-length' });
-    } else if (!def.repeatable && seen.has(o.number)) {
+    } else if (!def.repeatable && repeated) {
       problems.push({ number: o.number, critical, reason: 'repeated' });
     }
-    seen.add(o.number);
+    seen?.add(o.number);
   }
   return problems;
 }
@@ -285,6 +343,7 @@ export function classifyDatagram(buf: Uint8Array, recognized: ReadonlySet<number
     return { kind: 'ignore', reason: e.message };
   }
   const problems = checkOptions(msg, recognized);
+  if (problems.length === 0) return { kind: 'message', msg };
   const critical = problems.filter((p) => p.critical);
   if (critical.length > 0) {
     const names = critical.map((p) => `${optionName(p.number)} (${p.reason})`).join(', ');
@@ -299,14 +358,14 @@ export function classifyDatagram(buf: Uint8Array, recognized: ReadonlySet<number
 // ---- builders ---------------------------------------------------------------------------------
 
 export function emptyMessage(type: MessageType, mid: number): CoapMessage {
-  return { type, code: Code.EMPTY, mid, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
+  return { type, code: Code.EMPTY, mid, token: EMPTY_BUFFER, options: [], payload: EMPTY_BUFFER };
 }
 
 /**
  * The response to a request (RFC 7252 §5.2): piggy-backed in the ACK of a CON (same MID), or a NON
  * with a fresh MID for a NON; always with the request's token.
  */
-export function responseTo(req: CoapMessage, code: number, freshMid: () => number, options: CoapOption[] = [], payload: Buffer = Buffer.alloc(0)): CoapMessage {
+export function responseTo(req: CoapMessage, code: number, freshMid: () => number, options: CoapOption[] = [], payload: Buffer = EMPTY_BUFFER): CoapMessage {
   const con = req.type === CON;
   return { type: con ? ACK : NON, code, mid: con ? req.mid : freshMid(), token: req.token, options, payload };
 }

@@ -38,12 +38,20 @@ export class Kit {
   readonly secondary: SecondaryStation;
   readonly streams: [ByteStream, ByteStream];
   readonly addedSensors: AddedSensorSpec[];
-  private resetAt = 0;
+  /**
+   * Whether the monitor window of the last reset is open. A state, not a clock comparison: it is
+   * closed by the very timer that ends the window, so once start() has returned without a monitor
+   * a late one is refused whatever the clocks say (a stale event-loop clock can fire a timer a few
+   * milliseconds before Date.now() says it is due).
+   */
+  private windowOpen = true;
+  private windowTimer: NodeJS.Timeout | undefined;
   private monitorWaiter: (() => void) | undefined;
-  private started = false;
+  /** The serial-monitor line was refused since the last reset (counted once however much it sends). */
+  private lineRefused = false;
   /** SER_MON_PTR: the serial monitor's line, when it is a path rather than the terminal. */
   private readonly monitorLine: ByteStream | undefined;
-  /** Monitors that tried to connect after the window (their output stays off until the next reset). */
+  /** Monitors that tried to connect after the window, one per line per reset (their output stays off until the next reset). */
   monitorRefused = 0;
 
   constructor(
@@ -62,7 +70,10 @@ export class Kit {
       line.onData(() => {
         if (this.log.sink) return;
         if (this.attachMonitor((l) => line.write(Buffer.from(l + '\r\n')))) this.log.note(`serial monitor attached on ${config.serMonPtr}`);
-        else this.monitorRefused++;
+        else if (!this.lineRefused) {
+          this.lineRefused = true;
+          this.monitorRefused++;
+        }
       });
     }
     const trace =
@@ -136,7 +147,7 @@ export class Kit {
    * window it is refused (returns false) and output stays off until the next reset (seed §4.4).
    */
   attachMonitor(sink: LogSink): boolean {
-    if (this.started && Date.now() - this.resetAt > this.config.monitorWindowMs) return false;
+    if (!this.windowOpen) return false;
     this.log.sink = sink;
     this.monitorWaiter?.();
     return true;
@@ -144,18 +155,23 @@ export class Kit {
 
   /** Reset: waits for a monitor or the window, then starts the CoAP server and the link. */
   async start(): Promise<void> {
-    this.resetAt = Date.now();
-    if (!this.log.sink && this.config.monitorWindowMs > 0) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, this.config.monitorWindowMs);
-        this.monitorWaiter = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
+    this.lineRefused = false;
+    if (this.windowTimer) clearTimeout(this.windowTimer);
+    this.windowOpen = this.config.monitorWindowMs > 0;
+    const windowEnds = new Promise<void>((resolve) => {
+      if (!this.windowOpen) return resolve();
+      this.windowTimer = setTimeout(() => {
+        this.windowTimer = undefined;
+        this.windowOpen = false;
+        resolve();
+      }, this.config.monitorWindowMs);
+    });
+    if (!this.log.sink && this.windowOpen) {
+      // The CoAP server starts when a monitor attaches or the window ends, whichever is first; a
+      // monitor attached early leaves the window open for its whole length (a second one may come).
+      await Promise.race([windowEnds, new Promise<void>((resolve) => (this.monitorWaiter = resolve))]);
       this.monitorWaiter = undefined;
     }
-    this.started = true;
     await this.module.start();
     await this.primary.connect();
     const at = `${this.address().address}:${this.address().port} (prefix /${this.module.prefix}, firmware ${this.config.firmware})`;
@@ -169,6 +185,8 @@ export class Kit {
   }
 
   async stop(): Promise<void> {
+    if (this.windowTimer) clearTimeout(this.windowTimer);
+    this.windowTimer = undefined;
     this.monitorLine?.close();
     this.sensor.stop();
     await this.module.stop();

@@ -24,6 +24,8 @@ import {
   describeMessage,
   encodeAnnouncement,
   emptyMessage,
+  EMPTY_BUFFER,
+  encodedLength,
   EndpointOptions,
   blockSize,
   codeClass,
@@ -91,7 +93,8 @@ export interface ModuleOptions {
 
 interface Forward {
   resolve: (m: CoapMessage | undefined) => void;
-  timer: NodeJS.Timeout;
+  /** performance.now() past which the application processor's answer is given up (5.04). */
+  due: number;
   localMid: number;
 }
 
@@ -108,11 +111,15 @@ interface Mapping {
 
 export class NetworkModule {
   readonly prefix: Prefix;
+  private readonly prefixBytes: Buffer;
   endpoint!: CoapEndpoint;
   readonly stats = { forwarded: 0, wrongPrefix: 0, timeouts: 0, notifications: 0, upstream: 0, announcements: 0, tooLarge: 0, withheld: 0, observeRefused: 0 };
   private localMid = Math.floor(Math.random() * 0x10000);
   private localToken = Math.floor(Math.random() * 0xffffffff);
+  /** In-flight requests by local token, oldest first (all share one timeout, so also by due time). */
   private readonly forwards = new Map<string, Forward>();
+  /** One timer for every forward's deadline (the oldest one's), not one per request. */
+  private sweepTimer: NodeJS.Timeout | undefined;
   /** (peer, client token) → mapping; local token → mapping. */
   private readonly byClient = new Map<string, Mapping>();
   private readonly byLocal = new Map<string, Mapping>();
@@ -131,6 +138,7 @@ export class NetworkModule {
 
   constructor(private readonly o: ModuleOptions) {
     this.prefix = prefixFor(o.firmware);
+    this.prefixBytes = Buffer.from(this.prefix);
   }
 
   async start(): Promise<void> {
@@ -170,10 +178,9 @@ export class NetworkModule {
 
   async stop(): Promise<void> {
     if (this.announceTimer) clearInterval(this.announceTimer);
-    for (const f of this.forwards.values()) {
-      clearTimeout(f.timer);
-      f.resolve(undefined);
-    }
+    if (this.sweepTimer) clearTimeout(this.sweepTimer);
+    this.sweepTimer = undefined;
+    for (const f of this.forwards.values()) f.resolve(undefined);
     this.forwards.clear();
     await this.endpoint?.close();
   }
@@ -256,18 +263,22 @@ export class NetworkModule {
     return b;
   }
 
-  private mapping(peer: Peer, token: Buffer): Mapping {
-    const key = `${peer.address}|${peer.port}|${token.toString('hex')}`;
-    let m = this.byClient.get(key);
+  /** The mapping of (peer, token), kept when `keep` (an observe registration) or already there; else a one-off. */
+  private mapping(peer: Peer, token: Buffer, keep: boolean): Mapping {
+    const key = this.byClient.size > 0 || keep ? `${peer.address}|${peer.port}|${token.toString('hex')}` : '';
+    let m = key ? this.byClient.get(key) : undefined;
     if (!m) {
       m = { peer, token, local: this.nextLocalToken(), observing: false, resource: '' };
-      this.byClient.set(key, m);
-      this.byLocal.set(m.local.toString('hex'), m);
+      if (keep) {
+        this.byClient.set(key, m);
+        this.byLocal.set(m.local.toString('hex'), m);
+      }
     }
     return m;
   }
 
   private unmap(m: Mapping): void {
+    if (this.byLocal.get(m.local.toString('hex')) !== m) return;
     this.byClient.delete(`${m.peer.address}|${m.peer.port}|${m.token.toString('hex')}`);
     this.byLocal.delete(m.local.toString('hex'));
   }
@@ -285,10 +296,10 @@ export class NetworkModule {
     // A direct peer (only with allowDirect) may be a forged source address: it is never answered
     // more than AMPLIFICATION_LIMIT times the bytes it sent (RFC 7252 §11.3; the factor is QUIC's
     // limit before address validation, RFC 9000 §8.1). A GET is asked in blocks small enough to fit.
-    const budget = AMPLIFICATION_LIMIT * serializeMessage(req).length;
+    const budget = AMPLIFICATION_LIMIT * encodedLength(req);
     const res = await this.serve(req, peer, false, budget);
     if (!res) return res;
-    const size = serializeMessage({ type: ACK, code: res.code, mid: 0, token: req.token, options: res.options ?? [], payload: res.payload ?? Buffer.alloc(0) }).length;
+    const size = encodedLength({ type: ACK, code: res.code, mid: 0, token: req.token, options: res.options ?? [], payload: res.payload ?? EMPTY_BUFFER });
     if (size <= budget) return res;
     const bare = size - (res.payload?.length ?? 0) - (res.payload?.length ? 1 : 0);
     if (codeClass(res.code) !== 2 && bare <= budget) {
@@ -302,51 +313,65 @@ export class NetworkModule {
   }
 
   private async serve(req: CoapMessage, peer: Peer, fromGateway: boolean, budget = Infinity): Promise<ResponseSpec | undefined> {
-    const path = uriPath(req);
-    let rest: string[];
+    // Uri-Path segments are compared as bytes against the prefix; the forwarded request keeps the
+    // client's own option values (the Uri-Path ones after the prefix), nothing is re-encoded.
+    let first: Buffer | undefined;
+    let second: Buffer | undefined;
+    let segments = 0;
+    for (const o of req.options) {
+      if (o.number !== Option.URI_PATH) continue;
+      if (segments === 0) first = o.value;
+      else if (segments === 1) second = o.value;
+      segments++;
+    }
+    let skipFirst: boolean;
     // Discovery lives at the well-known location (RFC 6690 §4), outside any prefix.
-    if (path.length === 2 && path[0] === '.well-known' && path[1] === 'core') rest = path;
-    else if (path[0] === this.prefix) rest = path.slice(1);
+    if (segments === 2 && first!.equals(WELL_KNOWN) && second!.equals(CORE)) skipFirst = false;
+    else if (first !== undefined && first.equals(this.prefixBytes)) skipFirst = true;
     else {
       this.stats.wrongPrefix++;
       return { code: Code.NOT_FOUND, payload: Buffer.from(`resources live under /${this.prefix}`) };
     }
-    const map = this.mapping(peer, req.token);
-    const resource = `${rest.join('/')}?${uriQuery(req).join('&')}`;
-    map.resource = resource;
     let observe = getUintOption(req, Option.OBSERVE);
-    let options = req.options.filter((o) => o.number !== Option.URI_PATH && o.number !== Option.URI_HOST && o.number !== Option.URI_PORT);
-    if (observe === 0 && !fromGateway && this.gatewayObserves(resource)) {
-      // The application processor has one observe slot per resource (wire §2); the gateway's
-      // observation is what every user and the readings bridge rely on, so a direct peer does not
-      // take it. It gets the current representation without Observe: not added (RFC 7641 §4.1).
-      this.stats.observeRefused++;
-      this.o.log.note(`observe registration of direct peer ${peer.address}:${peer.port} refused: the gateway holds the slot`);
-      options = options.filter((o) => o.number !== Option.OBSERVE);
-      observe = undefined;
+    const map = this.mapping(peer, req.token, observe === 0);
+    // The resource (path?query) names an observe slot; only observations need it.
+    const mapped = this.byLocal.get(map.local.toString('hex')) === map;
+    const resource = mapped ? resourceOf(req, skipFirst) : '';
+    if (mapped) map.resource = resource;
+    const options: CoapOption[] = [];
+    let pathSeen = false;
+    for (const o of req.options) {
+      const n = o.number;
+      if (n === Option.URI_HOST || n === Option.URI_PORT) continue;
+      if (n === Option.URI_PATH && skipFirst && !pathSeen) {
+        pathSeen = true;
+        continue;
+      }
+      if (n === Option.OBSERVE && observe === 0 && !fromGateway && this.gatewayObserves(resource)) {
+        // The application processor has one observe slot per resource (wire §2); the gateway's
+        // observation is what every user and the readings bridge rely on, so a direct peer does not
+        // take it. It gets the current representation without Observe: not added (RFC 7641 §4.1).
+        this.stats.observeRefused++;
+        this.o.log.note(`observe registration of direct peer ${peer.address}:${peer.port} refused: the gateway holds the slot`);
+        observe = undefined;
+        continue;
+      }
+      options.push(o);
     }
-    if (req.code === Code.GET && observe === undefined) options = fitBlock2(options, budget - (4 + req.token.length + 1 + RESPONSE_OPTIONS_BYTES));
+    const fwdOptions = req.code === Code.GET && observe === undefined ? fitBlock2(options, budget - (4 + req.token.length + 1 + RESPONSE_OPTIONS_BYTES)) : options;
     const localMid = this.nextLocalMid();
-    const fwd: CoapMessage = {
-      type: req.type === CON ? CON : NON,
-      code: req.code,
-      mid: localMid,
-      token: map.local,
-      options: [...options, ...rest.map((s) => ({ number: Option.URI_PATH, value: Buffer.from(s) }))],
-      payload: req.payload,
-    };
+    const fwd: CoapMessage = { type: req.type === CON ? CON : NON, code: req.code, mid: localMid, token: map.local, options: fwdOptions, payload: req.payload };
     const key = map.local.toString('hex');
     const answer = new Promise<CoapMessage | undefined>((resolve) => {
-      const timer = setTimeout(() => {
+      const prior = this.forwards.get(key);
+      if (prior) {
         this.forwards.delete(key);
-        resolve(undefined);
-      }, this.o.forwardTimeoutMs);
-      this.forwards.get(key)?.resolve(undefined);
-      this.forwards.set(key, { resolve, timer, localMid });
+        prior.resolve(undefined);
+      }
+      this.forwards.set(key, { resolve, due: performance.now() + this.o.forwardTimeoutMs, localMid });
+      this.scheduleSweep();
     });
     if (!this.toLink(fwd)) {
-      const f = this.forwards.get(key);
-      if (f) clearTimeout(f.timer);
       this.forwards.delete(key);
       if (!map.observing) this.unmap(map);
       this.stats.tooLarge++;
@@ -369,6 +394,26 @@ export class NetworkModule {
     return { code: res.code, options: res.options, payload: res.payload };
   }
 
+  /** Arms the one timer for the oldest forward's deadline, if not armed. */
+  private scheduleSweep(): void {
+    if (this.sweepTimer) return;
+    const head = this.forwards.values().next();
+    if (head.done) return;
+    this.sweepTimer = setTimeout(() => this.sweep(), Math.max(0, head.value.due - performance.now()));
+  }
+
+  /** Gives up the forwards past their deadline (each answered 5.04 by serve()). */
+  private sweep(): void {
+    this.sweepTimer = undefined;
+    const now = performance.now();
+    for (const [key, f] of this.forwards) {
+      if (f.due > now) break;
+      this.forwards.delete(key);
+      f.resolve(undefined);
+    }
+    this.scheduleSweep();
+  }
+
   private gatewayObserves(resource: string): boolean {
     for (const m of this.byLocal.values()) if (m.observing && m.resource === resource && this.isGateway(m.peer)) return true;
     return false;
@@ -389,7 +434,6 @@ export class NetworkModule {
     const key = m.token.toString('hex');
     const f = this.forwards.get(key);
     if (f && (m.type !== ACK || m.mid === f.localMid)) {
-      clearTimeout(f.timer);
       this.forwards.delete(key);
       f.resolve(m);
       return;
@@ -479,6 +523,15 @@ export class NetworkModule {
     this.endpoint.sendNon(gw, { ...m, type: NON, mid: this.endpoint.nextMid() });
     this.o.log.info(`upstream ${path} sent to ${gw.address}:${gw.port}`);
   }
+}
+
+const WELL_KNOWN = Buffer.from('.well-known');
+const CORE = Buffer.from('core');
+
+/** "path/after/prefix?query&items" of a request: the observe slot it names. */
+function resourceOf(req: CoapMessage, skipFirst: boolean): string {
+  const path = uriPath(req);
+  return `${(skipFirst ? path.slice(1) : path).join('/')}?${uriQuery(req).join('&')}`;
 }
 
 /** Answers to a direct peer are at most this many times the size of its request (RFC 7252 §11.3). */

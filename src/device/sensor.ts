@@ -110,6 +110,7 @@ export class Sensor {
   private notifyTimer: NodeJS.Timeout | undefined;
   private syncTimer: NodeJS.Timeout | undefined;
   private booted = false;
+  private readingCache: { epoch: number; cbor: boolean; unit: TempUnit; present: boolean; reading: { payload: Buffer; contentFormat: number } } | undefined;
   /** MIDs of our recent notifications → observer token, to act on ACK/RST relayed by the module. */
   private readonly sentMids = new Map<number, { token: Buffer; con: boolean; timer?: NodeJS.Timeout }>();
 
@@ -317,7 +318,7 @@ export class Sensor {
 
   /** A reading answer, registering or deregistering an observer of `resource` (RFC 7641 §4.1). */
   private observable(m: CoapMessage, resource: string, cbor: boolean, r: { payload: Buffer; contentFormat: number }): { code: number; options?: CoapOption[]; payload?: Buffer } {
-    const options: CoapOption[] = [uintOption(Option.CONTENT_FORMAT, r.contentFormat), uintOption(Option.MAX_AGE, this.o.maxAgeSec)];
+    const options: CoapOption[] = [constUint(Option.CONTENT_FORMAT, r.contentFormat), constUint(Option.MAX_AGE, this.o.maxAgeSec)];
     const obs = getUintOption(m, Option.OBSERVE);
     if (obs === 0) {
       const displaced = this.observers.add({ token: m.token, resource, cbor, registeredAt: this.now(), sent: 0 });
@@ -345,11 +346,22 @@ export class Sensor {
     );
   }
 
+  /**
+   * The temperature reading now. The sensor is sampled at most once per second of the kit's clock
+   * (a reading carries whole seconds): every request and notification within the same second, for
+   * the same unit and format, gets that sample's payload, rendered once.
+   */
   private readingFor(cbor: boolean): { payload: Buffer; contentFormat: number } {
     const now = this.now();
+    const epoch = Math.floor(now / 1000);
+    const present = this.o.model.sensorPresent;
+    const hit = this.readingCache;
+    if (hit && hit.epoch === epoch && hit.cbor === cbor && hit.unit === this.unit && hit.present === present) return hit.reading;
     const c = this.o.model.celsius(now);
     const value = this.unit === 'F' ? celsiusToFahrenheit(c) : c;
-    return encodeReading({ epoch: Math.floor(now / 1000), value, unit: this.unit }, cbor);
+    const reading = encodeReading({ epoch, value, unit: this.unit }, cbor);
+    this.readingCache = { epoch, cbor, unit: this.unit, present, reading };
+    return reading;
   }
 
   private temp(m: CoapMessage, query: string[]): { code: number; options?: CoapOption[]; payload?: Buffer } {
@@ -449,6 +461,18 @@ export class Sensor {
       payload: r.payload,
     });
   }
+}
+
+/** Option objects of constant uint values, made once: every reading answer carries the same few. */
+const UINT_OPTIONS = new Map<number, CoapOption>();
+function constUint(n: number, v: number): CoapOption {
+  const key = n * 0x1_0000_0000 + v;
+  let o = UINT_OPTIONS.get(key);
+  if (!o) {
+    o = uintOption(n, v);
+    if (UINT_OPTIONS.size < 256) UINT_OPTIONS.set(key, o);
+  }
+  return o;
 }
 
 function text(s: string): { code: number; options: CoapOption[]; payload: Buffer } {

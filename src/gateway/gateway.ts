@@ -31,6 +31,7 @@ import {
   decodeTimeTlv,
   encodeAnnouncementAck,
   encodeTimeTlv,
+  getOption,
   getUintOption,
   isAnnouncement,
   Option,
@@ -45,11 +46,11 @@ import {
   type ResponseSpec,
 } from '../coap/index.ts';
 import { ReefError, isReefError } from '../core/errors.ts';
-import { SANDBOX, type DeviceRecord } from '../core/types.ts';
+import { SANDBOX, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import { KitKeyCache } from '../service/kit-keys.ts';
-import { storeObservations } from '../service/observations.ts';
+import { storeObservationsMany } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
 import { ClockKeeper } from './clock.ts';
@@ -143,9 +144,18 @@ export class Gateway {
   /** (client address, port, token) → the answer in progress: a re-sent request is not forwarded twice. */
   private readonly inflight = new Map<string, Promise<ResponseSpec>>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
+  /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
+  private readonly targets = new Map<string, { mac: string; path: string[]; query: string[] }>();
+  /** Encoded Uri-Path and Uri-Query options of a (cached, shared) path array, for the kit prefix they were made for. */
+  private readonly uriOptionCache = new WeakMap<string[], { prefix: string; query: string[]; options: CoapOption[] }>();
   /** The last reading timestamp per kit MAC (see stamp()). */
   private readonly lastStamp = new Map<string, number>();
   private readonly kitKeys: KitKeyCache;
+  /** Readings waiting for the store's next write (see queueReading()). */
+  private pendingReadings: PendingReading[] = [];
+  private flushScheduled = false;
+  /** The store write in progress, if any. */
+  private flushing: Promise<void> | undefined;
   private readonly log: Logger;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
   private stopping = false;
@@ -222,6 +232,8 @@ export class Gateway {
     this.sessions.closeAll();
     this.relay.endAll('the gateway is stopping');
     await Promise.all([this.front?.close(), this.back?.close()]);
+    // Readings already received are written before the store may be closed.
+    await this.flushReadings();
   }
 
   /** Upstream observations and their subscribers (for operators and tests). */
@@ -272,8 +284,8 @@ export class Gateway {
   }
 
   /** CON: piggy-backed when quick, else empty ACK now and a CON separate response later; NON: a NON answer. */
-  private answer(req: CoapMessage, peer: Peer, work: Promise<ResponseSpec>): Promise<ResponseSpec | undefined> {
-    if (req.type !== CON) return work;
+  private answer(req: CoapMessage, peer: Peer, work: ResponseSpec | Promise<ResponseSpec>): ResponseSpec | Promise<ResponseSpec | undefined> {
+    if (req.type !== CON || !(work instanceof Promise)) return work;
     let timer: NodeJS.Timeout | undefined;
     const early = new Promise<typeof SEPARATE>((resolve) => {
       timer = setTimeout(() => resolve(SEPARATE), this.o.piggybackMs);
@@ -332,7 +344,17 @@ export class Gateway {
 
   // ---- the forward proxy -----------------------------------------------------------------------
 
-  private async proxy(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
+  /**
+   * A proxied request. The usual one is answered from what is cached (the session and its account,
+   * the kit's device record): no wait before the request leaves for the kit. Anything not cached,
+   * or not valid, takes the checking path, which also says why.
+   */
+  private proxy(req: CoapMessage, peer: Peer): ResponseSpec | Promise<ResponseSpec> {
+    const session = this.sessions.cachedCheck(peer);
+    return session ? this.proxyFor(req, peer, session) : this.proxyChecked(req, peer);
+  }
+
+  private async proxyChecked(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
     let session: Session;
     try {
       session = await this.sessions.check(peer);
@@ -342,12 +364,16 @@ export class Gateway {
       if (isReefError(e)) return this.small(req, peer, e);
       throw e;
     }
+    return this.proxyFor(req, peer, session);
+  }
+
+  private proxyFor(req: CoapMessage, peer: Peer, session: Session): ResponseSpec | Promise<ResponseSpec> {
     let mac: string;
     let path: string[];
     let query: string[];
     try {
-      const t = requestTarget(req);
-      mac = kitMac(t, this.o.meshDomain);
+      const t = this.target(req);
+      mac = t.mac;
       path = t.path;
       query = t.query;
     } catch (e) {
@@ -355,10 +381,27 @@ export class Gateway {
       this.stats.refusedTarget++;
       return failure(new ReefError(e.kind === 'malformed' ? 'VALIDATION_FAILED' : 'PROXYING_NOT_SUPPORTED', e.message));
     }
-    const kit = await this.authorize(session.groupId, mac).catch((e: unknown) => e);
-    if (isReefError(kit)) return failure(kit);
-    if (!kit || kit instanceof Error) throw kit;
-    const k = kit as KitEntry;
+    const d = this.cachedDevice(mac);
+    if (d === undefined) {
+      return this.authorize(session.groupId, mac).then(
+        (k) => this.proxyTo(req, peer, session, k, path, query),
+        (e: unknown) => {
+          if (isReefError(e)) return failure(e);
+          throw e;
+        },
+      );
+    }
+    let k: KitEntry;
+    try {
+      k = this.authorizeDevice(d, session.groupId, mac);
+    } catch (e) {
+      if (isReefError(e)) return failure(e);
+      throw e;
+    }
+    return this.proxyTo(req, peer, session, k, path, query);
+  }
+
+  private proxyTo(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, path: string[], query: string[]): Promise<ResponseSpec> {
     const token = req.token.toString('hex');
     const observe = getUintOption(req, Option.OBSERVE);
     const options = req.options.filter((o) => FORWARD_REQUEST.has(o.number));
@@ -370,17 +413,49 @@ export class Gateway {
     const prior = this.inflight.get(fkey);
     if (prior) return prior;
     const work = this.forward(k, { method: req.code, path, query, options, payload: req.payload }).then(
-      (m) => this.relay.relayed(m),
-      (e) => this.upstreamError(e),
+      (m) => {
+        this.inflight.delete(fkey);
+        return this.relay.relayed(m);
+      },
+      (e) => {
+        this.inflight.delete(fkey);
+        return this.upstreamError(e);
+      },
     );
     this.inflight.set(fkey, work);
-    void work.finally(() => this.inflight.delete(fkey));
     return work;
+  }
+
+  /**
+   * The kit and resource a proxied request names. A client asks for the same few Proxy-Uris over
+   * and over: each one's decomposition (RFC 7252 §6.4) and MAC check is kept, by its exact bytes,
+   * and its arrays are shared (never written to). A Proxy-Uri that comes with Uri-* options is
+   * refused every time (§5.10.2), before the cache is looked at.
+   */
+  private target(req: CoapMessage): { mac: string; path: string[]; query: string[] } {
+    const pu = getOption(req, Option.PROXY_URI);
+    let key: string | undefined;
+    if (pu !== undefined && !req.options.some((o) => o.number === Option.URI_HOST || o.number === Option.URI_PORT || o.number === Option.URI_PATH || o.number === Option.URI_QUERY)) {
+      key = pu.toString('latin1');
+      const hit = this.targets.get(key);
+      if (hit) return hit;
+    }
+    const t = requestTarget(req);
+    const v = { mac: kitMac(t, this.o.meshDomain), path: t.path, query: t.query };
+    if (key !== undefined) {
+      if (this.targets.size >= 4096) this.targets.clear();
+      this.targets.set(key, v);
+    }
+    return v;
   }
 
   /** The kit of this MAC if the group has it provisioned in sandbox and it is reachable; ReefError otherwise. */
   async authorize(groupId: string, mac: string): Promise<KitEntry> {
-    const d = await this.device(mac);
+    return this.authorizeDevice(await this.device(mac), groupId, mac);
+  }
+
+  /** authorize() with the device record at hand; throws the ReefError. */
+  private authorizeDevice(d: DeviceRecord | null, groupId: string, mac: string): KitEntry {
     // Another group's kit answers exactly like an unprovisioned MAC: no hint that it exists.
     if (!d || d.groupId !== groupId || d.solution !== SANDBOX) {
       this.stats.refusedKit++;
@@ -389,6 +464,12 @@ export class Gateway {
     const kit = this.kits.get(mac);
     if (!kit) throw new ReefError('KIT_OFFLINE', 'the kit has not announced itself to the gateway: is it on?');
     return kit;
+  }
+
+  /** The device record of a MAC from the cache when fresh (up to 1 s old); undefined when it must be read. */
+  private cachedDevice(mac: string): DeviceRecord | null | undefined {
+    const hit = this.deviceCache.get(mac);
+    return hit && Date.now() - hit.at < 1000 ? hit.d : undefined;
   }
 
   private async device(mac: string): Promise<DeviceRecord | null> {
@@ -404,7 +485,12 @@ export class Gateway {
   /** Sends one request to a kit under the application deadline; rejects CoapTimeoutError / CoapResetError. */
   forward(kit: KitEntry, r: KitRequest): Promise<CoapMessage> {
     this.stats.forwarded++;
-    const options: CoapOption[] = [...kitPath(kit, r.path).map((s) => stringOption(Option.URI_PATH, s)), ...r.query.map((q) => stringOption(Option.URI_QUERY, q)), ...(r.options ?? [])];
+    let uri = this.uriOptionCache.get(r.path);
+    if (!uri || uri.prefix !== kit.prefix || uri.query !== r.query) {
+      uri = { prefix: kit.prefix, query: r.query, options: [...kitPath(kit, r.path).map((s) => stringOption(Option.URI_PATH, s)), ...r.query.map((q) => stringOption(Option.URI_QUERY, q))] };
+      this.uriOptionCache.set(r.path, uri);
+    }
+    const options: CoapOption[] = r.options?.length ? [...uri.options, ...r.options] : uri.options;
     const answer = this.back.request(kit.peer, {
       method: r.method,
       options,
@@ -580,18 +666,64 @@ export class Gateway {
     if (!r) return;
     const at = this.stamp(mac);
     this.clock.report(mac, r.epoch * 1000, 'reading', at);
-    void this.device(mac)
-      .then(async (d) => {
+    void this.device(mac).then(
+      (d) => {
         if (!d || d.solution !== SANDBOX) return;
         // The raw payload bubbles up whether or not the store takes the reading.
         this.bubble(mac, m, { path: [kit?.prefix ?? 'snsr', ...TEMP_PATH], device: d });
-        await storeObservations(this.deps.store, this.deps.events, d, [readingObservation(r, at, mac, this.o.maxClockSkewMs)]);
-        this.stats.readingsStored++;
-      })
-      .catch((e: unknown) => {
+        this.queueReading({ device: d, record: readingObservation(r, at, mac, this.o.maxClockSkewMs), mac });
+      },
+      (e: unknown) => {
         this.stats.storeErrors++;
         this.log.warn({ err: e, mac: mac }, 'gateway could not store a reading');
-      });
+      },
+    );
+  }
+
+  /**
+   * Readings gather for READINGS_GATHER_MS and go to the store together, one write (one commit on
+   * SQLite) for all the kits that notified meanwhile, instead of one commit each: a thousand kits a
+   * second would otherwise ask a thousand fsyncs a second of the disk, each one holding up the
+   * relaying of the next notifications (the SQLite store writes synchronously). While one write is
+   * in progress the next readings gather for the one after it.
+   */
+  private queueReading(p: PendingReading): void {
+    this.pendingReadings.push(p);
+    if (this.flushScheduled || this.flushing) return;
+    this.flushScheduled = true;
+    setTimeout(() => {
+      this.flushScheduled = false;
+      void this.flushReadings();
+    }, READINGS_GATHER_MS);
+  }
+
+  private flushReadings(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    this.flushing = this.writeReadings().finally(() => (this.flushing = undefined));
+    return this.flushing;
+  }
+
+  private async writeReadings(): Promise<void> {
+    while (this.pendingReadings.length > 0) {
+      const items = this.pendingReadings.splice(0, 2000);
+      try {
+        const missing = new Set(
+          await storeObservationsMany(
+            this.deps.store,
+            this.deps.events,
+            items.map((i) => ({ device: i.device, batch: [i.record] })),
+          ),
+        );
+        for (const i of items) {
+          if (missing.has(i.device.id)) continue;
+          this.stats.readingsStored++;
+          if (i.sensor) this.stats.sensorReadingsStored++;
+        }
+      } catch (e) {
+        this.stats.storeErrors += items.length;
+        this.log.warn({ err: e, readings: items.length, mac: items[0]?.mac }, 'gateway could not store readings');
+      }
+    }
   }
 
   /**
@@ -615,19 +747,30 @@ export class Gateway {
     const r = trySensorReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT));
     if (!r) return;
     const at = this.stamp(mac);
-    void this.device(mac)
-      .then(async (d) => {
+    void this.device(mac).then(
+      (d) => {
         if (!d || d.solution !== SANDBOX) return;
         this.bubble(mac, m, { sensor: type, device: d });
-        await storeObservations(this.deps.store, this.deps.events, d, [sensorObservation(type, r, at, mac)]);
-        this.stats.readingsStored++;
-        this.stats.sensorReadingsStored++;
-      })
-      .catch((e: unknown) => {
+        this.queueReading({ device: d, record: sensorObservation(type, r, at, mac), mac, sensor: type });
+      },
+      (e: unknown) => {
         this.stats.storeErrors++;
         this.log.warn({ err: e, mac: mac, sensor: type }, 'gateway could not store a sensor reading');
-      });
+      },
+    );
   }
+}
+
+/** How long readings gather before they are written together (at most ~50 store commits a second). */
+const READINGS_GATHER_MS = 20;
+
+/** A reading on its way to the store, with the kit's device record. */
+interface PendingReading {
+  device: DeviceRecord;
+  record: ObservationRecord;
+  mac: string;
+  /** The added sensor's type, for an added sensor's reading. */
+  sensor?: string;
 }
 
 /** The kit's temperature resource (any prefix): its payloads are readings. */

@@ -378,6 +378,7 @@ export class ObserveRelay {
 
   /** Ends the subscription of a client's token (deregistration, a new request with the token, RST). */
   dropClient(peer: Peer, token: string, why: string): void {
+    if (this.clientSubs.size === 0) return;
     const hit = this.clientSubs.get(`${peerKey(peer)}|${token}`);
     if (!hit) return;
     this.d.log.debug({ peer: peerKey(peer), token, why }, 'gateway observer removed');

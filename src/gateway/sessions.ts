@@ -103,6 +103,22 @@ export class SessionTable {
     return s;
   }
 
+  /**
+   * check() answered from what is cached, without waiting: the session when it is live and its
+   * account is cached as enabled; undefined when check() must be asked (to read the account again,
+   * or to say why there is no session).
+   */
+  cachedCheck(peer: Peer): Session | undefined {
+    const s = this.byPeer.get(peerKey(peer));
+    if (!s) return undefined;
+    const now = Date.now();
+    if (now >= s.expiresAt) return undefined;
+    const account = this.auth.cachedAccount(s.tenantId);
+    if (!account || account.disabled) return undefined;
+    s.lastUsed = now;
+    return s;
+  }
+
   /** The session of `peer` without any check (observe bookkeeping). */
   peek(peer: Peer): Session | undefined {
     return this.byPeer.get(peerKey(peer));

@@ -170,6 +170,13 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
       const again = await c.nextMessage();
       assert.deepEqual(again, a);
       assert.equal(kit.module.stats.forwarded, before);
+      // The same MID with another token is not a copy but a new message (a peer that ran through
+      // its Message IDs within EXCHANGE_LIFETIME): answered, for its own token.
+      c.send(port, { type: CON, code: Code.GET, mid: 0x4321, token: Buffer.from([10]), options: uriOptions('/snsr/arduino/temp?cfg'), payload: Buffer.alloc(0) });
+      const fresh = await c.nextMessage();
+      assert.equal(fresh.type, ACK);
+      assert.deepEqual(fresh.token, Buffer.from([10]));
+      assert.equal(kit.module.stats.forwarded, before + 1);
       // An empty CON (ping) gets RST.
       c.send(port, emptyMessage(CON, 0x0777));
       const rst = await c.nextMessage();

@@ -9,6 +9,8 @@ export const FLAG = 0x7e;
 /** The application processor's address, used for both dst and src (wire §2). */
 export const DEFAULT_ADDRESS = 0x03;
 export const DEFAULT_MAX_INFO = 255;
+const EMPTY: Buffer = Buffer.alloc(0);
+const FLAG_BYTE = Buffer.from([FLAG]);
 /** Bytes between the flags of a frame without info: format 2, dst, src, control, HCS 2. */
 const HEADER_LEN = 7;
 
@@ -70,10 +72,10 @@ export function nrOf(control: number): number {
 }
 
 export function encodeFrame(f: { dst?: number; src?: number; control: number; info?: Buffer }): Buffer {
-  const info = f.info ?? Buffer.alloc(0);
+  const info = f.info ?? EMPTY;
   const len = HEADER_LEN + (info.length > 0 ? info.length + 2 : 0);
   if (len > 0x7ff) throw new RangeError(`HDLC frame of ${len} bytes exceeds the 11-bit length field`);
-  const b = Buffer.alloc(len + 2);
+  const b = Buffer.allocUnsafe(len + 2);
   b[0] = FLAG;
   b.writeUInt16BE(0xa000 | len, 1);
   b[3] = f.dst ?? DEFAULT_ADDRESS;
@@ -121,7 +123,10 @@ export function newDecoderCounters(): DecoderCounters {
  */
 export class FrameDecoder {
   readonly counters: DecoderCounters = newDecoderCounters();
-  private buf: Buffer = Buffer.alloc(0);
+  /** A partial frame held from earlier pushes (a copy: the caller's buffers are never held). */
+  private buf: Buffer = EMPTY;
+  /** The last push ended on a flag, which may also open the next frame (shared flags). */
+  private flagHeld = false;
   private readonly maxLen: number;
 
   constructor(maxInfo = DEFAULT_MAX_INFO) {
@@ -130,14 +135,23 @@ export class FrameDecoder {
 
   /** Bytes held that may be the start of a frame (0 or a lone flag means idle). */
   get pending(): number {
-    return this.buf.length === 1 && this.buf[0] === FLAG ? 0 : this.buf.length;
+    return this.buf.length;
   }
 
+  /**
+   * Frames completed by `data`. A whole frame in one write, the usual case, is decoded in place:
+   * the info fields are views into `data`, which must not be written to afterwards (a stream's
+   * chunks and the in-process line's writes never are).
+   */
   push(data: Uint8Array): HdlcFrame[] {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, data]) : Buffer.from(data);
+    const d = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    let b: Buffer;
+    if (this.buf.length > 0) b = Buffer.concat([this.buf, d]);
+    else if (this.flagHeld && d[0] !== FLAG) b = Buffer.concat([FLAG_BYTE, d]);
+    else b = d;
+    this.flagHeld = false;
     const out: HdlcFrame[] = [];
     let i = 0;
-    const b = this.buf;
     for (;;) {
       // Find the opening flag.
       let f = b.indexOf(FLAG, i);
@@ -176,7 +190,7 @@ export class FrameDecoder {
         i++;
         continue;
       }
-      let info = Buffer.alloc(0);
+      let info: Buffer = EMPTY;
       if (len > HEADER_LEN) {
         if (len < HEADER_LEN + 3) {
           this.counters.badFormat++;
@@ -190,21 +204,26 @@ export class FrameDecoder {
           i++;
           continue;
         }
-        info = Buffer.from(b.subarray(i + 8, end));
+        info = b.subarray(i + 8, end);
       }
       out.push({ dst: b.readUInt8(i + 3), src: b.readUInt8(i + 4), control: b.readUInt8(i + 5), info });
       this.counters.frames++;
       // Leave the closing flag in place: it may also open the next frame.
       i = i + len + 1;
     }
-    this.buf = i >= b.length ? Buffer.alloc(0) : Buffer.from(b.subarray(i));
+    if (i >= b.length) this.buf = EMPTY;
+    else if (i === b.length - 1 && b[i] === FLAG) {
+      this.buf = EMPTY;
+      this.flagHeld = true;
+    } else this.buf = Buffer.from(b.subarray(i));
     return out;
   }
 
   /** Drops a partial frame after an inter-byte timeout (UART_TIMEOUT_IN_MS), counting it as truncated. */
   flush(): void {
     if (this.pending > 0) this.counters.truncated++;
-    this.buf = Buffer.alloc(0);
+    this.buf = EMPTY;
+    this.flagHeld = false;
   }
 }
 

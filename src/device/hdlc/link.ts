@@ -65,6 +65,54 @@ function newCounters(d: DecoderCounters): LinkCounters {
 
 export type FrameTrace = (dir: 'tx' | 'rx', frame: HdlcFrame) => void;
 
+/**
+ * A one-shot timeout armed and disarmed on every frame without a timer of its own each time: one
+ * node timer stays scheduled and, when it fires, either runs the callback (due), re-schedules
+ * itself for the rest (re-armed meanwhile) or stops (disarmed). Same outcome as setTimeout and
+ * clearTimeout per frame, at a fraction of the cost.
+ */
+export class Deadline {
+  private timer: NodeJS.Timeout | undefined;
+  private due = 0;
+  private fn: (() => void) | undefined;
+
+  constructor(private readonly ms: number) {}
+
+  /** Calls `fn` once `ms` from now unless disarmed or re-armed first. */
+  arm(fn: () => void): void {
+    if (!this.fn) this.timer?.ref();
+    this.fn = fn;
+    this.due = performance.now() + this.ms;
+    if (!this.timer) this.timer = setTimeout(this.check, this.ms);
+  }
+
+  /** A disarmed deadline's timer no longer keeps the process alive, as a cleared one would not. */
+  disarm(): void {
+    if (this.fn) this.timer?.unref();
+    this.fn = undefined;
+  }
+
+  /** Disarms and drops the node timer (on close, so nothing keeps the process alive). */
+  stop(): void {
+    this.fn = undefined;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private readonly check = (): void => {
+    this.timer = undefined;
+    const fn = this.fn;
+    if (!fn) return;
+    const left = this.due - performance.now();
+    if (left > 0.5) {
+      this.timer = setTimeout(this.check, left);
+      return;
+    }
+    this.fn = undefined;
+    fn();
+  };
+}
+
 export interface StationOptions {
   address?: number;
   maxInfo?: number;
@@ -185,6 +233,8 @@ export class SecondaryStation extends Station {
   state: 'NDM' | 'NRM' | 'FRMR' = 'NDM';
   private frmrInfo: Buffer | undefined;
   private wakePending = false;
+  /** Handling a frame with P=1: what is queued meanwhile rides this poll's reply, no wake needed. */
+  private answering = false;
 
   constructor(
     stream: ByteStream,
@@ -205,7 +255,7 @@ export class SecondaryStation extends Station {
   }
 
   private pulse(): void {
-    if (this.state !== 'NRM' || this.wakePending || this.closed) return;
+    if (this.state !== 'NRM' || this.wakePending || this.closed || this.answering) return;
     // Deferred, so an answer queued while handling a poll rides that poll's reply instead.
     this.wakePending = true;
     queueMicrotask(() => {
@@ -263,7 +313,14 @@ export class SecondaryStation extends Station {
       if (nr !== this.vs && !(this.inFlight && nr === acked)) return this.reject(f.control, FRMR_Z);
       if (kind === 'I' && f.info.length > this.maxInfo) return this.reject(f.control, FRMR_Y);
       this.takeAcknowledgement(nr);
-      if (kind === 'I') this.takeInformation(f, (info) => this.o.onMessage(info));
+      if (kind === 'I') {
+        this.answering = p;
+        try {
+          this.takeInformation(f, (info) => this.o.onMessage(info));
+        } finally {
+          this.answering = false;
+        }
+      }
       if (p) this.reply();
       return;
     }
@@ -307,7 +364,7 @@ export class PrimaryStation extends Station {
   private pollWanted = false;
   private busy = false;
   private retries = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly timer: Deadline;
   private readonly maxRetries: number;
   private upWaiters: Array<() => void> = [];
 
@@ -317,6 +374,7 @@ export class PrimaryStation extends Station {
   ) {
     super(stream, o);
     this.maxRetries = o.maxRetries ?? 3;
+    this.timer = new Deadline(this.timeoutMs);
   }
 
   get queued(): number {
@@ -352,13 +410,13 @@ export class PrimaryStation extends Station {
   }
 
   override close(): void {
-    this.setTimer(undefined);
+    this.timer.stop();
     super.close();
   }
 
   private setTimer(fn: (() => void) | undefined): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = fn ? setTimeout(fn, this.timeoutMs) : undefined;
+    if (fn) this.timer.arm(fn);
+    else this.timer.disarm();
   }
 
   private snrm(): void {
