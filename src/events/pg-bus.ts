@@ -9,11 +9,21 @@
 // are published after the insert commits), so other nodes are told the device and time span and
 // read them back, and only when they have a subscriber. Such an event carries the device's stored
 // observations over the batch's time span: the batch itself whenever an upload appends.
+//
+// Nothing is sent while no other node listens: a node alone on its database (the common case, and
+// every upload's NOTIFY was a transaction of its own, docs/benchmarks.md "PostgreSQL") publishes in
+// process only. A node learns of the others from PostgreSQL's own list of sessions (the listening
+// connections, by application_name) when its listener connects and every few seconds after, and at
+// once from any message of another node: each listener says hello when it (re)connects.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { LocalEventBus, type EventBus, type EventKind, type Listener, type ReefEvent } from './bus.ts';
 
 export const CHANNEL = 'reef_events';
+/** The application_name of every node's listening connection: how nodes find each other. */
+const LISTENER_NAME = 'reef-events';
+/** How often a node that knows of others checks whether they are still there. */
+const PRESENCE_EVERY_MS = 5000;
 /** NOTIFY payloads must stay under 8000 bytes; a larger event travels through event_payloads (migration 2). */
 const MAX_INLINE = 7000;
 /** Observations events larger than this go by reference (a wire observation is ~60 bytes). */
@@ -36,6 +46,8 @@ interface ObservationsRef {
 interface Envelope {
   /** Sending node. */
   n: string;
+  /** A listener's hello on (re)connecting: nothing to deliver. */
+  hello?: 1;
   /** The event itself, the id of its row in event_payloads, or a reference to stored observations. */
   e?: ReefEvent;
   ref?: number;
@@ -66,6 +78,16 @@ export class PgEventBus implements EventBus {
   private queue: string[] = [];
   private flushing = false;
   private lastSweep = 0;
+  /** Whether another node may be listening; until known, assume so. */
+  private others = true;
+  /** Messages of other nodes received: a presence check that saw none meanwhile may say "alone". */
+  private heard = 0;
+  private presenceTimer: NodeJS.Timeout | null = null;
+
+  /** Whether events are sent to other nodes now (false: no other node's listener is connected). */
+  get othersListening(): boolean {
+    return this.others;
+  }
   private readyResolve!: () => void;
   /** Resolves once the first LISTEN is in place. */
   readonly ready: Promise<void> = new Promise((r) => (this.readyResolve = r));
@@ -84,7 +106,7 @@ export class PgEventBus implements EventBus {
 
   private connect(): void {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.opts.connectionString, keepAlive: true, application_name: 'reef-events' });
+    const client = new pg.Client({ connectionString: this.opts.connectionString, keepAlive: true, application_name: LISTENER_NAME });
     this.listener = client;
     let failed = false;
     const fail = (e: unknown) => {
@@ -108,11 +130,34 @@ export class PgEventBus implements EventBus {
     client
       .connect()
       .then(() => client.query(`LISTEN ${CHANNEL}`))
+      // Other nodes learn of this one at once (they may have thought themselves alone).
+      .then(() => client.query('SELECT pg_notify($1, $2)', [CHANNEL, JSON.stringify({ n: this.nodeId, hello: 1 })]))
+      .then(() => this.checkPresence(client))
       .then(() => {
         this.backoff = 250;
         this.readyResolve();
+        if (!this.presenceTimer && !this.closed) {
+          this.presenceTimer = setInterval(() => {
+            if (this.others && this.listener) void this.checkPresence(this.listener);
+          }, PRESENCE_EVERY_MS);
+          this.presenceTimer.unref();
+        }
       })
       .catch(fail);
+  }
+
+  /** Asks PostgreSQL whether another node's listener is connected to the database. */
+  private async checkPresence(client: pg.Client): Promise<void> {
+    const heard = this.heard;
+    try {
+      const r = await client.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()', [LISTENER_NAME]);
+      const n = r.rows[0]?.n as number;
+      // A message of another node meanwhile outranks a count taken before it.
+      if (n > 0) this.others = true;
+      else if (this.heard === heard) this.others = false;
+    } catch {
+      this.others = true; // cannot tell: send
+    }
   }
 
   private async receive(payload: string): Promise<void> {
@@ -123,6 +168,9 @@ export class PgEventBus implements EventBus {
       return;
     }
     if (env.n === this.nodeId) return; // delivered locally when published
+    this.heard++;
+    this.others = true;
+    if (env.hello) return;
     if (this.subscribers === 0) return; // nobody here to tell
     let e = env.e;
     if (!e && env.obs) {
@@ -146,16 +194,20 @@ export class PgEventBus implements EventBus {
 
   publish(e: ReefEvent): void {
     this.local.publish(e);
-    if (this.closed) return;
-    if (e.kind === 'observations' && e.observations.length > INLINE_OBSERVATIONS) {
+    if (this.closed || !this.others) return;
+    // An in-process publisher attaches the stored records (src/service/observations.ts): the span
+    // comes from their numbers, and the wire form is never built unless a local listener reads it.
+    const records = e.kind === 'observations' ? (e as { records?: readonly { ts: number }[] }).records : undefined;
+    if (e.kind === 'observations' && (records ? records.length : e.observations.length) > INLINE_OBSERVATIONS) {
       let from = Infinity;
       let to = -Infinity;
-      for (const o of e.observations) {
-        const t = Date.parse(o.timestamp);
+      const n = records ? records.length : e.observations.length;
+      for (let i = 0; i < n; i++) {
+        const t = records ? records[i]!.ts : Date.parse(e.observations[i]!.timestamp);
         if (t < from) from = t;
         if (t > to) to = t;
       }
-      const obs: ObservationsRef = { groupId: e.groupId, solution: e.solution, deviceId: e.deviceId, from, to, count: e.observations.length };
+      const obs: ObservationsRef = { groupId: e.groupId, solution: e.solution, deviceId: e.deviceId, from, to, count: n };
       this.queue.push(JSON.stringify({ n: this.nodeId, obs }));
     } else {
       const json = JSON.stringify(e);
@@ -191,7 +243,13 @@ export class PgEventBus implements EventBus {
               await this.opts.pool.query('DELETE FROM event_payloads WHERE created_at < $1', [Date.now() - PAYLOAD_TTL_MS]);
             }
           }
-          await this.opts.pool.query(`SELECT pg_notify('${CHANNEL}', p) FROM unnest($1::text[]) WITH ORDINALITY AS u(p, i) ORDER BY i`, [envelopes]);
+          // A commit that does not wait for its WAL flush (set_config(..., true) holds until this
+          // statement's own commit): a NOTIFY is delivered at commit either way, and a live update
+          // lost in a crash is what best effort allows (nothing stored depends on it). Waiting cost
+          // a flush per upload (docs/benchmarks.md, PostgreSQL).
+          await this.opts.pool.query(`SELECT pg_notify('${CHANNEL}', p) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s, unnest($1::text[]) WITH ORDINALITY AS u(p, i) ORDER BY i`, [
+            envelopes,
+          ]);
         } catch (err) {
           // PostgreSQL unreachable: other nodes miss these live updates; nothing else is lost.
           this.opts.onError?.(err, 'sending events to other nodes failed');
@@ -216,6 +274,7 @@ export class PgEventBus implements EventBus {
   async close(): Promise<void> {
     this.closed = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    if (this.presenceTimer) clearInterval(this.presenceTimer);
     const c = this.listener;
     this.listener = null;
     if (c) {

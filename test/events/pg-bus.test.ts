@@ -1,0 +1,54 @@
+// The PostgreSQL event bus sends nothing while its node is alone on the database, and learns at once
+// of a node that arrives: events then flow both ways.
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import type { ReefEvent } from '../../src/events/bus.ts';
+import { PgEventBus } from '../../src/events/pg-bus.ts';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/pg.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let db: TestDatabase;
+let store: PostgresStore;
+before(async () => {
+  db = await createTestDatabase('reef_pgbus');
+  store = new PostgresStore({ connectionString: db.url, maxConnections: 4 });
+  await store.migrate();
+});
+after(async () => {
+  await store?.close();
+  await db?.drop();
+});
+
+const open = () => PgEventBus.open({ connectionString: db.url, pool: store.pool, readObservations: async () => [] });
+const device = (deviceId: string): ReefEvent => ({ kind: 'device', groupId: 'G', solution: 'S', deviceId, action: 'created' });
+
+it('a node alone sends nothing; a node that arrives is known at once, and events reach it', async () => {
+  const a = await open();
+  try {
+    await a.ready;
+    assert.equal(a.othersListening, false, 'alone on the database: nothing to send');
+    const local: string[] = [];
+    const off = a.subscribe((e) => local.push((e as { deviceId: string }).deviceId));
+    a.publish(device('d0'));
+    assert.deepEqual(local, ['d0'], 'still delivered in process');
+    off();
+    const b = await open();
+    try {
+      await b.ready;
+      assert.equal(b.othersListening, true, 'the newcomer sees the node already there');
+      // The newcomer's hello tells the first node without waiting for its next presence check.
+      await waitFor('the first node to hear of the second', () => a.othersListening || null);
+      const got = new Promise<string>((resolve) => b.subscribe((e) => resolve((e as { deviceId: string }).deviceId)));
+      a.publish(device('d1'));
+      assert.equal(await got, 'd1');
+      const back = new Promise<string>((resolve) => a.subscribe((e) => resolve((e as { deviceId: string }).deviceId)));
+      b.publish(device('d2'));
+      assert.equal(await back, 'd2');
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await a.close();
+  }
+});
