@@ -29,3 +29,43 @@ export function reef(args: string[], opts: { env?: Record<string, string | undef
     child.stdin.end(opts.input ?? '');
   });
 }
+
+export interface ServingReef {
+  child: import('node:child_process').ChildProcess;
+  /** Everything the process printed so far, stdout and stderr together. */
+  output(): string;
+  /** SIGTERM, and waits for the exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `reef serve ARGS` as a user starts it, resolved once its output matches `until` (the banner line
+ * the test needs); rejected with the output if it exits first.
+ */
+export async function serveReef(args: string[], opts: { until: RegExp; env?: Record<string, string> }): Promise<ServingReef> {
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], {
+    cwd: path.dirname(path.dirname(BIN)),
+    env: { ...process.env, REEF_LOG_LEVEL: 'warn', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      out += d;
+      if (opts.until.test(out)) resolve();
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`reef serve exited (${code}):\n${out}`)));
+  });
+  return {
+    child,
+    output: () => out,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

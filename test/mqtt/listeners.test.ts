@@ -2,18 +2,16 @@
 // it), the default port moving on when another broker holds it (and an explicitly chosen port not),
 // and `reef serve` printing where MQTT listens with a mosquitto_sub line that works as printed.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import mqtt from 'mqtt';
 import { MqttBroker } from '../../src/mqtt/broker.ts';
+import { serveReef, type ServingReef } from '../helpers/reef.ts';
 import { tempDir } from '../helpers/server.ts';
 import { mosquittoSub, startMqtt, type MqttHarness } from './helpers.ts';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** A self-signed certificate for 127.0.0.1 (key mode 0600, as a key file should be). */
 function selfSigned(dir: string): { cert: string; key: string } {
@@ -158,31 +156,17 @@ describe('MQTT over TLS with the HTTPS certificate', () => {
 });
 
 describe('`reef serve` and MQTT', () => {
-  let child: ChildProcess;
   let dataDir: string;
+  let reef: ServingReef;
   let out = '';
 
   before(async () => {
     dataDir = tempDir('reef-mqtt-serve-');
-    child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reef.js'), 'serve', '--port', '0', '--gateway-port', '0', '--mqtt-port', '0', '--data-dir', dataDir], {
-      cwd: ROOT,
-      env: { ...process.env, REEF_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.on('data', (d) => (out += d));
-    child.stderr!.on('data', (d) => (out += d));
-    await new Promise<void>((resolve, reject) => {
-      const check = () => (/mosquitto_sub .*\n/.test(out) ? resolve() : undefined);
-      child.stdout!.on('data', check);
-      child.once('exit', (code) => reject(new Error(`reef serve exited (${code}):\n${out}`)));
-    });
+    reef = await serveReef(['--port', '0', '--gateway-port', '0', '--mqtt-port', '0', '--data-dir', dataDir], { until: /mosquitto_sub .*\n/ });
+    out = reef.output();
   });
   after(async () => {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await reef?.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -1,19 +1,16 @@
 // The app as a user first meets it: `reef serve` started as a process on an empty data directory
 // prints the demo account; Chromium connects with it and sees the demo simulation's devices.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
+import { serveReef, type ServingReef } from '../helpers/reef.ts';
 import { connect, ensureWebBuilt, launchBrowser, newPage, shot } from './harness.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
 describe('web app on `reef serve`', () => {
-  let child: ChildProcess;
+  let reef: ServingReef;
   let browser: Browser;
   let dataDir: string;
   let out = '';
@@ -21,28 +18,14 @@ describe('web app on `reef serve`', () => {
   before(async () => {
     ensureWebBuilt();
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-web-cli-'));
-    child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reef.js'), 'serve', '--port', '0', '--gateway-port', '0', '--mqtt-port', '0', '--data-dir', dataDir], {
-      cwd: ROOT,
-      env: { ...process.env, REEF_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.on('data', (d) => (out += d));
-    child.stderr!.on('data', (d) => (out += d));
-    await new Promise<void>((resolve, reject) => {
-      const check = () => (/client secret:\s+\S+/.test(out) ? resolve() : undefined);
-      child.stdout!.on('data', check);
-      child.once('exit', (code) => reject(new Error(`reef serve exited (${code}):\n${out}`)));
-    });
+    reef = await serveReef(['--port', '0', '--gateway-port', '0', '--mqtt-port', '0', '--data-dir', dataDir], { until: /client secret:\s+\S+/ });
+    out = reef.output();
     browser = await launchBrowser();
   });
 
   after(async () => {
     await browser?.close();
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await reef?.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
