@@ -7,19 +7,26 @@
 // elsewhere on the machine weighs on each alike.
 //   acknowledged: observations per second until each upload's 201, summed over the rounds;
 //   ratio:        against the 0-rule server (target ≥ 0.90);
-//   server CPU:   what each server process spent per 1,000 observations (/proc), the cost measure
-//                 least disturbed by other load on a shared machine;
+//   server CPU:   what each server process spent per 1,000 observations (/proc schedstat, every thread), the
+//                 cost measure least disturbed by other load on a shared machine: the median over the
+//                 rounds, and the median of each round's ratio to the 0-rule server measured in the
+//                 same round (rounds are paired, so a busy minute weighs on both sides of a ratio);
 //   caught up:    after the last upload, the time until a probe reading's webhook arrives
 //                 (evaluation is in order, so everything before it has been judged).
 // Then, with 10,000 rules, the time from uploading a reading that breaks a rule to the webhook
 // arriving at a receiver on loopback, p50/p99 over --probes samples.
+// With --instructions N (e.g. 20000): afterwards the 0-rule and the most-rules server are restarted
+// one at a time under valgrind's callgrind on their own data (rules, devices, tokens kept), warmed up
+// with N observations, and the instructions of N more observations counted (bench/instructions.ts
+// explains the method): a figure other load on the machine does not move.
 //   --observations N (default 300000)  --devices N  --batch N  --concurrency N  --probes N  --rounds N  --rules 0,1000,10000
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { arg, fmt, machine, percentile, reefCli, request, serve } from './lib.ts';
+import { execFileSync } from 'node:child_process';
+import { arg, fmt, machine, percentile, reefCli, request, serve, threadCpuSeconds } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '300000'));
 const DEVICES = Number(arg('devices', '1000'));
@@ -27,7 +34,8 @@ const BATCH = Number(arg('batch', '1000'));
 const CONCURRENCY = Number(arg('concurrency', '4'));
 const PROBES = Number(arg('probes', '200'));
 const RULE_COUNTS = arg('rules', '0,1000,10000').split(',').map(Number);
-const ROUNDS = Number(arg('rounds', '6'));
+const ROUNDS = Number(arg('rounds', '16'));
+const INSTRUCTIONS = Number(arg('instructions', '0'));
 
 /** A local webhook receiver: resolves the waiter of each alarm event as it arrives. */
 async function receiver() {
@@ -83,20 +91,25 @@ interface Node {
   secs: number;
   /** Server CPU seconds (user + system) spent during this node's ingest slices. */
   cpu: number;
+  /** Per round: server CPU seconds per observation. */
+  perRound: number[];
 }
 
-/** CPU seconds a process has used (/proc/<pid>/stat utime + stime, in clock ticks of 1/100 s). */
-function cpuSeconds(pid: number): number {
-  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(rest[11]) + Number(rest[12])) / 100;
+/** The q-quantile (0..1) by linear interpolation. */
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const i = (s.length - 1) * q;
+  const lo = Math.floor(i);
+  return s[lo]! + (s[Math.min(lo + 1, s.length - 1)]! - s[lo]!) * (i - lo);
 }
+const median = (xs: number[]) => quantile(xs, 0.5);
 
 /** A server with its devices and rules, ready to ingest. */
 async function setup(rules: number, rx: Awaited<ReturnType<typeof receiver>>): Promise<Node> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-alarms-'));
   const creds = JSON.parse(reefCli(['account', 'create', '--name', 'bench', '--json', '--data-dir', dir]));
-  const server = await serve({ REEF_DATA_DIR: dir });
+  // The webhook receiver listens on loopback, which webhooks reach only when allowed (docs/security.md).
+  const server = await serve({ REEF_DATA_DIR: dir, REEF_ALARM_WEBHOOK_ALLOW_PRIVATE: 'true' });
   const tok = JSON.parse((await request(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) })).body).accessToken as string;
   const h = { authorization: tok, 'content-type': 'application/json' };
   const base = `${server.url}/api/solutions/StudioSimulation`;
@@ -124,7 +137,7 @@ async function setup(rules: number, rx: Awaited<ReturnType<typeof receiver>>): P
     });
     if (r.status !== 201) throw new Error(`probe rule: ${r.status} ${r.body}`);
   }
-  return { rules, server, dir, base, h, ids, probe, next: new Array(DEVICES).fill(0), secs: 0, cpu: 0 };
+  return { rules, server, dir, base, h, ids, probe, next: new Array(DEVICES).fill(0), secs: 0, cpu: 0, perRound: [] };
 }
 
 const PER_DEVICE = Math.ceil(TOTAL / DEVICES);
@@ -151,6 +164,36 @@ async function ingest(n: Node, count: number): Promise<number> {
   return (performance.now() - t) / 1000;
 }
 
+/**
+ * Restarts the node's server under callgrind on the same data directory, uploads INSTRUCTIONS
+ * observations to warm up, then counts the instructions (every thread) of INSTRUCTIONS more.
+ */
+async function instructions(n: Node): Promise<number> {
+  await n.server.stop();
+  const out = path.join(n.dir, 'callgrind.out');
+  n.server = await serve(
+    { REEF_DATA_DIR: n.dir, REEF_ALARM_WEBHOOK_ALLOW_PRIVATE: 'true' },
+    [],
+    ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, '--dump-instr=no'],
+  );
+  n.base = `${n.server.url}/api/solutions/StudioSimulation`;
+  await ingest(n, INSTRUCTIONS);
+  const pid = String(n.server.child.pid!);
+  execFileSync('callgrind_control', ['-z', pid]);
+  await ingest(n, INSTRUCTIONS);
+  // Evaluation of the last batch runs just after its answer: give it time (both servers alike).
+  await new Promise((r) => setTimeout(r, 3000));
+  execFileSync('callgrind_control', ['-d', pid]);
+  const dumps = fs
+    .readdirSync(n.dir)
+    .filter((f) => f.startsWith('callgrind.out'))
+    .map((f) => path.join(n.dir, f))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  const m = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(dumps[0]!, 'utf8'));
+  if (!m) throw new Error(`no totals in ${dumps[0]}`);
+  return Number(m[1]);
+}
+
 /** Uploads a reading that breaks the probe rule; resolves when its webhook has arrived (ms). */
 async function probe(n: Node, rx: Awaited<ReturnType<typeof receiver>>, ts: number, temperature: number): Promise<number> {
   const got = rx.next();
@@ -172,9 +215,13 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     for (let j = 0; j < nodes.length; j++) {
       const n = nodes[(j + r) % nodes.length]!;
-      const c0 = cpuSeconds(n.server.child.pid!);
-      n.secs += await ingest(n, Math.min(per, TOTAL - r * per));
-      n.cpu += cpuSeconds(n.server.child.pid!) - c0;
+      const count = Math.min(per, TOTAL - r * per);
+      const c0 = threadCpuSeconds(n.server.child.pid!);
+      n.secs += await ingest(n, count);
+      // (Evaluation of the last batch may run just after this read: it counts in the next slice.)
+      const c = threadCpuSeconds(n.server.child.pid!) - c0;
+      n.cpu += c;
+      n.perRound.push(c / count);
     }
   }
   // After the last upload: how long until the evaluator has caught up (the probe's webhook).
@@ -185,10 +232,13 @@ try {
       await probe(n, rx, Date.now() + 1, 20); // cleared
     }
   const base = TOTAL / nodes[0]!.secs;
+  const b0 = nodes[0]!;
   for (const n of nodes) {
     const rate = TOTAL / n.secs;
+    // Each round's ratio to the baseline's slice of the same round, then the median of those.
+    const ratios = n.perRound.map((c, r) => c / b0.perRound[r]!);
     console.log(
-      `${fmt(n.rules).padStart(6)} rules: ${fmt(rate).padStart(8)} obs/s acknowledged (×${fmt(rate / base, 2)}); server CPU ${fmt((n.cpu * 1e6) / TOTAL, 1)} ms per 1,000 observations (×${fmt(n.cpu / nodes[0]!.cpu, 2)})` +
+      `${fmt(n.rules).padStart(6)} rules: ${fmt(rate).padStart(8)} obs/s acknowledged (×${fmt(rate / base, 2)}); server CPU per 1,000 observations: median ${fmt(median(n.perRound) * 1e6, 2)} ms (paired ratio median ×${fmt(median(ratios), 3)}, middle half ×${fmt(quantile(ratios, 0.25), 3)}–${fmt(quantile(ratios, 0.75), 3)}), all rounds ${fmt((n.cpu * 1e6) / TOTAL, 2)} ms (×${fmt(n.cpu / b0.cpu, 3)})` +
         (lag.has(n) ? `; evaluation caught up ${fmt(lag.get(n)!, 0)} ms after the last upload` : '') +
         `; peak RSS ${fmt(n.server.peakRss() / 2 ** 20)} MiB`,
     );
@@ -203,6 +253,12 @@ try {
     }
     lat.sort((a, b) => a - b);
     console.log(`reading → webhook with ${fmt(most.rules)} rules: p50 ${fmt(percentile(lat, 50), 1)} ms, p99 ${fmt(percentile(lat, 99), 1)} ms (${lat.length} samples)`);
+  }
+  if (INSTRUCTIONS > 0) {
+    const counted = new Map<Node, number>();
+    for (const n of [nodes[0]!, nodes[nodes.length - 1]!]) counted.set(n, await instructions(n));
+    const base0 = counted.get(nodes[0]!)!;
+    for (const [n, ir] of counted) console.log(`${fmt(n.rules).padStart(6)} rules under callgrind: ${fmt(ir / INSTRUCTIONS)} instructions per observation (×${fmt(ir / base0, 3)})`);
   }
   const worst = Math.min(...nodes.slice(1).map((n) => TOTAL / n.secs));
   if (nodes.length > 1) console.log(`worst ratio to ${nodes[0]!.rules} rules: ${fmt(worst / base, 2)} (target ≥ 0.90: ${worst / base >= 0.9 ? 'met' : 'NOT met'})`);

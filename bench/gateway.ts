@@ -1,41 +1,55 @@
 // `npm run bench:gateway`: the CoAP gateway's cost and capacity, on loopback, in one run.
-// 1. GET ?sens straight to a software kit vs through the gateway (session + Proxy-Uri), NON as the
-//    seed recommends: sequential latency (p50/p99) and pipelined throughput (requests/s), and the
-//    gateway's added p50 (target: ≤ 1 ms).
-// 2. 1,000 kits announcing to the gateway, each observed by the readings bridge and by one client
-//    through the gateway: notifications/s in from kits, relayed to the client, stored as observations.
-//    The fleet runs in a child process (its own event loop, as real kits are other machines).
-// Options: --requests N (default 3000), --kits N (default 1000), --seconds S (default 15), --period MS (default 1000).
-import { spawn } from 'node:child_process';
+// The gateway (and its SQLite store) runs in this process; kits run in a child process (their own
+// event loop, as real kits are other machines), and so does the pipelined load generator.
+// 1. GET ?sens, NON as the seed recommends, straight to a software kit vs through the gateway
+//    (session + Proxy-Uri): sequential latency (p50/p99, client in this process), then pipelined
+//    throughput from the generator child: one client with --window requests in flight, and
+//    --clients clients each with its own session, direct and through the gateway taking turns over
+//    --rounds rounds. Beside each rate: CPU per request of the gateway process, of the kit and of
+//    the generator (/proc/<pid>/stat), the steady figure on a shared machine.
+// 2. --kits kits announcing to the gateway, each observed by the readings bridge (every reading
+//    stored) and by one client through the gateway: notifications/s in, relayed and stored against
+//    the ideal rate, and the relay latency (p50/p99) from the kit's send to the client's receipt and
+//    to the reading being stored, joined on (kit, reading second). --runs measurement windows.
+// Options: --requests N (3000), --window N (16), --clients N (4), --rounds N (2), --seconds S (3 for
+// each throughput window, 10 for each observation window), --kits N (1000), --period MS (1000), --runs N (3).
+import { spawn, type ChildProcess } from 'node:child_process';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { createAccount } from '../src/auth/accounts.ts';
-import { Code, CoapEndpoint, Option, stringOption, uriOptions, type CoapOption, type Peer } from '../src/coap/index.ts';
+import { Code, CoapEndpoint, CON, NON, Option, serializeMessage, stringOption, uriOptions, type CoapMessage, type CoapOption, type Peer } from '../src/coap/index.ts';
 import { testConfig } from '../src/config/config.ts';
 import { loadDeviceConfig } from '../src/device/config.ts';
 import { Fleet } from '../src/device/fleet.ts';
-import { Kit } from '../src/device/kit.ts';
 import { Gateway, proxyUri } from '../src/gateway/gateway.ts';
 import { openServices } from '../src/server.ts';
 import { provisionKit } from '../src/service/devices.ts';
+import type { ObservationRecord } from '../src/core/types.ts';
+import { arg, cpuTimes, percentileOf } from './lib.ts';
 
-function arg(name: string, def: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-}
-const REQUESTS = arg('requests', 3000);
-const KITS = arg('kits', 1000);
-const SECONDS = arg('seconds', 15);
-const PERIOD = arg('period', 1000);
+const REQUESTS = Number(arg('requests', '3000'));
+const WINDOW = Number(arg('window', '16'));
+const CLIENTS = Number(arg('clients', '4'));
+const ROUNDS = Number(arg('rounds', '2'));
+const TP_SECONDS = Number(arg('seconds', '3'));
+const KITS = Number(arg('kits', '1000'));
+const OBS_SECONDS = Number(arg('obs-seconds', '10'));
+const PERIOD = Number(arg('period', '1000'));
+const RUNS = Number(arg('runs', '3'));
 const DOMAIN = 'mesh.reef.local';
+const PATH = '/snsr/arduino/temp?sens';
 
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-}
+/** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes. */
+const wallMs = (): number => performance.timeOrigin + performance.now();
+
 const ms = (x: number) => `${x.toFixed(3)} ms`;
+const cpuOf = (pid: number): number => {
+  const c = cpuTimes(pid);
+  return c.user + c.sys;
+};
 
 async function latency(client: CoapEndpoint, peer: Peer, options: CoapOption[], n: number): Promise<number[]> {
   const out: number[] = [];
@@ -48,18 +62,57 @@ async function latency(client: CoapEndpoint, peer: Peer, options: CoapOption[], 
   return out;
 }
 
-async function throughput(client: CoapEndpoint, peer: Peer, options: CoapOption[], n: number, window = 16): Promise<number> {
-  let next = 0;
-  const t0 = performance.now();
-  const worker = async () => {
-    while (next < n) {
-      next++;
-      const r = await client.request(peer, { method: Code.GET, options, confirmable: false, timeoutMs: 10_000 });
-      if (r.code !== Code.CONTENT) throw new Error(`unexpected ${r.code}`);
+/** Node options for the children: this process's, without profiling ones (BENCH: --cpu-prof on the gateway only). */
+const childArgs = (): string[] => process.execArgv.filter((x) => !x.startsWith('--cpu-prof'));
+
+/** Lines of a child's stdout, one callback each. */
+function lines(child: ChildProcess, on: (line: string) => void): void {
+  let buf = '';
+  child.stdout!.on('data', (b: Buffer) => {
+    buf += b.toString();
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      on(buf.slice(0, nl));
+      buf = buf.slice(nl + 1);
     }
-  };
-  await Promise.all(Array.from({ length: window }, worker));
-  return n / ((performance.now() - t0) / 1000);
+  });
+}
+
+interface GenConfig {
+  host: string;
+  port: number;
+  proxy: string | null;
+  token: string;
+  clients: number;
+  window: number;
+  seconds: number;
+}
+interface GenResult {
+  rps: number;
+  errors: number;
+  /** The generator's own CPU per request, µs. */
+  genUs: number;
+}
+
+/** Runs the generator child once; CPU of this process and the kit's is taken over its counting window. */
+async function generate(cfg: GenConfig, kitPid: number): Promise<GenResult & { gatewayUs: number; gatewaySysUs: number; kitUs: number }> {
+  const child = spawn(process.execPath, [...childArgs(), process.argv[1]!, '--gen', JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let c0 = { self: 0, selfSys: 0, kit: 0 };
+  return await new Promise((resolve, reject) => {
+    lines(child, (l) => {
+      if (l === 'counting') {
+        const u = process.cpuUsage();
+        c0 = { self: (u.user + u.system) / 1e6, selfSys: u.system / 1e6, kit: cpuOf(kitPid) };
+      } else if (l.startsWith('{')) {
+        const u = process.cpuUsage();
+        const r = JSON.parse(l) as GenResult & { done: number };
+        const self = (u.user + u.system) / 1e6 - c0.self;
+        const selfSys = u.system / 1e6 - c0.selfSys;
+        const kit = cpuOf(kitPid) - c0.kit;
+        resolve({ ...r, gatewayUs: cfg.proxy ? (self * 1e6) / r.done : 0, gatewaySysUs: cfg.proxy ? (selfSys * 1e6) / r.done : 0, kitUs: (kit * 1e6) / r.done });
+      }
+    });
+    child.once('exit', (code) => (code === 0 ? undefined : reject(new Error(`generator exited ${code}`))));
+  });
 }
 
 async function main(): Promise<void> {
@@ -69,79 +122,129 @@ async function main(): Promise<void> {
   const creds = await createAccount(services.store, { name: 'bench' });
   const account = (await services.store.getAccountByTenantId(creds.tenantId))!;
   const token = (await services.tokens.issue(creds.tenantId)).accessToken;
-  const gateway = new Gateway(
-    { store: services.store, events: services.events, auth: services.auth, log: services.log },
-    { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 10_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 10, readings: false },
-  );
+  const deps = { store: services.store, events: services.events, auth: services.auth, log: services.log };
+  const gateway = new Gateway(deps, { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 10_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 100, readings: false });
   await gateway.start();
   const gw = gateway.address();
-  console.log(`Reef gateway bench — node ${process.version}, ${os.cpus().length} CPUs, ${os.cpus()[0]?.model ?? ''}`);
+  console.log(
+    `Reef gateway bench — node ${process.version}, ${os.cpus().length} CPUs, ${os.cpus()[0]?.model ?? ''}; load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
 
-  // ---- 1. one kit: direct vs through the gateway ----
+  // ---- 1. one kit (its own process): direct vs through the gateway ----
   const mac = 'be00000000000001';
-  const { kitKey } = await provisionKit(services.store, null, account, mac);
-  const kit = new Kit(loadDeviceConfig({ mac, port: 0, gateway: { address: gw.address, port: gw.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 60_000, key: kitKey }));
-  await kit.start();
+  const keyFile1 = path.join(dataDir, 'kit-key.txt');
+  fs.writeFileSync(keyFile1, `${mac} ${(await provisionKit(services.store, null, account, mac)).kitKey}\n`, { mode: 0o600 });
+  const kitChild = await startFleet(mac, 1, gw.port, 60_000, keyFile1, true);
   while (!gateway.kits.get(mac)) await new Promise((r) => setTimeout(r, 10));
+  const kitPeer = gateway.kits.get(mac)!.peer;
   const client = await CoapEndpoint.create({ host: '127.0.0.1', port: 0 });
   const open = await client.request(gw, { method: Code.POST, uri: '/sessions', payload: Buffer.from(token), timeoutMs: 5000 });
   if (open.code !== Code.CREATED) throw new Error('no session');
-  const direct = uriOptions('/snsr/arduino/temp?sens');
-  const proxied = [stringOption(Option.PROXY_URI, proxyUri(mac, DOMAIN, '/snsr/arduino/temp?sens'))];
+  const direct = uriOptions(PATH);
+  const proxied = [stringOption(Option.PROXY_URI, proxyUri(mac, DOMAIN, PATH))];
+  // The kit answers the gateway only once it knows the port the gateway asks from (its signed ack).
+  for (;;) {
+    const r = await client.request(gw, { method: Code.GET, options: proxied, confirmable: false, timeoutMs: 5000 }).catch(() => undefined);
+    if (r?.code === Code.CONTENT) break;
+    await new Promise((res) => setTimeout(res, 50));
+  }
   // Warm-up, then interleave the two in rounds so drift hits both alike.
-  await latency(client, kit.address(), direct, 300);
+  await latency(client, kitPeer, direct, 300);
   await latency(client, gw, proxied, 300);
   const dLat: number[] = [];
   const gLat: number[] = [];
   for (let round = 0; round < 5; round++) {
-    dLat.push(...(await latency(client, kit.address(), direct, REQUESTS / 5)));
+    dLat.push(...(await latency(client, kitPeer, direct, REQUESTS / 5)));
     gLat.push(...(await latency(client, gw, proxied, REQUESTS / 5)));
   }
-  const dRps = await throughput(client, kit.address(), direct, REQUESTS);
-  const gRps = await throughput(client, gw, proxied, REQUESTS);
-  console.log(`\n1. GET ?sens, NON, ${REQUESTS} sequential + ${REQUESTS} pipelined (16 in flight) each way`);
-  console.log(`   straight to the kit : p50 ${ms(pct(dLat, 50))}  p99 ${ms(pct(dLat, 99))}  ${dRps.toFixed(0)} req/s`);
-  console.log(`   through the gateway : p50 ${ms(pct(gLat, 50))}  p99 ${ms(pct(gLat, 99))}  ${gRps.toFixed(0)} req/s`);
-  console.log(
-    `   gateway adds        : p50 +${ms(pct(gLat, 50) - pct(dLat, 50))}  p99 +${ms(pct(gLat, 99) - pct(dLat, 99))}  ratio p50 ${(pct(gLat, 50) / pct(dLat, 50)).toFixed(2)}×, throughput ${(gRps / dRps).toFixed(2)}× (target: ≤ +1 ms at p50)`,
-  );
-  await kit.stop();
+  console.log(`\n1. GET ?sens, NON, kit in its own process; ${REQUESTS} sequential each way (client in the gateway's process)`);
+  console.log(`   straight to the kit : p50 ${ms(percentileOf(dLat, 50))}  p99 ${ms(percentileOf(dLat, 99))}`);
+  console.log(`   through the gateway : p50 ${ms(percentileOf(gLat, 50))}  p99 ${ms(percentileOf(gLat, 99))}`);
+  console.log(`   gateway adds        : p50 +${ms(percentileOf(gLat, 50) - percentileOf(dLat, 50))}  p99 +${ms(percentileOf(gLat, 99) - percentileOf(dLat, 99))} (target: ≤ +1 ms at p50)`);
+  await client.close();
+
+  console.log(`\n   pipelined, generator in its own process, ${TP_SECONDS} s per window, direct and through the gateway taking turns:`);
+  const ratios: number[] = [];
+  const capacity: number[] = [];
+  for (const clients of [1, CLIENTS]) {
+    const base: GenConfig = { host: '127.0.0.1', port: 0, proxy: null, token, clients, window: WINDOW, seconds: TP_SECONDS };
+    for (let round = 0; round < ROUNDS; round++) {
+      const d = await generate({ ...base, port: kitPeer.port }, kitChild.pid!);
+      const st0 = { ...gateway.stats };
+      const g = await generate({ ...base, port: gw.port, proxy: proxyUri(mac, DOMAIN, PATH) }, kitChild.pid!);
+      const st1 = gateway.stats;
+      if (process.env.BENCH_DEBUG)
+        console.log(
+          `   (gateway: requests ${st1.requests - st0.requests}, forwarded ${st1.forwarded - st0.forwarded}, timeouts ${st1.timeouts - st0.timeouts}, no session ${st1.refusedNoSession - st0.refusedNoSession}; front ${JSON.stringify(gateway.front.stats)}; back ${JSON.stringify(gateway.back.stats)})`,
+        );
+      ratios.push(g.rps / d.rps);
+      capacity.push(d.kitUs / g.gatewayUs);
+      const label = `${clients} client${clients > 1 ? 's' : ''} × ${WINDOW} in flight`;
+      console.log(
+        `   ${label.padEnd(22)} direct ${d.rps.toFixed(0).padStart(6)} req/s (kit ${d.kitUs.toFixed(1)} µs/req)  gateway ${g.rps.toFixed(0).padStart(6)} req/s (gateway ${g.gatewayUs.toFixed(1)} µs/req, ${g.gatewaySysUs.toFixed(1)} of it system; kit ${g.kitUs.toFixed(1)})  ratio ${(g.rps / d.rps).toFixed(2)}×  generator ${d.genUs.toFixed(1)}/${g.genUs.toFixed(1)} µs/req${d.errors + g.errors ? `  errors ${d.errors + g.errors}` : ''}`,
+      );
+    }
+  }
+  console.log(`   throughput ratio gateway / direct: median ${percentileOf(ratios, 50).toFixed(2)}×, min ${Math.min(...ratios).toFixed(2)}× (target ≥ 0.9×)`);
+  // The steady figure on shared cores: requests/s one core gives the gateway against what it gives the kit.
+  console.log(`   capacity per core, gateway / kit (kit CPU per direct request ÷ gateway CPU per proxied one): median ${percentileOf(capacity, 50).toFixed(2)}×`);
+  kitChild.kill('SIGTERM');
   await gateway.stop();
+  if (KITS === 0) {
+    await services.store.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    return;
+  }
 
   // ---- 2. 1,000 kits observed at once ----
-  const g2 = new Gateway(
-    { store: services.store, events: services.events, auth: services.auth, log: services.log },
-    { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 30_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 10, readings: true },
-  );
+  const g2 = new Gateway(deps, { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 30_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 10, readings: true });
   await g2.start();
   const gw2 = g2.address();
   const base = 'be10000000000000';
   const macs = Array.from({ length: KITS }, (_, i) => (BigInt('0x' + base) + BigInt(i)).toString(16).padStart(16, '0'));
   // The fleet's kit keys, one "<mac> <key>" line each (reef device --key-file).
   const keyFile = path.join(dataDir, 'kit-keys.txt');
-  const lines: string[] = [];
-  for (const m of macs) lines.push(`${m} ${(await provisionKit(services.store, null, account, m)).kitKey}`);
-  fs.writeFileSync(keyFile, lines.join('\n') + '\n', { mode: 0o600 });
+  const keyLines: string[] = [];
+  for (const m of macs) keyLines.push(`${m} ${(await provisionKit(services.store, null, account, m)).kitKey}`);
+  fs.writeFileSync(keyFile, keyLines.join('\n') + '\n', { mode: 0o600 });
+  // When each reading was stored: (mac, reading second) → wall ms, taken as the store's write returns.
+  const stored = new Map<string, number>();
+  const store = services.store as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  for (const name of ['insertObservations', 'insertObservationsMany'] as const) {
+    const orig = store[name]!.bind(services.store);
+    store[name] = async (...a: unknown[]) => {
+      const r = await orig(...a);
+      const t = wallMs();
+      const batches = name === 'insertObservations' ? [a[1] as ObservationRecord[]] : (a[0] as { batch: ObservationRecord[] }[]).map((x) => x.batch);
+      for (const b of batches) for (const o of b) if (typeof o.extra?.mac === 'string') stored.set(`${o.extra.mac}|${Math.floor(o.ts / 1000)}`, t);
+      return r;
+    };
+  }
   const tStart = performance.now();
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, '--fleet', base, String(KITS), String(gw2.port), String(PERIOD), keyFile], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (b: Buffer) => (b.toString().includes('ready') ? resolve() : undefined));
-    child.once('exit', (code) => reject(new Error(`fleet exited ${code}`)));
-  });
+  const fleet = await startFleet(base, KITS, gw2.port, PERIOD, keyFile, false);
   while (g2.observations().filter((o) => o.state === 'active').length < KITS && performance.now() - tStart < 120_000) await new Promise((r) => setTimeout(r, 50));
   const active = g2.observations().filter((o) => o.state === 'active').length;
-  console.log(`\n2. ${KITS} kits (notification period ${PERIOD} ms): ${active} observed by the readings bridge after ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
+  console.log(`\n2. ${KITS} kits (notification period ${PERIOD} ms, their own process): ${active} observed by the readings bridge after ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
   // One client observes every kit through the gateway, sharing the bridge's upstream observations.
   const watcher = await CoapEndpoint.create({ host: '127.0.0.1', port: 0 });
+  watcher.socket.setRecvBufferSize(4 << 20);
   await watcher.request(gw2, { method: Code.POST, uri: '/sessions', payload: Buffer.from(token), timeoutMs: 5000 });
   let received = 0;
   let watching = 0;
+  // When the client received each notification: (mac, reading second) → wall ms.
+  const relayed = new Map<string, number>();
   // Registrations go out 100 at a time: a client's own socket buffer holds only so many answers.
   for (let i = 0; i < macs.length; i += 100) {
     const regs = await Promise.all(
       macs.slice(i, i + 100).map((m) =>
         watcher
-          .observe(gw2, { options: [stringOption(Option.PROXY_URI, proxyUri(m, DOMAIN, '/snsr/arduino/temp?sens'))], confirmable: false, timeoutMs: 30_000 }, () => received++)
+          .observe(gw2, { options: [stringOption(Option.PROXY_URI, proxyUri(m, DOMAIN, PATH))], confirmable: false, timeoutMs: 30_000 }, (n: CoapMessage) => {
+            received++;
+            relayed.set(`${m}|${n.payload.toString('latin1').split(',')[0]}`, wallMs());
+          })
           .first.then(
             () => 1,
             () => 0,
@@ -150,30 +253,82 @@ async function main(): Promise<void> {
     );
     watching += regs.reduce((a: number, b: number) => a + b, 0);
   }
-  const s0 = { ...g2.stats };
-  const r0 = received;
-  const t0 = performance.now();
-  await new Promise((r) => setTimeout(r, SECONDS * 1000));
-  const dt = (performance.now() - t0) / 1000;
-  const s1 = { ...g2.stats };
-  const rate = (a: number, b: number) => ((b - a) / dt).toFixed(0);
-  console.log(`   one client observing all ${watching} through the gateway, measured over ${dt.toFixed(1)} s:`);
-  console.log(`   notifications in from kits : ${rate(s0.notificationsIn, s1.notificationsIn)}/s (ideal ${((KITS * 1000) / PERIOD).toFixed(0)}/s)`);
-  console.log(`   relayed to the client      : ${rate(s0.notificationsRelayed, s1.notificationsRelayed)}/s (client received ${((received - r0) / dt).toFixed(0)}/s)`);
-  console.log(`   stored as observations     : ${rate(s0.readingsStored, s1.readingsStored)}/s (store errors ${s1.storeErrors - s0.storeErrors}, ${services.store.kind})`);
+  console.log(`   one client observing all ${watching} through the gateway; ${RUNS} windows of ${OBS_SECONDS} s:`);
+  const ideal = (KITS * 1000) / PERIOD;
+  const fractions: number[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    const s0 = { ...g2.stats };
+    const r0 = received;
+    const w0 = wallMs();
+    const c0 = process.cpuUsage();
+    const k0 = cpuOf(fleet.pid!);
+    await new Promise((r) => setTimeout(r, OBS_SECONDS * 1000));
+    const w1 = wallMs();
+    const dt = (w1 - w0) / 1000;
+    const cpu = process.cpuUsage(c0);
+    const kitCpu = cpuOf(fleet.pid!) - k0;
+    const s1 = { ...g2.stats };
+    const r1 = received;
+    // Latencies of the readings the kits sent inside this window (a second's grace for the last ones).
+    await new Promise((r) => setTimeout(r, 1000));
+    const sent = await fleetLog(fleet, w0, w1);
+    const toClient: number[] = [];
+    const toStore: number[] = [];
+    for (const [key, t] of sent) {
+      const c = relayed.get(key);
+      if (c !== undefined) toClient.push(c - t);
+      const s = stored.get(key);
+      if (s !== undefined) toStore.push(s - t);
+    }
+    const rate = (a: number, b: number) => (b - a) / dt;
+    const storedRate = rate(s0.readingsStored, s1.readingsStored);
+    fractions.push(storedRate / ideal);
+    console.log(
+      `   run ${run + 1} (${dt.toFixed(1)} s): in from kits ${rate(s0.notificationsIn, s1.notificationsIn).toFixed(0)}/s, kits sent ${(sent.size / dt).toFixed(0)}/s (ideal ${ideal.toFixed(0)}/s)`,
+    );
+    console.log(
+      `      relayed ${rate(s0.notificationsRelayed, s1.notificationsRelayed).toFixed(0)}/s, client received ${((r1 - r0) / dt).toFixed(0)}/s; stored ${storedRate.toFixed(0)}/s = ${(storedRate / ideal).toFixed(3)} of ideal (store errors ${s1.storeErrors - s0.storeErrors}, ${services.store.kind})`,
+    );
+    console.log(
+      `      relay latency, kit send → client: p50 ${ms(percentileOf(toClient, 50))} p99 ${ms(percentileOf(toClient, 99))} (${toClient.length} of ${sent.size} matched); → stored: p50 ${ms(percentileOf(toStore, 50))} p99 ${ms(percentileOf(toStore, 99))} (${toStore.length} matched)`,
+    );
+    console.log(
+      `      CPU: gateway process ${((cpu.user + cpu.system) / 1e4 / dt).toFixed(1)} % of a core (${((cpu.user + cpu.system) / Math.max(1, s1.notificationsIn - s0.notificationsIn)).toFixed(1)} µs per notification in), kits' process ${((kitCpu * 100) / dt).toFixed(1)} %`,
+    );
+  }
+  console.log(`   stored / ideal: min ${Math.min(...fractions).toFixed(3)}, median ${percentileOf(fractions, 50).toFixed(3)} (target ≥ 0.98)`);
   const mem = process.memoryUsage();
   console.log(`   gateway process RSS ${(mem.rss / 2 ** 20).toFixed(0)} MiB, heap ${(mem.heapUsed / 2 ** 20).toFixed(0)} MiB (gateway, store and client; the kits in a second process)`);
 
   await watcher.close();
-  await client.close();
-  child.kill('SIGTERM');
+  fleet.kill('SIGTERM');
   await g2.stop();
   await services.store.close();
   fs.rmSync(dataDir, { recursive: true, force: true });
 }
 
-/** The child: a fleet of kits announcing to the gateway. */
-async function fleetChild(base: string, count: number, gwPort: number, period: number, keyFile: string): Promise<void> {
+/** A fleet child: N kits announcing to the gateway. */
+async function startFleet(base: string, count: number, gwPort: number, period: number, keyFile: string, allowDirect: boolean): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [...childArgs(), process.argv[1]!, '--fleet', base, String(count), String(gwPort), String(period), keyFile, String(allowDirect)], {
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    lines(child, (l) => (l === 'ready' ? resolve() : undefined));
+    child.once('exit', (code) => reject(new Error(`fleet exited ${code}`)));
+  });
+  return child;
+}
+
+/** The fleet's record of notifications sent between two wall times: (mac, reading second) → wall ms. */
+function fleetLog(child: ChildProcess, from: number, to: number): Promise<Map<string, number>> {
+  return new Promise((resolve) => {
+    child.once('message', (m: [string, number][]) => resolve(new Map(m)));
+    child.send({ from, to });
+  });
+}
+
+/** The child: a fleet of kits announcing to the gateway, noting when each sends a notification. */
+async function fleetChild(base: string, count: number, gwPort: number, period: number, keyFile: string, allowDirect: boolean): Promise<void> {
   const fleet = new Fleet(
     loadDeviceConfig({
       mac: base,
@@ -186,16 +341,103 @@ async function fleetChild(base: string, count: number, gwPort: number, period: n
       announceIntervalMs: 60_000,
       timeSyncIntervalMs: 0,
       keyFile,
+      allowDirect,
     }),
   );
   await fleet.start();
+  const sent: [string, number][] = [];
+  const note = (mac: string, msg: CoapMessage): void => {
+    if (msg.code === Code.CONTENT && sent.length < 2_000_000) sent.push([`${mac}|${msg.payload.toString('latin1').split(',')[0]}`, wallMs()]);
+  };
+  // Notifications leave a kit's module NON, or CON (every 5th, RFC 7641 §4.5).
+  for (const kit of fleet.kits) {
+    const ep = kit.module.endpoint;
+    const non = ep.sendNon.bind(ep);
+    const con = ep.sendCon.bind(ep);
+    ep.sendNon = (peer, msg) => {
+      note(kit.mac, msg);
+      non(peer, msg);
+    };
+    ep.sendCon = (peer, msg, o) => {
+      note(kit.mac, msg);
+      return con(peer, msg, o);
+    };
+  }
+  process.on('message', (q: { from: number; to: number }) => process.send!(sent.filter(([, t]) => t >= q.from && t < q.to)));
   process.stdout.write('ready\n');
   process.once('SIGTERM', () => void fleet.stop().then(() => process.exit(0)));
   await new Promise(() => undefined);
 }
 
+/** The child: a pipelined NON load of GET ?sens from `clients` sockets, `window` in flight each. */
+async function genChild(cfg: GenConfig): Promise<void> {
+  const options = cfg.proxy ? [stringOption(Option.PROXY_URI, cfg.proxy)] : uriOptions(PATH);
+  let done = 0;
+  let errors = 0;
+  let counting = false;
+  let mid = 0;
+  const socks: dgram.Socket[] = [];
+  for (let c = 0; c < cfg.clients; c++) {
+    const sock = dgram.createSocket('udp4');
+    await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
+    sock.setRecvBufferSize(1 << 20);
+    if (cfg.proxy) {
+      // The client's session: POST /sessions with the access token, from this very socket.
+      const created = new Promise<void>((resolve) => sock.once('message', () => resolve()));
+      sock.send(serializeMessage({ type: CON, code: Code.POST, mid: ++mid, token: Buffer.from([c]), options: uriOptions('/sessions'), payload: Buffer.from(cfg.token) }), cfg.port, cfg.host);
+      await created;
+    }
+    socks.push(sock);
+  }
+  for (const [c, sock] of socks.entries()) {
+    const outstanding = new Map<number, number>();
+    let tok = c << 24;
+    const send = (): void => {
+      tok = (c << 24) | ((tok + 1) & 0xffffff);
+      mid = (mid + 1) & 0xffff;
+      outstanding.set(tok, performance.now());
+      const token = Buffer.allocUnsafe(4);
+      token.writeUInt32BE(tok >>> 0);
+      sock.send(serializeMessage({ type: NON, code: Code.GET, mid, token, options, payload: Buffer.alloc(0) }), cfg.port, cfg.host);
+    };
+    sock.on('message', (b: Buffer) => {
+      if ((b[0]! & 0x0f) !== 4 || b.length < 8) return;
+      const t = b.readUInt32BE(4) | 0;
+      if (!outstanding.delete(t)) return;
+      if (counting) {
+        done++;
+        if (b[1] !== Code.CONTENT) errors++;
+      }
+      send();
+    });
+    // Requests lost on a full buffer are re-issued so the window stays full.
+    setInterval(() => {
+      const now = performance.now();
+      for (const [k, t] of outstanding) {
+        if (now - t <= 1000) continue;
+        outstanding.delete(k);
+        send();
+      }
+    }, 200).unref();
+    for (let i = 0; i < cfg.window; i++) send();
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  counting = true;
+  const u0 = process.cpuUsage();
+  const t0 = performance.now();
+  process.stdout.write('counting\n');
+  await new Promise((r) => setTimeout(r, cfg.seconds * 1000));
+  counting = false;
+  const secs = (performance.now() - t0) / 1000;
+  const u = process.cpuUsage(u0);
+  process.stdout.write(JSON.stringify({ rps: done / secs, done, errors, genUs: (u.user + u.system) / Math.max(1, done) }) + '\n');
+  for (const s of socks) s.close();
+}
+
 const fi = process.argv.indexOf('--fleet');
-(fi > 0 ? fleetChild(process.argv[fi + 1]!, Number(process.argv[fi + 2]), Number(process.argv[fi + 3]), Number(process.argv[fi + 4]), process.argv[fi + 5]!) : main()).then(
+const gi = process.argv.indexOf('--gen');
+const a = (k: number) => process.argv[fi + k]!;
+(fi > 0 ? fleetChild(a(1), Number(a(2)), Number(a(3)), Number(a(4)), a(5), a(6) === 'true') : gi > 0 ? genChild(JSON.parse(process.argv[gi + 1]!) as GenConfig) : main()).then(
   () => process.exit(0),
   (e) => {
     console.error(e);

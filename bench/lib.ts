@@ -52,6 +52,8 @@ export async function serve(env: Record<string, string>, args: string[] = [], wr
     await new Promise((r) => setTimeout(r, 50));
   }
   const url = /Reef is running at (\S+)/.exec(out)![1]!;
+  // BENCH_PID_FILE: where to write the server's process id, e.g. for `perf record -p`.
+  if (process.env.BENCH_PID_FILE) fs.writeFileSync(process.env.BENCH_PID_FILE, String(child.pid));
   return {
     url,
     child,
@@ -65,10 +67,83 @@ export async function serve(env: Record<string, string>, args: string[] = [], wr
   };
 }
 
+/** CPU seconds a process has used so far, user and system apart (/proc/<pid>/stat utime, stime; USER_HZ = 100). */
+export function cpuTimes(pid: number): { user: number; sys: number } {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(f[11]) / 100, sys: Number(f[12]) / 100 };
+}
+
 export function peakRss(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const m = /VmHWM:\s+(\d+) kB/.exec(status);
   return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** CPU time (user + system) a process has used so far, seconds (/proc/PID/stat; 0 once it is gone). */
+export function cpuSeconds(pid: number): number {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return 0;
+  }
+  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS;
+}
+
+/**
+ * CPU seconds of each thread of a process (/proc/PID/task/TID/stat), keyed "main" for the thread
+ * whose id is the process's, else "<name>/<tid>" (Node names all its threads "node"; a worker
+ * thread started on first use, like SQLite's writer, has the highest id): where a server's time
+ * goes, e.g. the main thread against the writer thread against V8's compiler and GC threads.
+ */
+export function threadCpu(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  let tids: string[];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const name = Number(tid) === pid ? 'main' : `${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}/${tid}`;
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / CLOCK_TICKS);
+  }
+  return out;
+}
+
+/** threadCpu(pid) now minus `before`, as "thread µs/obs" text: the four busiest, then the rest summed. */
+export function threadSplit(before: Map<string, number>, after: Map<string, number>, n: number): string {
+  const used = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).sort((a, b) => b[1] - a[1]);
+  const us = (v: number) => fmt((v * 1e6) / n, 2);
+  const rest = used.slice(4).reduce((s, [, v]) => s + v, 0);
+  return [...used.slice(0, 4).map(([k, v]) => `${k} ${us(v)}`), `others ${us(rest)}`].join(', ');
+}
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/**
+ * CPU seconds a process has used, summed over its threads from /proc/<pid>/task/<tid>/schedstat
+ * (nanoseconds): for slices of a few tens of milliseconds, where cpuSeconds' 10 ms ticks are too coarse.
+ */
+export function threadCpuSeconds(pid: number): number {
+  let ns = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // a thread that ended meanwhile
+    }
+  }
+  return ns / 1e9;
 }
 
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -96,6 +171,14 @@ export function request(url: string, opts: { method?: string; headers?: Record<s
 export function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** percentile() of samples in any order (sorts a copy). */
+export function percentileOf(xs: readonly number[], p: number): number {
+  return percentile(
+    [...xs].sort((a, b) => a - b),
+    p,
+  );
 }
 
 /** Closed-loop load: `concurrency` workers repeat `once` until `durationMs` has passed. */

@@ -19,27 +19,17 @@ import { createAccount } from '../src/auth/accounts.ts';
 import { testConfig } from '../src/config/config.ts';
 import { mqttComponent } from '../src/mqtt/component.ts';
 import { startServer } from '../src/server.ts';
-import { machine } from './lib.ts';
+import { arg, machine, percentileOf } from './lib.ts';
 
-function arg(name: string, def: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-}
-const KITS = arg('kits', 1000);
-const TENANTS = arg('tenants', 10);
-const SUBSCRIBERS = arg('subscribers', 100);
-const SECONDS = arg('seconds', 15);
-const BATCHES = arg('batches', 400);
-const BATCH = arg('batch', 100);
-const INFLIGHT = arg('inflight', 8);
+const KITS = Number(arg('kits', '1000'));
+const TENANTS = Number(arg('tenants', '10'));
+const SUBSCRIBERS = Number(arg('subscribers', '100'));
+const SECONDS = Number(arg('seconds', '15'));
+const BATCHES = Number(arg('batches', '400'));
+const BATCH = Number(arg('batch', '100'));
+const INFLIGHT = Number(arg('inflight', '8'));
 
 const now = () => performance.timeOrigin + performance.now();
-
-function pct(xs: number[], p: number): number {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-}
 
 interface Plan {
   broker: string;
@@ -203,7 +193,7 @@ async function main(): Promise<void> {
   console.log(`fan-out: ${KITS} kits × 1/s for ${elapsed.toFixed(1)} s, ${TENANTS} tenants, ${perTenant * TENANTS} subscribers (${perTenant} per tenant)`);
   console.log(`  published ${published} (${(published / elapsed).toFixed(0)}/s), ideal deliveries ${ideal} (${(ideal / elapsed).toFixed(0)}/s)`);
   console.log(`  delivered ${fanout.delivered} (${(fanout.delivered / elapsed).toFixed(0)}/s, ${((fanout.delivered / ideal) * 100).toFixed(1)} % of ideal)`);
-  console.log(`  latency bus → subscriber: p50 ${pct(fanout.latencies, 50).toFixed(2)} ms, p99 ${pct(fanout.latencies, 99).toFixed(2)} ms (every 10th delivery)`);
+  console.log(`  latency bus → subscriber: p50 ${percentileOf(fanout.latencies, 50).toFixed(2)} ms, p99 ${percentileOf(fanout.latencies, 99).toFixed(2)} ms (every 10th delivery)`);
   console.log(`  broker process RSS ${(rssBefore / 2 ** 20).toFixed(0)} → ${(rssAfter / 2 ** 20).toFixed(0)} MB; stats ${JSON.stringify(broker.stats)}`);
   console.log(`ingest: ${BATCHES} batches × ${BATCH} observations, ${INFLIGHT} in flight`);
   for (const r of rounds) console.log(`  ${r.kind.padEnd(4)} ${rate(r).toFixed(0)} obs/s (${r.ms.toFixed(0)} ms, ${r.failures} failures)`);

@@ -7,7 +7,7 @@
 // each client encoding its own wire format inside the timed window (what a user comparing the two
 // sees: the client's CPU is taken from the same two cores). Then one device's newest 1,000 and the
 // latest of every device on each, interleaved request by request. Prints each figure, the ratio
-// Reef / InfluxDB, and each server's CPU time per observation (/proc/PID/stat).
+// Reef / InfluxDB, and each server's CPU time per observation (/proc/PID/stat: user and kernel).
 // InfluxDB runs as a private process: its own config, a temporary data directory, HTTP and RPC on
 // free loopback ports — never the system service. `--influx URL` uses one already running instead.
 //   --observations N  --devices N  --batch N  --concurrency N  --queries N  --influx URL
@@ -15,7 +15,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { agent, arg, fmt, freePort, ingestPlan, latency, machine, reefCli, request, serve, type IngestBatch, type Served } from './lib.ts';
+import { agent, arg, fmt, freePort, ingestPlan, latency, machine, reefCli, request, serve, threadCpu, threadSplit, type IngestBatch, type Served } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '1000000'));
 const DEVICES = Number(arg('devices', '1000'));
@@ -26,9 +26,14 @@ const DAY = 86_400_000;
 
 /** CPU seconds (user + system) a process has used so far. */
 function cpuSeconds(pid: number): number {
+  const [user, system] = cpuSplit(pid);
+  return user + system;
+}
+/** CPU seconds a process has used so far: [user, system (the kernel on its behalf)]. */
+function cpuSplit(pid: number): [number, number] {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+  return [Number(f[11]) / 100, Number(f[12]) / 100]; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 interface Influx {
@@ -123,7 +128,8 @@ async function quiet(pids: number[]): Promise<number> {
 /** Uploads every batch with `CONCURRENCY` in flight; bodies ready-made or encoded inside the window. */
 async function ingest(t: Target, plan: IngestBatch[], prebuilt: boolean) {
   const ready = prebuilt ? plan.map((b) => Buffer.from(t.encode(b))) : null;
-  const cpu0 = t.pid ? cpuSeconds(t.pid) : 0;
+  const cpu0 = t.pid ? cpuSplit(t.pid) : [0, 0];
+  const threads0 = t.pid ? threadCpu(t.pid) : new Map<string, number>();
   const client0 = process.cpuUsage();
   let next = 0;
   const start = performance.now();
@@ -140,7 +146,11 @@ async function ingest(t: Target, plan: IngestBatch[], prebuilt: boolean) {
   const secs = (performance.now() - start) / 1000;
   const c = process.cpuUsage(client0);
   const n = plan.reduce((s, b) => s + b.rows.length, 0);
-  return { rate: n / secs, secs, serverUsPerObs: t.pid ? ((cpuSeconds(t.pid) - cpu0) * 1e6) / n : NaN, clientUsPerObs: (c.user + c.system) / n };
+  const cpu = t.pid ? cpuSplit(t.pid) : [NaN, NaN];
+  const userUs = ((cpu[0]! - cpu0[0]!) * 1e6) / n;
+  const kernelUs = ((cpu[1]! - cpu0[1]!) * 1e6) / n;
+  const threads = t.pid ? threadSplit(threads0, threadCpu(t.pid), n) : '';
+  return { rate: n / secs, secs, serverUsPerObs: userUs + kernelUs, serverUserUs: userUs, serverKernelUs: kernelUs, clientUsPerObs: (c.user + c.system) / n, threads };
 }
 
 console.log(`bench:peers — ${fmt(TOTAL)} observations of ${fmt(DEVICES)} devices, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight: Reef vs InfluxDB`);
@@ -207,7 +217,7 @@ try {
     const otherCpu = other ? cpuSeconds(other) - otherCpu0 : NaN;
     results[`${run.who}/${run.prebuilt}`] = r;
     console.log(
-      `  ${targets[run.who].name.padEnd(8)} ${run.prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: ${fmt(r.rate).padStart(9)} obs/s (${fmt(r.secs, 2)} s; server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs, client CPU ${fmt(r.clientUsPerObs, 2)} µs/obs; waited ${fmt(waited, 0)} s for quiet, the other server used ${fmt(otherCpu, 2)} CPU s meanwhile)`,
+      `  ${targets[run.who].name.padEnd(8)} ${run.prebuilt ? 'bodies built before the clock' : 'client encodes in the window '}: ${fmt(r.rate).padStart(9)} obs/s (${fmt(r.secs, 2)} s; server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs (user ${fmt(r.serverUserUs, 2)}, kernel ${fmt(r.serverKernelUs, 2)}), client CPU ${fmt(r.clientUsPerObs, 2)} µs/obs; waited ${fmt(waited, 0)} s for quiet, the other server used ${fmt(otherCpu, 2)} CPU s meanwhile)${r.threads ? `\n           server threads, µs/obs: ${r.threads}` : ''}`,
     );
   }
   for (const prebuilt of [true, false]) {
@@ -236,21 +246,24 @@ try {
   };
   await influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, 1000);
   if (JSON.parse(await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)).observations.length !== 1000) throw new Error('Reef returned a short page');
+  const readPids: [number | null, number | null] = [influx.pid, reef.child.pid ?? null];
   const newest = await interleaved(
     () => influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, null),
     async () => void (await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)),
     QUERIES,
+    readPids,
   );
   console.log(
-    `one device's newest 1,000: Reef p50 ${fmt(newest.b.p50, 2)} ms (p99 ${fmt(newest.b.p99, 2)}), InfluxDB p50 ${fmt(newest.a.p50, 2)} ms (p99 ${fmt(newest.a.p99, 2)}) → ratio ${fmt(newest.b.p50 / newest.a.p50, 2)}  (target ≤ 0.5: ${newest.b.p50 / newest.a.p50 <= 0.5 ? 'met' : 'NOT met'})`,
+    `one device's newest 1,000: Reef p50 ${fmt(newest.b.p50, 2)} ms (p99 ${fmt(newest.b.p99, 2)}), InfluxDB p50 ${fmt(newest.a.p50, 2)} ms (p99 ${fmt(newest.a.p99, 2)}) → ratio ${fmt(newest.b.p50 / newest.a.p50, 2)}  (target ≤ 0.5: ${newest.b.p50 / newest.a.p50 <= 0.5 ? 'met' : 'NOT met'}); server CPU per request ${fmt(newest.b.cpuMs, 2)} vs ${fmt(newest.a.cpuMs, 2)} ms → ${fmt(newest.b.cpuMs / newest.a.cpuMs, 2)}`,
   );
   const all = await interleaved(
     () => influxQuery('SELECT last(temperature) FROM obs GROUP BY device', null),
     async () => void (await reefGet('/api/solutions/StudioSimulation/observations')),
     Math.max(10, Math.round(QUERIES / 10)),
+    readPids,
   );
   console.log(
-    `latest of all ${fmt(DEVICES)} devices: Reef p50 ${fmt(all.b.p50, 2)} ms (p99 ${fmt(all.b.p99, 2)}), InfluxDB p50 ${fmt(all.a.p50, 2)} ms (p99 ${fmt(all.a.p99, 2)}) → ratio ${fmt(all.b.p50 / all.a.p50, 2)}`,
+    `latest of all ${fmt(DEVICES)} devices: Reef p50 ${fmt(all.b.p50, 2)} ms (p99 ${fmt(all.b.p99, 2)}), InfluxDB p50 ${fmt(all.a.p50, 2)} ms (p99 ${fmt(all.a.p99, 2)}) → ratio ${fmt(all.b.p50 / all.a.p50, 2)}; server CPU per request ${fmt(all.b.cpuMs, 2)} vs ${fmt(all.a.cpuMs, 2)} ms`,
   );
 } finally {
   await reef?.stop();
@@ -259,12 +272,18 @@ try {
   fs.rmSync(dir, { recursive: true, force: true });
 }
 
-/** Two request kinds sampled alternately, `n` each after a warm-up: p50/p99 of each. */
-async function interleaved(a: () => Promise<void>, b: () => Promise<void>, n: number) {
+/**
+ * Two request kinds sampled alternately, `n` each after a warm-up: p50/p99 of each, and the CPU
+ * time each server process (pids[0] answers `a`, pids[1] `b`) used per request over the samples.
+ */
+async function interleaved(a: () => Promise<void>, b: () => Promise<void>, n: number, pids: [number | null, number | null]) {
   await latency(a, 0, 10);
   await latency(b, 0, 10);
   const xa: number[] = [],
     xb: number[] = [];
+  // (NaN for a server not started here, e.g. --influx URL.)
+  const cpu = (pid: number | null) => (pid === null ? Number.NaN : cpuSeconds(pid));
+  const cpu0 = pids.map(cpu);
   for (let i = 0; i < n; i++) {
     for (const [f, xs] of [
       [a, xa],
@@ -275,6 +294,7 @@ async function interleaved(a: () => Promise<void>, b: () => Promise<void>, n: nu
       xs.push(performance.now() - t);
     }
   }
+  const cpuMs = pids.map((pid, i) => ((cpu(pid) - cpu0[i]!) / n) * 1000);
   const p = (xs: number[], q: number) => xs.sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor((q / 100) * xs.length))]!;
-  return { a: { p50: p(xa, 50), p99: p(xa, 99) }, b: { p50: p(xb, 50), p99: p(xb, 99) } };
+  return { a: { p50: p(xa, 50), p99: p(xa, 99), cpuMs: cpuMs[0]! }, b: { p50: p(xb, 50), p99: p(xb, 99), cpuMs: cpuMs[1]! } };
 }

@@ -16,6 +16,7 @@ import type { Account, ObservationRecord } from '../src/core/types.ts';
 import { LocalEventBus } from '../src/events/bus.ts';
 import { SimulationManager } from '../src/sim/simulations.ts';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
+import { percentile } from './lib.ts';
 
 const args = process.argv.slice(2);
 const opt = (name: string, def: number) => {
@@ -31,10 +32,6 @@ const INTERVAL_MS = 10_000;
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = pino({ level: 'warn' });
-
-function pct(sorted: number[], p: number): number {
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN;
-}
 
 async function openStore(dir: string) {
   const store = new SqliteStore({ file: path.join(dir, 'reef.db') });
@@ -97,8 +94,8 @@ async function live(dir: string) {
     written: after - before,
     rate: (after - before) / wall,
     events: readings,
-    lagP50: pct(lags, 50),
-    lagP99: pct(lags, 99),
+    lagP50: percentile(lags, 50),
+    lagP99: percentile(lags, 99),
     lagMax: lags[lags.length - 1] ?? NaN,
     loopP99: loop.percentile(99) / 1e6,
     loopMax: loop.max / 1e6,
