@@ -476,6 +476,23 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         const page = await store.queryObservations(odd, q);
         assert.deepEqual(await store.observationPageJson(odd, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
       }
+      // The same numbers with no free fields on any row, one without a temperature (a backend may
+      // read such pages another way), and again after a page of the device had free fields.
+      const plain = randomUUID();
+      await store.createDevice({ id: plain, tenantId: a.tenantId, groupId: a.groupId, solution: 'page', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(
+        plain,
+        [...numbers, null].map((temperature, i) => ({ ts: i < times.length ? times[i]! : T0 + i, temperature, extra: null })),
+      );
+      for (const q of [{ limit: 100 }, { limit: 3 }, { limit: 5, before: 253402300800000 }, { limit: 100, from: -8.64e15 }]) {
+        const page = await store.queryObservations(plain, q);
+        assert.deepEqual(await store.observationPageJson(plain, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
+      }
+      await store.insertObservations(plain, [{ ts: T0 + 100, temperature: 1 / 7, extra: { note: 'now with fields' } }]);
+      for (const q of [{ limit: 2 }, { limit: 2, before: T0 + 100 }, { limit: 2 }]) {
+        const page = await store.queryObservations(plain, q);
+        assert.deepEqual(await store.observationPageJson(plain, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
+      }
       // 3,000 random rows on one device: decimals of up to 9 places and up to 10^12 (a fast path
       // may take those with up to 6 places), times from before year 0 to after 9999 in random
       // order, no temperature, free fields; read whole and page by page, every page compared.
