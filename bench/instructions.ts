@@ -4,7 +4,10 @@
 // devices exist and a warm-up upload, the counters are zeroed (callgrind_control -z), the measured
 // uploads run (bench:ingest's plan, bodies built beforehand, --concurrency in flight), and the
 // counters are dumped: the total counts every thread of the server process (main, libuv, V8).
+// Then, counted the same way, --reads one-device pages (the newest --read-limit, one request at a
+// time, devices in turn, after as many to warm up): instructions per read request.
 //   --keep FILE (the callgrind dump)  --observations N (default 20,000)  --warmup N (default: as many)  --devices N  --batch N  --concurrency N
+//   --reads N (default 200; 0: none)  --read-limit N (default 1,000)
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +19,8 @@ const DEVICES = Number(arg('devices', '100'));
 const BATCH = Number(arg('batch', '1000'));
 const CONCURRENCY = Number(arg('concurrency', '4'));
 const WARMUP = Number(arg('warmup', String(TOTAL)));
+const READS = Number(arg('reads', '200'));
+const READ_LIMIT = Number(arg('read-limit', '1000'));
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-instr-'));
 const out = path.join(dir, 'callgrind.out');
@@ -49,23 +54,43 @@ try {
   // Warm-up in an earlier time range: the JIT has compiled the upload path before counting.
   await post(ingestPlan(WARMUP, DEVICES, BATCH, Date.UTC(2025, 0, 1)).map(body));
   const measured = ingestPlan(TOTAL, DEVICES, BATCH, Date.UTC(2026, 0, 1)).map(body);
-  execFileSync('callgrind_control', ['-z', String(pid)]);
-  await post(measured);
-  execFileSync('callgrind_control', ['-d', String(pid)]);
-  const dumps = fs
-    .readdirSync(dir)
-    .filter((f) => f.startsWith('callgrind.out'))
-    .map((f) => path.join(dir, f))
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-  const text = fs.readFileSync(dumps[0]!, 'utf8');
-  const m = /^(?:summary|totals): (\d+)/m.exec(text);
-  if (!m) throw new Error(`no totals in ${dumps[0]}`);
-  const ir = Number(m[1]);
-  // --keep FILE: the dump, for callgrind_annotate (which functions the instructions went to).
-  const keep = arg('keep', '');
-  if (keep) fs.copyFileSync(dumps[0]!, keep);
+  /** The server's instructions while `work` runs: counters zeroed before, dumped after. */
+  const counted = async (work: () => Promise<void>, keep = '') => {
+    execFileSync('callgrind_control', ['-z', String(pid)]);
+    await work();
+    execFileSync('callgrind_control', ['-d', String(pid)]);
+    const dumps = fs
+      .readdirSync(dir)
+      .filter((f) => f.startsWith('callgrind.out'))
+      .map((f) => path.join(dir, f))
+      .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+    const text = fs.readFileSync(dumps[0]!, 'utf8');
+    const m = /^(?:summary|totals): (\d+)/m.exec(text);
+    if (!m) throw new Error(`no totals in ${dumps[0]}`);
+    // --keep FILE: the dump, for callgrind_annotate (which functions the instructions went to).
+    if (keep) fs.copyFileSync(dumps[0]!, keep);
+    return Number(m[1]);
+  };
+  const ir = await counted(() => post(measured), arg('keep', ''));
   console.log(`bench:instructions — ${fmt(TOTAL)} observations after ${fmt(WARMUP)} to warm up, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight, server under callgrind`);
   console.log(`server instructions: ${fmt(ir)} → ${fmt(ir / TOTAL)} per observation`);
+  if (READS > 0) {
+    // The devices the measured upload wrote to (batch k goes to device k % devices).
+    const written = ids.slice(0, Math.min(DEVICES, measured.length));
+    const rows = new Set<number>();
+    const read = async (i: number) => {
+      const r = await request(`${server.url}/api/solutions/StudioSimulation/devices/${written[i % written.length]}/observations?limit=${READ_LIMIT}`, { headers: { authorization: tok } });
+      if (r.status !== 200) throw new Error(`read failed: ${r.status} ${r.body}`);
+      rows.add((JSON.parse(r.body) as { observations: unknown[] }).observations.length);
+    };
+    for (let i = 0; i < READS; i++) await read(i);
+    const reads = await counted(async () => {
+      for (let i = 0; i < READS; i++) await read(i);
+    });
+    console.log(
+      `one device's newest ${fmt(READ_LIMIT)} (${[...rows].map((n) => fmt(n)).join(' or ')} rows per page), ${fmt(READS)} requests after as many: ${fmt(reads / READS)} instructions per request`,
+    );
+  }
 } finally {
   await server.stop();
   fs.rmSync(dir, { recursive: true, force: true });
