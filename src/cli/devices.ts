@@ -1,4 +1,4 @@
-// `reef devices list|get|create|delete`: the devices of a solution, through the SDK against a
+// `reef devices list|get|create|update|delete`: the devices of a solution, through the SDK against a
 // running service (the endpoint and credentials `reef login` stored).
 import { UsageError, parseArgs, printJson, printTable } from './args.ts';
 import { CliError, connect, runClient } from './client-config.ts';
@@ -9,6 +9,9 @@ const HELP = `Usage:
   reef devices get ID|MAC [--json]                    one device, by id or by MAC (any spelling)
   reef devices create --type TYPE [--lat N --lon N] [--mac MAC] [--json]
                                                       --mac sets domainInfo.nic_macID (16 lower-case hex)
+  reef devices update ID [--type TYPE] [--lat N --lon N] [--template ID|none] [--domain-info JSON] [--json]
+                                                      change a device: --domain-info is a JSON merge
+                                                      patch of domainInfo (null removes a member)
   reef devices delete ID                              a device and its observations
 
 Common options:
@@ -39,20 +42,34 @@ function coordinate(v: string | undefined, name: string, limit: number): number 
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, { values: ['type', 'lat', 'lon', 'mac', 'solution', 'endpoint'], booleans: ['json'] });
+  const args = parseArgs(rest, { values: ['type', 'lat', 'lon', 'mac', 'template', 'domain-info', 'solution', 'endpoint'], booleans: ['json'] });
   if (!sub || sub === '--help' || sub === '-h' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
   }
-  if (!['list', 'get', 'create', 'delete'].includes(sub)) throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
+  if (!['list', 'get', 'create', 'update', 'delete'].includes(sub)) throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
   const json = args.flags.json === 'true';
-  const needsId = sub === 'get' || sub === 'delete';
+  const needsId = sub === 'get' || sub === 'delete' || sub === 'update';
   if (needsId && args.positional.length !== 1) throw new UsageError(`${sub} needs one device id`);
   if (!needsId && args.positional.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positional[0])}`);
   const lat = coordinate(args.flags.lat, 'lat', 90);
   const lon = coordinate(args.flags.lon, 'lon', 180);
   if ((lat === undefined) !== (lon === undefined)) throw new UsageError('give --lat and --lon together');
   if (sub === 'create' && !args.flags.type) throw new UsageError('--type is required');
+  let patch: Record<string, unknown> = {};
+  if (args.flags['domain-info'] !== undefined) {
+    try {
+      patch = JSON.parse(args.flags['domain-info']) as Record<string, unknown>;
+    } catch {
+      throw new UsageError('--domain-info must be a JSON object');
+    }
+    if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) throw new UsageError('--domain-info must be a JSON object');
+  }
+  if (sub === 'update') {
+    if (lat !== undefined) patch.location = { latitude: lat, longitude: lon };
+    if (args.flags.template !== undefined) patch.templateId = args.flags.template === 'none' || args.flags.template === '' ? null : args.flags.template;
+    if (args.flags.type === undefined && !Object.keys(patch).length) throw new UsageError('update needs --type, --lat/--lon, --template or --domain-info');
+  }
   const mac = args.flags.mac === undefined ? undefined : normalizeMac(args.flags.mac);
   if (mac === null) throw new UsageError('--mac must be 16 hexadecimal digits (":" or "-" separators allowed)');
 
@@ -80,6 +97,12 @@ export async function run(argv: string[]): Promise<number> {
         const d = await client.createDevice({ deviceType: args.flags.type!, ...(Object.keys(domainInfo).length ? { domainInfo } : {}) });
         if (json) printJson(d);
         else process.stdout.write(`${d.id}\n`);
+        return 0;
+      }
+      case 'update': {
+        const d = await client.updateDevice(args.positional[0]!, { ...(args.flags.type ? { deviceType: args.flags.type } : {}), ...(Object.keys(patch).length ? { domainInfo: patch } : {}) });
+        if (json) printJson(d);
+        else printTable([row(d)], ['id', 'type', 'mac', 'status', 'location']);
         return 0;
       }
       default: {

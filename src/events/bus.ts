@@ -4,7 +4,7 @@ import type { Observation } from '../core/types.ts';
 
 export type ReefEvent =
   | { kind: 'observations'; groupId: string; solution: string; deviceId: string; observations: Observation[] }
-  | { kind: 'device'; groupId: string; solution: string; deviceId: string; action: 'created' | 'deleted' }
+  | { kind: 'device'; groupId: string; solution: string; deviceId: string; action: 'created' | 'updated' | 'deleted' }
   | { kind: 'simulation'; groupId: string; solution: string; simulationId: string; status: unknown }
   // Alarms (src/alarms, docs/alarms.md): an alarm's lifecycle step, with the alarm in wire form...
   | { kind: 'alarm'; groupId: string; solution: string; deviceId: string; event: 'raised' | 'acknowledged' | 'cleared'; alarm: unknown }

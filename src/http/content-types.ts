@@ -8,6 +8,7 @@
 // - `text/plain`: JSON on the token routes (acceptJsonAsText), where clients send it; 415 on the
 //   other routes that take a JSON body (those with a body schema); a text payload on a route
 //   without one (the CoAP bridge's PUT/POST carries a kit payload as text).
+// - `application/merge-patch+json` (RFC 7396 §4): JSON, on PATCH only.
 // - any other declared type: 415 UNSUPPORTED_MEDIA_TYPE. A body that is not JSON: 400 MALFORMED_JSON.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ReefError } from '../core/errors.ts';
@@ -95,6 +96,11 @@ export function installBodyParsers(app: FastifyInstance): void {
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
     if (request.routeOptions.schema?.body) return done(unsupported(request));
     return done(null, body);
+  });
+  // A JSON merge patch (RFC 7396 §4) is JSON, and only what a PATCH takes.
+  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'buffer' }, (request, body, done) => {
+    if (request.method !== 'PATCH') return done(unsupported(request));
+    return json(request, body, done);
   });
 }
 

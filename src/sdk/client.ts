@@ -17,6 +17,7 @@ import type {
   CoapRequestBody,
   CoapResponse,
   Device,
+  DeviceChange,
   DeviceTemplate,
   ErrorBody,
   NewDevice,
@@ -255,6 +256,15 @@ export class ReefClient {
 
   async getDevice(id: string, opts: CallOptions = {}): Promise<Device> {
     return (await this.request<Device>('GET', `${this.sol(opts)}/devices/${seg(id)}`, { idempotent: true, signal: opts.signal })).data;
+  }
+
+  /**
+   * Changes a device: `{deviceType}` and/or `{domainInfo}` as a JSON merge patch (null removes a
+   * member), e.g. `{domainInfo: {location: {latitude, longitude}}}` or `{domainInfo: {templateId}}`.
+   * Answers the device as stored.
+   */
+  async updateDevice(id: string, change: DeviceChange, opts: CallOptions = {}): Promise<Device> {
+    return (await this.request<Device>('PATCH', `${this.sol(opts)}/devices/${seg(id)}`, { body: change, idempotent: true, signal: opts.signal })).data;
   }
 
   /** Deletes the device and its observations; answers the device as it was. */

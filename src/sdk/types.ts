@@ -68,6 +68,15 @@ export interface NewDevice {
 }
 
 /**
+ * A change to a device (PATCH): a new deviceType, and domainInfo as a JSON merge patch (RFC 7396 §2):
+ * members given replace the stored ones, nested objects merge, `null` removes a member.
+ */
+export interface DeviceChange {
+  deviceType?: string;
+  domainInfo?: { [key: string]: unknown } | null;
+}
+
+/**
  * One reading: `timestamp` ISO-8601 UTC with milliseconds, `temperature`, and free-form fields
  * (`humidity`, `batteryLevel`, `accelerometer: {x, y, z}`...). On upload `temperature` may also be a
  * numeric string ("72.50"), as some clients send it; it is stored as a number.

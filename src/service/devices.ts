@@ -88,16 +88,7 @@ export async function createDevice(store: Store, events: EventBus, account: Acco
   if (input.provisioningInfo !== undefined) {
     throw new ReefError('VALIDATION_FAILED', 'provisioningInfo is set by provisioning a dev kit (reef provision), not by clients', { field: 'provisioningInfo' });
   }
-  const domainInfo = parseDomainInfo(input.domainInfo);
-  // A device may name a template of its solution (issue 13.4, docs/api.md "Device templates"):
-  // the name must resolve, so a typo is a clear 400 rather than a dangling link.
-  if (domainInfo.templateId !== undefined) {
-    const tid = domainInfo.templateId;
-    if (typeof tid !== 'string' || !UUID.test(tid) || !(await store.getTemplate(account.groupId, solution, tid.toLowerCase()))) {
-      throw new ReefError('VALIDATION_FAILED', `domainInfo.templateId must be the id of a device template of solution ${JSON.stringify(solution)}`, { field: 'domainInfo.templateId' });
-    }
-    domainInfo.templateId = tid.toLowerCase();
-  }
+  const domainInfo = await checkTemplate(store, account, solution, parseDomainInfo(input.domainInfo));
   const d = await store.createDevice({
     id: randomUUID(),
     tenantId: account.tenantId,
@@ -108,6 +99,80 @@ export async function createDevice(store: Store, events: EventBus, account: Acco
   });
   events.publish({ kind: 'device', groupId: d.groupId, solution, deviceId: d.id, action: 'created' });
   return d;
+}
+
+/**
+ * A device may name a template of its solution (issue 13.4, docs/api.md "Device templates"): the
+ * name must resolve, so a typo is a clear 400 rather than a dangling link.
+ */
+async function checkTemplate(store: Store, account: Account, solution: string, domainInfo: DomainInfo): Promise<DomainInfo> {
+  if (domainInfo.templateId === undefined) return domainInfo;
+  const tid = domainInfo.templateId;
+  if (typeof tid !== 'string' || !UUID.test(tid) || !(await store.getTemplate(account.groupId, solution, tid.toLowerCase()))) {
+    throw new ReefError('VALIDATION_FAILED', `domainInfo.templateId must be the id of a device template of solution ${JSON.stringify(solution)}`, { field: 'domainInfo.templateId' });
+  }
+  domainInfo.templateId = tid.toLowerCase();
+  return domainInfo;
+}
+
+/** A change to a device: its type, and its domainInfo as a JSON merge patch (RFC 7396 §2). */
+export interface DeviceUpdate {
+  deviceType?: unknown;
+  domainInfo?: unknown;
+}
+
+/**
+ * RFC 7396 §2 (MergePatch): members of the patch replace the target's, null removes one, objects
+ * merge member by member, anything else replaces the whole value. Keys are set as own properties
+ * (a "__proto__" member of a JSON body is data, never the object's prototype).
+ */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> = {};
+  if (typeof target === 'object' && target !== null && !Array.isArray(target)) {
+    for (const [k, v] of Object.entries(target)) Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+  }
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else Object.defineProperty(out, k, { value: mergePatch(out[k], v), enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+/** Optimistic attempts before a device changed by others all the while answers 409. */
+const UPDATE_ATTEMPTS = 5;
+
+/**
+ * Changes a device's type and domainInfo (PATCH, docs/api.md "Changing a device"): the patch is
+ * applied to the device as read, checked as a new device's would be, and written only if nobody
+ * changed the device meanwhile (else read again). A dev kit keeps what provisioning set: its type
+ * and its MAC. Publishes `device` `updated`: lists, the app and the alarm evaluator (a new
+ * template brings its rules) follow.
+ */
+export async function updateDevice(store: Store, events: EventBus, account: Account, solution: string, id: string, input: DeviceUpdate): Promise<DeviceRecord> {
+  if (input.deviceType !== undefined && (typeof input.deviceType !== 'string' || !DEVICE_TYPE.test(input.deviceType))) {
+    throw new ReefError('VALIDATION_FAILED', "deviceType must be 1-64 letters, digits, '_', '-' or '.'", { field: 'deviceType' });
+  }
+  if (input.domainInfo !== undefined && input.domainInfo !== null && (typeof input.domainInfo !== 'object' || Array.isArray(input.domainInfo))) {
+    throw new ReefError('VALIDATION_FAILED', 'domainInfo must be an object (a JSON merge patch: null removes a member)', { field: 'domainInfo' });
+  }
+  for (let attempt = 0; attempt < UPDATE_ATTEMPTS; attempt++) {
+    const d = await findDevice(store, account, solution, id);
+    const deviceType = (input.deviceType as string | undefined) ?? d.deviceType;
+    const merged = input.domainInfo === undefined ? structuredClone(d.domainInfo) : input.domainInfo === null ? {} : mergePatch(d.domainInfo, input.domainInfo);
+    const domainInfo = await checkTemplate(store, account, solution, parseDomainInfo(merged));
+    if (d.provisioningInfo) {
+      // Provisioning names a dev kit (seed §3): the gateway and the original clients find it by these.
+      if (deviceType !== d.deviceType) throw new ReefError('VALIDATION_FAILED', "a dev kit's deviceType is set by provisioning", { field: 'deviceType' });
+      if (domainInfo.nic_macID !== d.domainInfo.nic_macID) throw new ReefError('VALIDATION_FAILED', "a dev kit's domainInfo.nic_macID is its provisioned MAC", { field: 'domainInfo.nic_macID' });
+    }
+    const r = await store.updateDevice(account.groupId, solution, d.id, d.domainInfo, { deviceType, domainInfo });
+    if (r === 'missing') throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
+    if (r === 'changed') continue;
+    events.publish({ kind: 'device', groupId: account.groupId, solution, deviceId: d.id, action: 'updated' });
+    return r;
+  }
+  throw new ReefError('CONFLICT', 'the device kept changing while this change was made; send it again');
 }
 
 /** Deletes the device and its observations; answers the device as it was (issue 13.2). */

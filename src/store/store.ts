@@ -168,6 +168,13 @@ export interface Store {
   getDeviceByMac(mac: string): Promise<DeviceRecord | null>;
   /** Deletes the device and all its observations; false when there was none. */
   deleteDevice(groupId: string, solution: string, id: string): Promise<boolean>;
+  /**
+   * Replaces a device's type and domainInfo, if its domainInfo is still `expected` (as read by the
+   * caller; compared as JSON values): 'changed' when another change came first (the caller reads
+   * again), 'missing' when the device is gone. Moves the solution's version on, as create and
+   * delete do. Answers the device as stored.
+   */
+  updateDevice(groupId: string, solution: string, id: string, expected: DomainInfo, next: { deviceType: string; domainInfo: DomainInfo }): Promise<DeviceRecord | 'missing' | 'changed'>;
   /** Devices the account (tenant) created, over all solutions (the device quota). */
   countDevices(tenantId: string): Promise<number>;
   /**

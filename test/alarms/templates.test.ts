@@ -93,6 +93,30 @@ describe('rules per device template', () => {
     assert.deepEqual(listed.rules, []);
   });
 
+  it('a device given the template later (PATCH) is watched from then on; taken away, it is not', async () => {
+    const { token } = await s.login('tpl-patch');
+    const t = await template(token, 'cold room');
+    const dev = await device(token);
+    const rule = await createRule(s, token, { condition: 'above', threshold: 8, templateId: t });
+    // Evaluated once without a template: the evaluator has resolved (and remembers) no rule.
+    await send(token, dev, at(s, 0, 20));
+    assert.deepEqual(await alarms(s, token), []);
+    const patch = (domainInfo: Record<string, unknown>) => s.request('PATCH', `${SOL}/devices/${dev}`, { token, body: { domainInfo } });
+    assert.equal((await patch({ templateId: t })).status, 200);
+    await s.settle();
+    await send(token, dev, at(s, 1, 9));
+    assert.deepEqual(
+      (await alarms(s, token)).map((a) => [a.ruleId, a.deviceId]),
+      [[rule.id, dev]],
+    );
+    // Without the template, a new breach after the alarm clears raises nothing.
+    await send(token, dev, at(s, 2, 5));
+    assert.equal((await patch({ templateId: null })).status, 200);
+    await s.settle();
+    await send(token, dev, at(s, 3, 30));
+    assert.deepEqual(await alarms(s, token, '?status=active'), []);
+  });
+
   it('a silence rule on a template watches only its devices', async () => {
     const { token } = await s.login('tpl-silence');
     const t = await template(token, 'quiet');

@@ -189,6 +189,28 @@ describe('reef devices and observations', () => {
     assert.equal(bad.code, 2);
   });
 
+  it('devices update: type, location, template and a merge patch of domainInfo; nothing to change is a usage error', async () => {
+    const made = await reef(['devices', 'create', '--type', 'Thermo', '--lat', '10', '--lon', '20', '--json', '--solution', 'upd'], { env });
+    assert.equal(made.code, 0, made.stderr);
+    const id = JSON.parse(made.stdout).id as string;
+    const tpl = await reef(['templates', 'create', '--name', 'Fridge', '--sensors', 'temperature', '--json', '--solution', 'upd'], { env });
+    assert.equal(tpl.code, 0, tpl.stderr);
+    const tid = JSON.parse(tpl.stdout).id as string;
+    const u = await reef(['devices', 'update', id, '--type', 'Fridge', '--lat', '-1.5', '--lon', '2', '--template', tid, '--domain-info', '{"room":"B2"}', '--json', '--solution', 'upd'], { env });
+    assert.equal(u.code, 0, u.stderr);
+    assert.deepEqual(JSON.parse(u.stdout).domainInfo, { location: { latitude: -1.5, longitude: 2 }, templateId: tid, room: 'B2' });
+    assert.equal(JSON.parse(u.stdout).deviceType, 'Fridge');
+    const table = await reef(['devices', 'update', id, '--template', 'none', '--domain-info', '{"room":null}', '--solution', 'upd'], { env });
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /Fridge\s+-1\.5,2/);
+    const g = await reef(['devices', 'get', id, '--json', '--solution', 'upd'], { env });
+    assert.deepEqual(JSON.parse(g.stdout).domainInfo, { location: { latitude: -1.5, longitude: 2 } });
+    assert.equal((await reef(['devices', 'update', id, '--solution', 'upd'], { env })).code, 2);
+    assert.equal((await reef(['devices', 'update', id, '--domain-info', '[1]', '--solution', 'upd'], { env })).code, 2);
+    const refused = await reef(['devices', 'update', id, '--lat', '95', '--lon', '0', '--solution', 'upd'], { env });
+    assert.equal(refused.code, 2, 'a latitude outside ±90 is refused before any call');
+  });
+
   it('devices create, list (table and --json, --type filter), get, delete', async () => {
     const c = await reef(['devices', 'create', '--type', 'Weather', '--lat', '52.5', '--lon', '13.4', '--json'], { env });
     assert.equal(c.code, 0, c.stderr);

@@ -23,7 +23,7 @@ describe('service', () => {
     const { token } = await server.login('m');
     for (const [method, path, allow] of [
       ['PUT', '/api/solutions/sandbox/devices', /GET.*POST/],
-      ['PATCH', `/api/solutions/sandbox/devices/${crypto.randomUUID()}`, /DELETE.*GET/],
+      ['PUT', `/api/solutions/sandbox/devices/${crypto.randomUUID()}`, /DELETE.*GET.*PATCH/],
       ['GET', '/api/tokens', /POST/],
       ['DELETE', '/api/solutions/sandbox/observations', /GET/],
     ] as const) {

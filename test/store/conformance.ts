@@ -563,6 +563,30 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal((await store.queryObservations(ids[1]!, { limit: 10 })).observations.length, 2);
     });
 
+    it('updating a device replaces its type and domainInfo only if unchanged since read; other groups and gone devices are not touched', async () => {
+      const a = account('upd');
+      const id = randomUUID();
+      const first = { location: { latitude: 1.5, longitude: 2.5 }, note: 'ü' };
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'upd', deviceType: 'VirtualDevice', domainInfo: first });
+      await store.insertObservations(id, series(3));
+      const v1 = await store.solutionVersion(a.groupId, 'upd');
+      const next = { location: { latitude: -3, longitude: 4 }, templateId: randomUUID() };
+      const got = await store.updateDevice(a.groupId, 'upd', id, first, { deviceType: 'Fridge', domainInfo: next });
+      assert.ok(typeof got === 'object');
+      assert.deepEqual([got.id, got.deviceType, got.domainInfo], [id, 'Fridge', next]);
+      const read = (await store.getDevice(a.groupId, 'upd', id))!;
+      assert.deepEqual([read.deviceType, read.domainInfo], ['Fridge', next]);
+      assert.notEqual(await store.solutionVersion(a.groupId, 'upd'), v1, 'lists built before are stale');
+      assert.equal((await store.queryObservations(id, { limit: 10 })).observations.length, 3, 'observations stay');
+      // A change based on what was read before the first one is refused, and changes nothing.
+      assert.equal(await store.updateDevice(a.groupId, 'upd', id, first, { deviceType: 'Other', domainInfo: {} }), 'changed');
+      assert.equal(await store.updateDevice('G-other', 'upd', id, next, { deviceType: 'Other', domainInfo: {} }), 'missing');
+      assert.equal(await store.updateDevice(a.groupId, 'other-solution', id, next, { deviceType: 'Other', domainInfo: {} }), 'missing');
+      assert.deepEqual((await store.getDevice(a.groupId, 'upd', id))!.domainInfo, next);
+      await store.deleteDevice(a.groupId, 'upd', id);
+      assert.equal(await store.updateDevice(a.groupId, 'upd', id, next, { deviceType: 'Other', domainInfo: {} }), 'missing');
+    });
+
     it('deleting a device removes it, its observations and its latest', async () => {
       const a = account('kim');
       const id = randomUUID();

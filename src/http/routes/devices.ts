@@ -1,9 +1,9 @@
-// Devices of a solution (seed §4.1; wire §1 for create and delete).
+// Devices of a solution (seed §4.1; wire §1 for create and delete; PATCH is Reef's own, RFC 7396 §2).
 import type { FastifyInstance } from 'fastify';
 import { toWireDevice } from '../../core/types.ts';
 import type { EventBus } from '../../events/bus.ts';
 import { DeviceListCache } from '../../service/device-list.ts';
-import { createDevice, deleteDevice, findDevice } from '../../service/devices.ts';
+import { createDevice, deleteDevice, findDevice, updateDevice } from '../../service/devices.ts';
 import type { Store } from '../../store/store.ts';
 import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
@@ -67,6 +67,31 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
     async (request) => {
       const { solution, id } = request.params as { solution: string; id: string };
       return toWireDevice(await findDevice(store, request.account, solution, id));
+    },
+  );
+
+  app.patch(
+    '/api/solutions/:solution/devices/:id',
+    {
+      bodyLimit: 64 * 1024,
+      schema: {
+        tags: ['devices'],
+        summary: "Change a device's type and domainInfo (a JSON merge patch, RFC 7396 §2: null removes a member); answers the device",
+        params: deviceParams,
+        body: {
+          type: 'object',
+          properties: {
+            deviceType: { type: 'string', maxLength: 64 },
+            domainInfo: { type: ['object', 'null'], additionalProperties: true },
+          },
+          additionalProperties: false,
+        },
+        response: { 200: { $ref: 'Device#' }, ...errors(400, 401, 404, 409, 413, 415) },
+      },
+    },
+    async (request) => {
+      const { solution, id } = request.params as { solution: string; id: string };
+      return toWireDevice(await updateDevice(store, events, request.account, solution, id, (request.body ?? {}) as object));
     },
   );
 

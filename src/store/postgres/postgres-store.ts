@@ -1,12 +1,13 @@
 // The scale-out store: PostgreSQL through pg's connection pool. Any number of stateless Reef nodes
 // may share one database; everything they must agree on (accounts, signing keys, devices,
 // observations, job state) lives here. Schema and partitioning: migrations.ts.
+import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { ReefError } from '../../core/errors.ts';
 import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
-import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
+import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type {
   AlarmQuery,
   Bucket,
@@ -585,6 +586,18 @@ export class PostgresStore implements Store {
       await c.query('DELETE FROM devices WHERE pk = $1', [dev.pk]);
       await c.query('UPDATE solutions SET version = version + 1 WHERE group_id = $1 AND name = $2', [groupId, solution]);
       return true;
+    });
+  }
+
+  async updateDevice(groupId: string, solution: string, id: string, expected: DomainInfo, next: { deviceType: string; domainInfo: DomainInfo }): Promise<DeviceRecord | 'missing' | 'changed'> {
+    return this.tx(async (c) => {
+      const r = await c.query(`SELECT pk, ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND id = $3 FOR UPDATE`, [groupId, solution, id]);
+      if (!r.rows[0]) return 'missing';
+      // Compared as values: jsonb keeps its own order of keys.
+      if (!isDeepStrictEqual(deviceFromRow(r.rows[0]).domainInfo, expected)) return 'changed';
+      const u = await c.query(`UPDATE devices SET device_type = $1, domain_info = $2 WHERE pk = $3 RETURNING ${DEVICE_COLS}`, [next.deviceType, JSON.stringify(next.domainInfo), r.rows[0].pk]);
+      await c.query('UPDATE solutions SET version = version + 1 WHERE group_id = $1 AND name = $2', [groupId, solution]);
+      return deviceFromRow(u.rows[0]);
     });
   }
 

@@ -1,5 +1,6 @@
 // The embedded default store: one SQLite file in WAL mode through better-sqlite3. Calls are
 // synchronous underneath; the async interface lets the same callers use the PostgreSQL backend.
+import { isDeepStrictEqual } from 'node:util';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -8,7 +9,7 @@ import { ReefError } from '../../core/errors.ts';
 import { observationJson, observationJsonText, pageJsonFromLists, pageJsonFromPacked, pageJsonOfRows } from '../../core/observation-json.ts';
 import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
-import type { Account, DeviceRecord, DeviceTemplateRecord, ObservationRecord } from '../../core/types.ts';
+import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type {
   AlarmQuery,
   Bucket,
@@ -219,6 +220,7 @@ export class SqliteStore implements Store {
       deleteObs: p('DELETE FROM observations WHERE device_pk = ?'),
       deleteLatest: p('DELETE FROM latest WHERE device_pk = ?'),
       deleteDevice: p('DELETE FROM devices WHERE pk = ?'),
+      updateDevice: p('UPDATE devices SET device_type = ?, domain_info = ? WHERE pk = ?'),
       upsertObs: p(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES (?, ?, ?, ?)
                     ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`),
       // 100 rows per statement: one bind-and-step per 100 rows instead of per row (about a third
@@ -531,6 +533,23 @@ export class SqliteStore implements Store {
         .immediate();
       return true;
     });
+  }
+
+  updateDevice(groupId: string, solution: string, id: string, expected: DomainInfo, next: { deviceType: string; domainInfo: DomainInfo }) {
+    return this.run(() =>
+      this.db
+        .transaction((): DeviceRecord | 'missing' | 'changed' => {
+          const r = this.s.getDevice.get(groupId, solution, id) as Row | undefined;
+          if (!r) return 'missing';
+          const now = deviceFromRow(r);
+          if (!isDeepStrictEqual(now.domainInfo, expected)) return 'changed';
+          const text = JSON.stringify(next.domainInfo);
+          this.s.updateDevice.run(next.deviceType, text, r.pk);
+          this.s.bumpSolution.run(groupId, solution);
+          return deviceFromRow({ ...r, device_type: next.deviceType, domain_info: text });
+        })
+        .immediate(),
+    );
   }
 
   /**
