@@ -2,6 +2,7 @@
 // evaluator and the webhook sender as one leadership job, so on several nodes one node evaluates
 // each rule and sends each delivery.
 import type { Component, ComponentFactory, Services } from '../app/contracts.ts';
+import { allowList } from './egress.ts';
 import { AlarmEngine } from './engine.ts';
 import { AlarmNotifier, DEFAULT_WEBHOOK_POLICY, WebhookSender, type AlarmPublisher, type WebhookPolicy } from './notify.ts';
 import { alarmRoutes } from './routes.ts';
@@ -32,7 +33,7 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): Componen
     const now = opts.now ?? Date.now;
     const log = s.log.child({ component: 'alarms' });
     const notifier = new AlarmNotifier(s.store, s.events, opts.mqtt ?? null, log, now);
-    const egress = { allowPrivate: s.config.alarms.webhookAllowPrivate };
+    const egress = { allowPrivate: s.config.alarms.webhookAllowPrivate, allowed: allowList(s.config.alarms.webhookAllowCidrs) };
     const sender = new WebhookSender(s.store, log, now, { ...DEFAULT_WEBHOOK_POLICY, ...opts.webhook }, egress);
     const engine = new AlarmEngine({ store: s.store, events: s.events, log, notifier, now, lateMs: opts.lateMs ?? 3_600_000 });
     opts.onReady?.({ engine, sender, notifier });

@@ -5,8 +5,9 @@
 // (RFC 1918, RFC 6598 shared, IPv6 ULA), link-local, unspecified, multicast or reserved address is
 // refused: when the webhook is set (400 WEBHOOK_TARGET_FORBIDDEN) and again at every send, on the
 // address the connection is then made to (the checked address itself, so a DNS answer that changes
-// between check and connect, "DNS rebinding", cannot slip through). REEF_ALARM_WEBHOOK_ALLOW_PRIVATE
-// lets a lab (and the tests) use receivers on such addresses.
+// between check and connect, "DNS rebinding", cannot slip through). REEF_ALARM_WEBHOOK_ALLOW_CIDRS
+// names the non-public subnets an operator's own receivers live in (e.g. 10.20.0.0/16), and
+// REEF_ALARM_WEBHOOK_ALLOW_PRIVATE lets a lab (and the tests) use receivers on any such address.
 import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
@@ -38,29 +39,50 @@ for (const [net, bits] of [
 ] as const)
   FORBIDDEN.addSubnet(net, bits, 'ipv6');
 
+/** The IPv4 address inside an IPv4-mapped IPv6 address (::ffff:a.b.c.d, ::ffff:xxxx:xxxx), else null. */
+function mappedIpv4(address: string): string | null {
+  const mapped = /^(?:0{0,4}:){0,5}:?ffff:(.+)$/.exec(address.toLowerCase());
+  if (!mapped) return null;
+  const rest = mapped[1]!;
+  if (isIP(rest) === 4) return rest;
+  const hex = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(rest);
+  if (!hex) return null;
+  const n = (Number.parseInt(hex[1]!, 16) << 16) | Number.parseInt(hex[2]!, 16);
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+/** Whether a list of subnets holds an IP address (an IPv4-mapped one by the IPv4 address inside). */
+function listed(list: BlockList, address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return list.check(address, 'ipv4');
+  if (family !== 6) return false;
+  const v4 = mappedIpv4(address);
+  return v4 !== null ? list.check(v4, 'ipv4') : list.check(address, 'ipv6');
+}
+
 /** Whether an IP address (v4, v6, or IPv4 mapped into v6) is one webhooks may not reach by default. */
 export function forbiddenAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return FORBIDDEN.check(address, 'ipv4');
-  if (family !== 6) return true;
-  const a = address.toLowerCase();
-  // ::ffff:a.b.c.d and ::ffff:xxxx:xxxx reach the IPv4 address inside.
-  const mapped = /^(?:0{0,4}:){0,5}:?ffff:(.+)$/.exec(a);
-  if (mapped) {
-    const rest = mapped[1]!;
-    if (isIP(rest) === 4) return FORBIDDEN.check(rest, 'ipv4');
-    const hex = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(rest);
-    if (hex) {
-      const n = (Number.parseInt(hex[1]!, 16) << 16) | Number.parseInt(hex[2]!, 16);
-      return FORBIDDEN.check([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.'), 'ipv4');
-    }
-  }
-  return FORBIDDEN.check(address, 'ipv6');
+  return isIP(address) === 0 || listed(FORBIDDEN, address);
 }
 
 export interface EgressPolicy {
   /** Allow loopback, private and link-local targets (REEF_ALARM_WEBHOOK_ALLOW_PRIVATE). */
   allowPrivate: boolean;
+  /** Non-public subnets webhooks may reach all the same (REEF_ALARM_WEBHOOK_ALLOW_CIDRS). */
+  allowed?: BlockList;
+}
+
+/** The subnets of REEF_ALARM_WEBHOOK_ALLOW_CIDRS (checked by the configuration) as one list. */
+export function allowList(subnets: readonly { address: string; prefix: number; family: 4 | 6 }[]): BlockList {
+  const list = new BlockList();
+  for (const n of subnets) list.addSubnet(n.address, n.prefix, n.family === 4 ? 'ipv4' : 'ipv6');
+  return list;
+}
+
+/** Whether the policy keeps webhooks from an address: non-public and neither allowed wholesale nor listed. */
+export function blockedAddress(address: string, policy: EgressPolicy): boolean {
+  if (policy.allowPrivate || !forbiddenAddress(address)) return false;
+  return !(policy.allowed && isIP(address) !== 0 && listed(policy.allowed, address));
 }
 
 const hostOf = (u: URL) => (u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname);
@@ -68,7 +90,7 @@ const hostOf = (u: URL) => (u.hostname.startsWith('[') ? u.hostname.slice(1, -1)
 function refused(host: string, address: string): ReefError {
   return new ReefError(
     'WEBHOOK_TARGET_FORBIDDEN',
-    `webhook host ${host} ${host === address ? 'is' : `resolves to ${address}, which is`} a loopback, private, link-local or otherwise non-public address; an operator may allow those with REEF_ALARM_WEBHOOK_ALLOW_PRIVATE`,
+    `webhook host ${host} ${host === address ? 'is' : `resolves to ${address}, which is`} a loopback, private, link-local or otherwise non-public address; an operator may allow such subnets with REEF_ALARM_WEBHOOK_ALLOW_CIDRS, or all of them with REEF_ALARM_WEBHOOK_ALLOW_PRIVATE`,
     { field: 'webhook.url' },
   );
 }
@@ -81,7 +103,7 @@ export async function checkWebhookTarget(url: string, policy: EgressPolicy, fiel
   if (policy.allowPrivate) return;
   const host = hostOf(new URL(url));
   if (isIP(host)) {
-    if (forbiddenAddress(host)) throw withField(refused(host, host), field);
+    if (blockedAddress(host, policy)) throw withField(refused(host, host), field);
     return;
   }
   let addresses: dns.LookupAddress[];
@@ -90,7 +112,7 @@ export async function checkWebhookTarget(url: string, policy: EgressPolicy, fiel
   } catch {
     throw new ReefError('VALIDATION_FAILED', `webhook host ${host} does not resolve`, { field });
   }
-  const bad = addresses.find((a) => forbiddenAddress(a.address));
+  const bad = addresses.find((a) => blockedAddress(a.address, policy));
   if (bad) throw withField(refused(host, bad.address), field);
 }
 
@@ -107,7 +129,7 @@ function guardedLookup(policy: EgressPolicy): LookupFunction {
     dns.lookup(hostname, { all: true, verbatim: true, ...(options.family ? { family: options.family } : {}) }, (err, addresses) => {
       if (err) return callback(err, '', 0);
       const list = addresses as dns.LookupAddress[];
-      const bad = policy.allowPrivate ? undefined : list.find((a) => forbiddenAddress(a.address));
+      const bad = list.find((a) => blockedAddress(a.address, policy));
       if (bad) return callback(Object.assign(refused(hostname, bad.address), { code: 'WEBHOOK_TARGET_FORBIDDEN' }) as unknown as NodeJS.ErrnoException, '', 0);
       if (!list.length) return callback(Object.assign(new Error(`${hostname} did not resolve`), { code: 'ENOTFOUND' }), '', 0);
       // Both callback forms: net asks for all addresses when it tries several families at once
@@ -129,7 +151,7 @@ export interface WebhookPost {
 export function postWebhook(url: string, headers: Record<string, string>, body: string, timeoutMs: number, policy: EgressPolicy): Promise<WebhookPost> {
   const u = new URL(url);
   const host = hostOf(u);
-  if (isIP(host) && !policy.allowPrivate && forbiddenAddress(host)) return Promise.reject(refused(host, host));
+  if (isIP(host) && blockedAddress(host, policy)) return Promise.reject(refused(host, host));
   const mod = u.protocol === 'https:' ? https : http;
   const signal = AbortSignal.timeout(timeoutMs);
   return new Promise<WebhookPost>((resolve, reject) => {

@@ -1,5 +1,6 @@
 // Configuration is read once, from REEF_* environment variables and command-line flags (flags win),
 // validated with every error collected, then passed down. Nothing else reads process.env.
+import { isIP } from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tlsSettingProblems, type TlsSettings } from './tls.ts';
@@ -60,7 +61,29 @@ export interface Config {
   alarms: {
     /** Webhooks may reach loopback, private and link-local addresses (docs/security.md "Webhook targets"). */
     webhookAllowPrivate: boolean;
+    /** Non-public subnets webhooks may reach all the same (docs/security.md "Webhook targets"). */
+    webhookAllowCidrs: { address: string; prefix: number; family: 4 | 6 }[];
   };
+}
+
+/** REEF_ALARM_WEBHOOK_ALLOW_CIDRS: `address/prefix` or one address, comma-separated; each bad one is a problem. */
+function parseCidrs(text: string, problems: string[]): { address: string; prefix: number; family: 4 | 6 }[] {
+  const out: { address: string; prefix: number; family: 4 | 6 }[] = [];
+  for (const item of text
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
+    const [address = '', bits, extra] = item.split('/');
+    const family = isIP(address);
+    const max = family === 6 ? 128 : 32;
+    const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : Number.NaN;
+    if (family === 0 || extra !== undefined || !(prefix >= 0 && prefix <= max)) {
+      problems.push(`REEF_ALARM_WEBHOOK_ALLOW_CIDRS (--alarm-webhook-allow-cidrs): ${JSON.stringify(item)} is not an IPv4 or IPv6 address with an optional /prefix`);
+      continue;
+    }
+    out.push({ address, prefix, family: family as 4 | 6 });
+  }
+  return out;
 }
 
 export class ConfigError extends Error {
@@ -127,6 +150,12 @@ export const SETTINGS = [
     flag: 'alarm-webhook-allow-private',
     def: 'false',
     doc: 'Let alarm webhooks reach loopback, private (RFC 1918, ULA) and link-local addresses; refused by default (docs/security.md)',
+  },
+  {
+    env: 'REEF_ALARM_WEBHOOK_ALLOW_CIDRS',
+    flag: 'alarm-webhook-allow-cidrs',
+    def: '',
+    doc: 'Comma-separated subnets (10.20.0.0/16, fd00:1::/64, or one address) alarm webhooks may reach although they are not public',
   },
 ] as const;
 
@@ -229,7 +258,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       kits: parseKits(str('REEF_GATEWAY_KITS'), problems),
     },
     mqtt: mqttConfig(),
-    alarms: { webhookAllowPrivate: bool('REEF_ALARM_WEBHOOK_ALLOW_PRIVATE') },
+    alarms: { webhookAllowPrivate: bool('REEF_ALARM_WEBHOOK_ALLOW_PRIVATE'), webhookAllowCidrs: parseCidrs(str('REEF_ALARM_WEBHOOK_ALLOW_CIDRS'), problems) },
   };
   if (problems.length) throw new ConfigError(problems);
   return config;

@@ -26,7 +26,7 @@ export interface AlarmServer extends TestServer {
  */
 export async function startAlarmServer(overrides: TestOverrides = {}, opts: AlarmComponentOptions = {}, clock = { now: T0 }): Promise<AlarmServer> {
   let parts: AlarmParts | undefined;
-  const server = await startTestServer({ alarms: { webhookAllowPrivate: true }, ...overrides }, [
+  const server = await startTestServer({ alarms: { webhookAllowPrivate: true, webhookAllowCidrs: [] }, ...overrides }, [
     createAlarmComponent({ now: () => clock.now, silenceCheckMs: 0, deliveryPollMs: 0, ...opts, onReady: (p) => (parts = p) }),
   ]);
   return Object.assign(server, {

@@ -1,15 +1,16 @@
 // Webhook targets (docs/security.md "Webhook targets"): by default a URL whose host is or resolves
 // to a loopback, private, link-local, unspecified or multicast address is refused when it is set
 // (rule or solution webhook: 400 WEBHOOK_TARGET_FORBIDDEN, nothing stored) and again at send time
-// on the address the connection is made to; REEF_ALARM_WEBHOOK_ALLOW_PRIVATE allows them.
+// on the address the connection is made to; REEF_ALARM_WEBHOOK_ALLOW_CIDRS allows the subnets it
+// names, REEF_ALARM_WEBHOOK_ALLOW_PRIVATE all of them.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { forbiddenAddress, postWebhook } from '../../src/alarms/egress.ts';
-import { at, createRule, newDevice, receiver, startAlarmServer, upload, type AlarmServer } from './helpers.ts';
+import { allowList, blockedAddress, forbiddenAddress, postWebhook } from '../../src/alarms/egress.ts';
+import { alarms, at, createRule, newDevice, receiver, startAlarmServer, upload, type AlarmServer } from './helpers.ts';
 
 let s: AlarmServer;
 before(async () => {
-  s = await startAlarmServer({ alarms: { webhookAllowPrivate: false } });
+  s = await startAlarmServer({ alarms: { webhookAllowPrivate: false, webhookAllowCidrs: [] } });
 });
 after(() => s.close());
 
@@ -47,6 +48,20 @@ describe('webhook targets', () => {
     }
   });
 
+  it('an allow-list of subnets lets those non-public addresses through and no others; public ones always pass', () => {
+    const policy = {
+      allowPrivate: false,
+      allowed: allowList([
+        { address: '10.20.0.0', prefix: 16, family: 4 },
+        { address: 'fd00:1::', prefix: 64, family: 6 },
+      ]),
+    };
+    for (const a of ['10.20.0.1', '10.20.255.254', '::ffff:10.20.3.4', '::ffff:a14:304', 'fd00:1::5', '8.8.8.8', '2606:4700:4700::1111']) assert.equal(blockedAddress(a, policy), false, a);
+    for (const a of ['10.21.0.1', '10.0.0.1', '127.0.0.1', '169.254.169.254', 'fd00:2::1', '::1', '::ffff:127.0.0.1', 'not-an-ip']) assert.equal(blockedAddress(a, policy), true, a);
+    assert.equal(blockedAddress('10.21.0.1', { allowPrivate: true }), false, 'everything when private targets are allowed');
+    assert.equal(blockedAddress('10.20.0.1', { allowPrivate: false }), true, 'nothing non-public without a list');
+  });
+
   it('refuses non-public webhook URLs of rules and of the solution with a clear 400; nothing is stored', async () => {
     const { token } = await s.login('targets');
     const dev = await newDevice(s, token);
@@ -65,7 +80,7 @@ describe('webhook targets', () => {
       const e = (await r.json()) as { code: string; field: string; message: string };
       assert.equal(e.code, 'WEBHOOK_TARGET_FORBIDDEN', url);
       assert.equal(e.field, 'webhook.url');
-      assert.match(e.message, /REEF_ALARM_WEBHOOK_ALLOW_PRIVATE/);
+      assert.match(e.message, /REEF_ALARM_WEBHOOK_ALLOW_CIDRS.*REEF_ALARM_WEBHOOK_ALLOW_PRIVATE/);
       const h = await s.request('PUT', `${SOL}/alarm-webhook`, { token, body: { url } });
       assert.equal(h.status, 400, url);
       assert.equal(((await h.json()) as { code: string }).code, 'WEBHOOK_TARGET_FORBIDDEN');
@@ -112,6 +127,33 @@ describe('webhook targets', () => {
       assert.equal(rx.received.length, 0);
       assert.deepEqual(await postWebhook(url, {}, '{}', 5000, { allowPrivate: true }), { status: 204 });
       assert.equal(rx.received.length, 1);
+    } finally {
+      await rx.close();
+    }
+  });
+});
+
+describe('webhook targets on an allow-list (REEF_ALARM_WEBHOOK_ALLOW_CIDRS=127.0.0.1/32)', () => {
+  let listed: AlarmServer;
+  before(async () => {
+    listed = await startAlarmServer({ alarms: { webhookAllowPrivate: false, webhookAllowCidrs: [{ address: '127.0.0.1', prefix: 32, family: 4 }] } });
+  });
+  after(() => listed.close());
+
+  it('a receiver on the listed address is set and reached; another loopback address is still refused', async () => {
+    const rx = await receiver([204]);
+    try {
+      const { token } = await listed.login('listed');
+      const dev = await newDevice(listed, token);
+      const refusedRule = await listed.request('POST', `${SOL}/alarm-rules`, { token, body: { condition: 'above', threshold: 8, deviceId: dev, webhook: 'http://127.0.0.2:9/hook' } });
+      assert.equal(refusedRule.status, 400);
+      assert.equal(((await refusedRule.json()) as { code: string }).code, 'WEBHOOK_TARGET_FORBIDDEN');
+      await createRule(listed, token, { condition: 'above', threshold: 8, deviceId: dev, webhook: rx.url });
+      await upload(listed, token, dev, [at(listed, 0, 9)]);
+      await listed.settle();
+      assert.equal((await alarms(listed, token)).length, 1);
+      assert.equal(rx.received.length, 1, 'the listed receiver was reached');
+      assert.equal((JSON.parse(rx.received[0]!.body) as { event: string }).event, 'raised');
     } finally {
       await rx.close();
     }

@@ -31,6 +31,25 @@ it('reads fixed kit addresses', () => {
   ]);
 });
 
+it('reads the subnets alarm webhooks may reach, and names each bad one', () => {
+  assert.deepEqual(loadConfig({}, {}).alarms.webhookAllowCidrs, []);
+  const c = loadConfig({ REEF_ALARM_WEBHOOK_ALLOW_CIDRS: '10.20.0.0/16, fd00:1::/64,192.168.1.7' }, {});
+  assert.deepEqual(c.alarms.webhookAllowCidrs, [
+    { address: '10.20.0.0', prefix: 16, family: 4 },
+    { address: 'fd00:1::', prefix: 64, family: 6 },
+    { address: '192.168.1.7', prefix: 32, family: 4 },
+  ]);
+  assert.throws(
+    () => loadConfig({}, { 'alarm-webhook-allow-cidrs': '10.0.0.0/33,intranet,fd00::/129,10.0.0.0/8/8,10.1.0.0/x' }),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.equal(e.problems.length, 5, e.message);
+      for (const bad of ['10.0.0.0/33', 'intranet', 'fd00::/129', '10.0.0.0/8/8', '10.1.0.0/x']) assert.match(e.message, new RegExp(JSON.stringify(bad).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')));
+      return true;
+    },
+  );
+});
+
 it('reports every problem at once', () => {
   assert.throws(
     () => loadConfig({ REEF_HTTP_PORT: '70000', REEF_TOKEN_SECRET: 'short', REEF_ADMIN_KEY: 'k', REEF_DEMO: 'maybe', REEF_GATEWAY_KITS: 'nope', REEF_GATEWAY_CLOCK_SKEW: '0' }, {}),
