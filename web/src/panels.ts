@@ -1,10 +1,12 @@
-// The dev kit and simulation panels, shown when they apply: the dev kit panel for a NICDevKit
+// The device, dev kit and simulation panels, shown when they apply: the device panel (location and
+// template) for the selected device, the dev kit panel for a NICDevKit
 // selected in sandbox (through the gateway's HTTP bridge, docs/coap.md), the simulation panel in
 // StudioSimulation (docs/simulation.md).
 import type { NewSimulation, Simulation } from '../../src/sdk/index.ts';
 import type { Connection, Device } from './api.ts';
 import { ApiError } from './api.ts';
 import { $, addCollapse, el, fmtTime, type Unit } from './format.ts';
+import { DevicePanel } from './device-edit.ts';
 import { DevKitPanel } from './devkit.ts';
 import { AlarmsPanel } from './alarms.ts';
 
@@ -241,9 +243,11 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
   const sim = conn.solution === 'StudioSimulation' ? new SimulationPanel(simRoot, conn, ctx) : null;
   simRoot.hidden = !sim;
   const kit = new DevKitPanel(kitRoot, conn, ctx);
+  const device = new DevicePanel($('device-panel'), conn, ctx);
   const alarms = new AlarmsPanel(conn, { selected: ctx.selected, unit: ctx.unit, message: ctx.message, changed: ctx.alarmsChanged }, document.getElementById('plot-panel'));
   return {
     update() {
+      device.update();
       kit.update();
       alarms.update();
     },
@@ -256,6 +260,7 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
       sim?.observations(deviceId, count);
     },
     destroy() {
+      device.destroy();
       kit.destroy();
       alarms.destroy();
       simRoot.hidden = true;

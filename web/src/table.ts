@@ -74,7 +74,15 @@ export class DeviceTable {
         tr.remove();
         this.rows.delete(id);
       }
-    for (const d of devices) if (!this.rows.has(d.id)) this.rows.set(d.id, this.makeRow(d));
+    for (const d of devices) {
+      const tr = this.rows.get(d.id);
+      if (!tr) this.rows.set(d.id, this.makeRow(d));
+      else {
+        // A device changed in place (PATCH): its type and location as stored now.
+        tr.querySelector('.type')!.textContent = d.deviceType;
+        tr.querySelector('.where')!.textContent = whereOf(d);
+      }
+    }
     this.refresh();
   }
 
@@ -96,7 +104,7 @@ export class DeviceTable {
       { tabindex: '0', 'data-id': d.id, 'aria-selected': 'false' },
       el('td', { class: 'c-pick' }, box),
       idCell,
-      el('td', {}, d.deviceType),
+      el('td', { class: 'type' }, d.deviceType),
       el('td', { class: 'mono where' }, whereOf(d)),
       el('td', { class: 'num temp' }),
       el('td', { class: 'num age' }),
