@@ -5,7 +5,7 @@
 // map, the fields a template offers and the template's alarm lines).
 import type { DeviceTemplate } from '../../src/sdk/index.ts';
 import type { Connection, Device } from './api.ts';
-import { addCollapse, el, shortId } from './format.ts';
+import { addCollapse, el, firstSelected, shortId } from './format.ts';
 import type { PanelContext } from './panels.ts';
 
 export class DevicePanel {
@@ -21,8 +21,7 @@ export class DevicePanel {
 
   /** Shows the panel for the first selected device; follows the device as stored. */
   update(): void {
-    const sel = this.ctx.selected()[0];
-    const d = this.ctx.devices().find((x) => x.id === sel) ?? null;
+    const d = firstSelected(this.ctx);
     if (d && this.device && d.id === this.device.id) {
       // The same device, perhaps as stored after a change: its values, the messages kept.
       if (JSON.stringify(d) !== JSON.stringify(this.device)) {

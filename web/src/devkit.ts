@@ -6,7 +6,7 @@
 // The kit's errors and deadlines are shown as the bridge words them.
 import { deviceMac, type CoapResponse } from '../../src/sdk/index.ts';
 import { ApiError, type Connection, type Device } from './api.ts';
-import { addCollapse, el, fmtTime, isDevKit, shortId, zoneLabel } from './format.ts';
+import { addCollapse, el, firstSelected, fmtTime, isDevKit, shortId, zoneLabel } from './format.ts';
 import type { PanelContext } from './panels.ts';
 
 /** The bridge's JSON form of a kit's CoAP response (the fields the panel reads). */
@@ -60,8 +60,7 @@ export class DevKitPanel {
 
   /** Shows the panel for the first selected dev kit, hides it otherwise. */
   update(): void {
-    const sel = this.ctx.selected()[0];
-    const d = this.ctx.devices().find((x) => x.id === sel) ?? null;
+    const d = firstSelected(this.ctx);
     const kit = d && isDevKit(d) ? d : null;
     if (kit?.id === this.device?.id) return;
     this.stopObserve();

@@ -87,6 +87,12 @@ export function fromInput(v: string): number {
   return zone === 'UTC' ? Date.parse(`${v.length === 16 ? `${v}:00` : v}Z`) : new Date(v).getTime();
 }
 
+/** The device a single-device panel shows: the first of the selection, if it is still listed. */
+export function firstSelected(ctx: { selected(): string[]; devices(): Device[] }): Device | null {
+  const sel = ctx.selected()[0];
+  return ctx.devices().find((x) => x.id === sel) ?? null;
+}
+
 export function shortId(id: string): string {
   return id.slice(0, 8);
 }
