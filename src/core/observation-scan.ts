@@ -11,7 +11,7 @@
 // general path (JSON.parse, the route's schema, parseBatch), which gives today's answers,
 // errors included. So a body read here is one parseBatch would accept, and the numbers are those
 // JSON.parse would give (test/core/observation-scan.test.ts compares both on many bodies).
-import { isoFields } from './validate.ts';
+import { ISO_DIGITS, isoFields } from './validate.ts';
 import type { ObservationRecord } from './types.ts';
 
 /** One device's batch as numbers: temperature NaN where there is none (null). */
@@ -72,9 +72,6 @@ function key(s: Uint8Array, p: number, k: number[]): number {
 function two(s: Uint8Array, i: number): number {
   return (s[i]! - 48) * 10 + s[i + 1]! - 48;
 }
-
-/** Offsets of the digits in 2026-01-31T12:00:00.000Z. */
-const ISO_DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22];
 
 /**
  * A canonical timestamp (what toISOString writes) in the 24 bytes from o, as epoch ms; -1 for

@@ -46,11 +46,12 @@ const DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
  */
 let lastDate = -1;
 let lastDayMs = 0;
-const DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22];
+/** Offsets of the digits in 2026-01-31T12:00:00.000Z (also the upload scanner's, observation-scan.ts). */
+export const ISO_DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22];
 
 // Top-level helpers rather than closures: a closure per call costs an allocation per observation.
-function digitsBad(s: string, o: number): boolean {
-  for (let i = 0; i < DIGITS.length; i++) if ((s.charCodeAt(o + DIGITS[i]!) - 48) >>> 0 > 9) return true;
+function digitsBad(s: string): boolean {
+  for (let i = 0; i < ISO_DIGITS.length; i++) if ((s.charCodeAt(ISO_DIGITS[i]!) - 48) >>> 0 > 9) return true;
   return false;
 }
 function two(s: string, i: number): number {
@@ -58,35 +59,31 @@ function two(s: string, i: number): number {
 }
 
 function canonicalIso(s: string): number {
-  return s.length === 24 ? canonicalIsoAt(s, 0) : -1;
-}
-
-/** canonicalIso of the 24 characters of `s` from `o` (the caller has checked that they are there). */
-function canonicalIsoAt(s: string, o: number): number {
   if (
-    s.charCodeAt(o + 23) !== 90 ||
-    s.charCodeAt(o + 4) !== 45 ||
-    s.charCodeAt(o + 7) !== 45 ||
-    s.charCodeAt(o + 10) !== 84 ||
-    s.charCodeAt(o + 13) !== 58 ||
-    s.charCodeAt(o + 16) !== 58 ||
-    s.charCodeAt(o + 19) !== 46 ||
-    digitsBad(s, o)
+    s.length !== 24 ||
+    s.charCodeAt(23) !== 90 ||
+    s.charCodeAt(4) !== 45 ||
+    s.charCodeAt(7) !== 45 ||
+    s.charCodeAt(10) !== 84 ||
+    s.charCodeAt(13) !== 58 ||
+    s.charCodeAt(16) !== 58 ||
+    s.charCodeAt(19) !== 46 ||
+    digitsBad(s)
   )
     return -1;
-  const y = two(s, o) * 100 + two(s, o + 2),
-    mo = two(s, o + 5),
-    d = two(s, o + 8);
-  const h = two(s, o + 11),
-    mi = two(s, o + 14),
-    sec = two(s, o + 17),
-    ms = two(s, o + 20) * 10 + s.charCodeAt(o + 22) - 48;
+  const y = two(s, 0) * 100 + two(s, 2),
+    mo = two(s, 5),
+    d = two(s, 8);
+  const h = two(s, 11),
+    mi = two(s, 14),
+    sec = two(s, 17),
+    ms = two(s, 20) * 10 + s.charCodeAt(22) - 48;
   return isoFields(y, mo, d, h, mi, sec, ms);
 }
 
 /**
  * The epoch millisecond of a canonical timestamp's fields, or -1 when they name no real instant
- * from 1970 on: the calendar rules of canonicalIsoAt, shared with the upload scanner's byte
+ * from 1970 on: the calendar rules of canonicalIso, shared with the upload scanner's byte
  * reader (observation-scan.ts). The day's epoch is remembered.
  */
 export function isoFields(y: number, mo: number, d: number, h: number, mi: number, sec: number, ms: number): number {
