@@ -39,17 +39,25 @@ export function parseBatch(body: unknown, max: number): ObservationRecord[] {
   return out;
 }
 
+/** Whether anyone may be listening for stored observations (else no event is built). */
+function listening(events: EventBus | null): events is EventBus {
+  return events !== null && !(events.idleFor ? events.idleFor('observations') : events.idle);
+}
+
 /**
  * Stores one device's batch: records, or a packed batch from the upload scanner
- * (src/core/observation-scan.ts), which a store with insertPackedObservations takes as it is. Its
- * records are made only for a store without that, or for live listeners — before the insert, as
- * the store may move the packed numbers to its writer thread (SQLite).
+ * (src/core/observation-scan.ts), which the store takes as it is. A packed batch's records are
+ * made only for live listeners — before the insert, as the store may move the packed numbers to
+ * its writer thread (SQLite).
  */
 export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[] | PackedObservations): Promise<number> {
-  const live = events !== null && !(events.idleFor ? events.idleFor('observations') : events.idle);
-  const packed = Array.isArray(batch) ? null : batch;
-  const records = packed === null ? (batch as ObservationRecord[]) : live || !store.insertPackedObservations ? unpackObservations(packed) : null;
-  const { written } = packed && store.insertPackedObservations ? await store.insertPackedObservations(device.id, packed) : await store.insertObservations(device.id, records!);
+  if (Array.isArray(batch)) {
+    const { written } = await store.insertObservations(device.id, batch);
+    publishStored(events, device, batch);
+    return written;
+  }
+  const records = listening(events) ? unpackObservations(batch) : null;
+  const { written } = await store.insertPackedObservations(device.id, batch);
   if (records) publishStored(events, device, records);
   return written;
 }
@@ -71,7 +79,7 @@ export async function storeObservationsMany(store: Store, events: EventBus | nul
  * (not enumerable), for in-process consumers that want numbers: alarm evaluation (src/alarms).
  */
 function publishStored(events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): void {
-  if (!events || (events.idleFor ? events.idleFor('observations') : events.idle) || !batch.length) return;
+  if (!listening(events) || !batch.length) return;
   let wire: Observation[] | undefined;
   const e = {
     kind: 'observations' as const,

@@ -204,10 +204,10 @@ export interface Store {
    */
   insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult>;
   /**
-   * Optional fast path: insertObservations of a packed batch (the upload scanner's numbers, no free
-   * fields), with the same rules; callers fall back to insertObservations of its records.
+   * insertObservations of a packed batch (the upload scanner's numbers, no free fields), with the
+   * same rules, without a record per row. The batch's arrays may be moved to another thread.
    */
-  insertPackedObservations?(deviceId: string, batch: PackedObservations): Promise<InsertResult>;
+  insertPackedObservations(deviceId: string, batch: PackedObservations): Promise<InsertResult>;
   /**
    * Several devices' batches at once, with insertObservations' rules per device; devices that do
    * not exist are skipped and reported. SQLite writes everything in one transaction (one commit for
