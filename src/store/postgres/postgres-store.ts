@@ -171,56 +171,28 @@ const COPY_HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff,
 const COPY_TRAILER = Buffer.from([0xff, 0xff]);
 const TWO_32 = 4_294_967_296;
 
-/** The batch's rows as COPY binary tuples (copyIn adds the header and trailer): (device_pk int8, ts int8, temperature float8, extra jsonb, tier int4). */
-function copyRows(pk: number, tier: number, rows: readonly ObservationRecord[]): Buffer {
-  const extras: (Buffer | null)[] = new Array(rows.length);
-  let size = 0;
-  for (let i = 0; i < rows.length; i++) {
-    const x = rows[i]!.extra;
-    // jsonb's binary form: a version byte (1), then the JSON text.
-    const b = x ? Buffer.from(`\x01${JSON.stringify(x)}`, 'utf8') : null;
-    extras[i] = b;
-    size += 2 + 12 + 12 + (rows[i]!.temperature === null ? 4 : 12) + 4 + (b ? b.length : 0) + 8;
-  }
-  const buf = Buffer.allocUnsafe(size);
-  let at = 0;
-  const pkHi = Math.floor(pk / TWO_32);
-  const pkLo = pk - pkHi * TWO_32;
-  for (let i = 0; i < rows.length; i++) {
-    const r = rows[i]!;
-    at = buf.writeInt16BE(5, at);
-    at = buf.writeInt32BE(8, at);
-    at = buf.writeInt32BE(pkHi, at);
-    at = buf.writeUInt32BE(pkLo, at);
-    const hi = Math.floor(r.ts / TWO_32);
-    at = buf.writeInt32BE(8, at);
-    at = buf.writeInt32BE(hi, at);
-    at = buf.writeUInt32BE(r.ts - hi * TWO_32, at);
-    if (r.temperature === null) at = buf.writeInt32BE(-1, at);
-    else {
-      at = buf.writeInt32BE(8, at);
-      at = buf.writeDoubleBE(r.temperature, at);
-    }
-    const x = extras[i];
-    if (x) {
-      at = buf.writeInt32BE(x.length, at);
-      at += x.copy(buf, at);
-    } else at = buf.writeInt32BE(-1, at);
-    at = buf.writeInt32BE(4, at);
-    at = buf.writeInt32BE(tier, at);
-  }
-  return buf;
+/** Each record's free fields in jsonb's binary form (a version byte, then the JSON text); null when no record has any. */
+function jsonbExtras(rows: readonly ObservationRecord[]): (Buffer | null)[] | null {
+  if (!rows.some((r) => r.extra)) return null;
+  return rows.map((r) => (r.extra ? Buffer.from(`\x01${JSON.stringify(r.extra)}`, 'utf8') : null));
 }
 
 /**
- * A packed batch's rows as COPY binary tuples, as copyRows makes them (extra always NULL): fixed
- * widths, written through one DataView, no record or string per row.
+ * A batch's rows as COPY binary tuples (copyIn adds the header and trailer): (device_pk int8, ts
+ * int8, temperature float8, extra jsonb, tier int4), written through one DataView, no record or
+ * string per row. A missing temperature is null (records) or NaN (the upload scanner's numbers);
+ * `extras` holds each row's jsonb, or is null when no row has free fields.
  */
-function copyPacked(pk: number, tier: number, ts: ArrayLike<number>, temps: ArrayLike<number>): Buffer {
+function copyTuples(pk: number, tier: number, ts: ArrayLike<number>, temps: ArrayLike<number | null>, extras: readonly (Buffer | null)[] | null): Buffer {
   const n = ts.length;
-  let nulls = 0;
-  for (let i = 0; i < n; i++) if (Number.isNaN(temps[i]!)) nulls++;
-  const size = n * 50 - nulls * 8;
+  // 50 bytes a row: field count, four length-prefixed fixed fields and the extra's length.
+  let size = n * 50;
+  for (let i = 0; i < n; i++) {
+    const x = temps[i];
+    if (x === null || Number.isNaN(x)) size -= 8;
+    const e = extras?.[i];
+    if (e) size += e.length;
+  }
   const buf = Buffer.allocUnsafe(size);
   const v = new DataView(buf.buffer, buf.byteOffset, size);
   const pkHi = Math.floor(pk / TWO_32);
@@ -236,8 +208,8 @@ function copyPacked(pk: number, tier: number, ts: ArrayLike<number>, temps: Arra
     v.setInt32(at + 14, 8);
     v.setInt32(at + 18, hi);
     v.setUint32(at + 22, t - hi * TWO_32);
-    const x = temps[i]!;
-    if (Number.isNaN(x)) {
+    const x = temps[i];
+    if (x === null || x === undefined || Number.isNaN(x)) {
       v.setInt32(at + 26, -1);
       at += 30;
     } else {
@@ -245,10 +217,17 @@ function copyPacked(pk: number, tier: number, ts: ArrayLike<number>, temps: Arra
       v.setFloat64(at + 30, x);
       at += 38;
     }
-    v.setInt32(at, -1); // extra: NULL
-    v.setInt32(at + 4, 4);
-    v.setInt32(at + 8, tier);
-    at += 12;
+    const e = extras?.[i];
+    if (e) {
+      v.setInt32(at, e.length);
+      at += 4 + e.copy(buf, at + 4);
+    } else {
+      v.setInt32(at, -1); // extra: NULL
+      at += 4;
+    }
+    v.setInt32(at, 4);
+    v.setInt32(at + 4, tier);
+    at += 8;
   }
   return buf;
 }
@@ -766,7 +745,7 @@ export class PostgresStore implements Store {
         const p = group[d.i - 1]!;
         found[d.i - 1] = d;
         if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
-        else tuples.push(p.rows ? copyRows(d.pk, d.tier, p.rows) : copyPacked(d.pk, d.tier, p.ts, p.temps as ArrayLike<number>));
+        else tuples.push(copyTuples(d.pk, d.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
       }
       if (tuples.length) await copyIn(c, tuples);
       return found;
