@@ -60,6 +60,11 @@ interface Summary {
   maxFall: number;
 }
 
+/** The reading's other fields, where rules read a field by path and a reading may name its unit. */
+function bagOf(records: ObservationRecord[] | null, wire: Observation[] | null, i: number): Record<string, unknown> | null {
+  return records ? records[i]!.extra : wire![i]!;
+}
+
 function temperatureOf(records: ObservationRecord[] | null, wire: Observation[] | null, i: number): number | null {
   if (records) return records[i]!.temperature;
   const t = wire![i]!.temperature;
@@ -465,7 +470,8 @@ export class AlarmEngine {
     const p = this.pairs.get(k);
     if (!p || p.alarmId !== alarmId) return;
     this.pairs.delete(k);
-    this.plans.clear();
+    // Only this device's plan holds the pair (plans are per device).
+    this.plans.delete(deviceId);
     await this.persist(ruleId, deviceId, null);
   }
 
@@ -519,7 +525,7 @@ export class AlarmEngine {
         const r = rules[k]!;
         const p = pairs[k]!;
         if (r.spec.condition !== 'silence' || p.phase !== 'raised') continue;
-        const bag = records ? records[newest]!.extra : wire![newest]!;
+        const bag = bagOf(records, wire, newest);
         const v = r.spec.field === 'temperature' ? temperatureOf(records, wire, newest) : readField(bag ?? {}, r.spec.field);
         await this.clear(r, deviceId, p, v === null ? null : this.reading(r, tss[newest]!, v, bag), 'an observation arrived');
       }
@@ -547,7 +553,7 @@ export class AlarmEngine {
         continue;
       }
       const temp = temperatureOf(records, wire, i);
-      const bag = records ? records[i]!.extra : wire![i]!;
+      const bag = bagOf(records, wire, i);
       for (const k of live) {
         const step = this.evaluate(rules[k]!, pairs[k]!, deviceId, ts, temp, bag);
         if (step) await step;
