@@ -206,9 +206,9 @@ export class Authenticator {
   }
 
   async account(tenantId: string): Promise<Account | null> {
+    const hit = this.cachedAccount(tenantId);
+    if (hit !== undefined) return hit;
     const now = this.now();
-    const hit = this.cache.get(tenantId);
-    if (hit && now - hit.at < this.cacheMs) return hit.account;
     const account = await this.store.getAccountByTenantId(tenantId);
     if (this.cache.size > 10000) this.cache.clear();
     this.cache.set(tenantId, { account, at: now });

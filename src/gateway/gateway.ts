@@ -473,9 +473,9 @@ export class Gateway {
   }
 
   private async device(mac: string): Promise<DeviceRecord | null> {
+    const hit = this.cachedDevice(mac);
+    if (hit !== undefined) return hit;
     const now = Date.now();
-    const hit = this.deviceCache.get(mac);
-    if (hit && now - hit.at < 1000) return hit.d;
     const d = await this.deps.store.getDeviceByMac(mac);
     if (this.deviceCache.size > 50_000) this.deviceCache.clear();
     this.deviceCache.set(mac, { d, at: now });
