@@ -649,8 +649,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       ]);
     });
 
-    it("packed batches (the upload scanner's numbers), where a backend takes them, store what their records would: nulls, repeats, replacing stored rows, the latest", async () => {
-      if (!store.insertPackedObservations) return; // the service then stores the records (tested above)
+    it("packed batches (the upload scanner's numbers) store what their records would: nulls, repeats, replacing stored rows, the latest", async () => {
       const a = account('pia');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'packed', deviceType: 'VirtualDevice', domainInfo: {} });
