@@ -10,8 +10,8 @@
 //   3. HTTP ingest (batches of 1,000, 4 in flight, bodies built before the clock) into a store with
 //      the same devices and no rows against the largest store of curve 2 (same file, reused),
 //      alternated empty, full, empty, full, ... (--rounds); each empty store is new.
-// Rows are loaded in this process straight into the file with a prepared statement (a recursive
-// CTE, 1,000 rows per device per statement, time-major as uploads arrive), the newest row of each
+// Rows are loaded in this process straight into the file as the store's blocks (blocks.mjs: one
+// block of 1,000 readings per device per round, time-major as uploads arrive), the newest row of each
 // device through the store so its latest row is the store's own. Files live under /tmp and are
 // deleted at the end. The server's observation and device quotas are raised for the run (100M
 // rows is the default observation quota).
@@ -25,6 +25,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { createAccount, type NewCredentials } from '../src/auth/accounts.ts';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
+import { blockStatements, insertBlocks } from '../src/store/sqlite/blocks.mjs';
 import { arg, cpuSeconds, fmt, ingestPlan, machine, percentile, request, serve, type IngestBatch, type Served } from './lib.ts';
 
 const MAX_ROWS = Number(arg('max-rows', '100000000'));
@@ -140,12 +141,19 @@ async function grow(f: Fleet, devices: number, rows: number, label: string): Pro
   db.pragma('cache_size = -1000000');
   const pkOf = db.prepare('SELECT pk FROM devices WHERE id = ?').pluck();
   const pks = fresh.map((id) => pkOf.get(id) as number);
-  const ins = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra)
-    WITH RECURSIVE i(n) AS (SELECT @start UNION ALL SELECT n + 1 FROM i WHERE n < @end - 1)
-    SELECT @pk, ${T0} + n * 1000, round(15 + 10 * sin((n + @pk) / 100.0), 4), NULL FROM i`);
+  // Straight into the store's blocks (blocks.mjs): each round is one block of BATCH readings per device.
+  const blocks = blockStatements(db);
   const history = rows - 1;
+  const ts = new Float64Array(BATCH);
+  const temps = new Float64Array(BATCH);
   const round = db.transaction((start: number, end: number) => {
-    for (const pk of pks) ins.run({ pk, start, end });
+    for (const pk of pks) {
+      for (let n = start; n < end; n++) {
+        ts[n - start] = T0 + n * 1000;
+        temps[n - start] = temperature(n, pk);
+      }
+      insertBlocks(blocks, pk, { n: end - start, ts: ts.subarray(0, end - start), t: temps.subarray(0, end - start), extra: null });
+    }
   });
   let shown = 0;
   for (let start = 0; start < history; start += BATCH) {
@@ -306,7 +314,7 @@ try {
     console.log(`     ${startLine(running, rows)}; load ${loadavg()}`);
     await running.server.stop();
     running = null;
-    console.log(`     observations B-tree: ${btreeLevels(dbFile(fleet2.dir), 'observations')} levels`);
+    console.log(`     obs_blocks B-tree: ${btreeLevels(dbFile(fleet2.dir), 'obs_blocks')} levels`);
   }
   const fullRows = rowPoints[rowPoints.length - 1]!;
   console.log(`  rows loaded in ${fmt(loadSecs, 1)} s in all (${fmt(fullRows / loadSecs)} rows/s)`);

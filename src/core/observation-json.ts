@@ -133,194 +133,37 @@ function putIso(out: Uint8Array, o: number, ms: number): number {
 }
 
 /**
- * pageJson of the first `n` stored rows ([ts, temperature, free fields as stored JSON text]): the
- * same text (test/core/observation-json.test.ts, and the store conformance suite through
+ * pageJson of `n` stored readings given as columns (timestamps, temperatures with NaN for none,
+ * free fields as the stored JSON text or null; `extra` null when none has any), in the order given:
+ * the same text (test/core/observation-json.test.ts, and the store conformance suite through
  * Store.observationPageJson).
  */
-export function pageJsonOfRows(rows: readonly (readonly [number, number | null, string | null])[], n = rows.length): string {
+export function pageJsonOfColumns(ts: ArrayLike<number>, temperature: ArrayLike<number>, extra: readonly (string | null)[] | null, n: number): string {
   let out = room(OPEN_PAGE.length + 2 + n * ROW_MAX);
   let o = put(out, 0, OPEN_PAGE);
   for (let i = 0; i < n; i++) {
-    const row = rows[i]!;
-    const t = row[1];
-    const extra = row[2];
+    const t = temperature[i]!;
+    const fields = extra === null ? null : extra[i]!;
     // A UTF-16 unit never takes more than 3 bytes in UTF-8.
-    const need = ROW_MAX + (extra === null ? 0 : extra.length * 3);
+    const need = ROW_MAX + (fields === null ? 0 : fields.length * 3);
     if (out.length - o < need + 2) out = grow(out, o, need + 2);
     if (i) out[o++] = 44; // ,
     o = put(out, o, OPEN_ROW);
-    o = putIso(out, o, row[0]);
-    if (t !== null) {
+    o = putIso(out, o, ts[i]!);
+    if (!Number.isNaN(t)) {
       o = put(out, o, TEMPERATURE_KEY);
       // A stored temperature is finite: its JSON text is its String form (see observationJsonText).
       o = putText(out, o, '' + t);
     } else out[o++] = 34; // the timestamp's closing quote
-    if (extra !== null && extra.length > 2) {
+    if (fields !== null && fields.length > 2) {
       // The stored object's text written whole, then its braces turned into the separator and
       // dropped: ',' + the members, as observationJsonText splices them.
-      const written = utf8.encodeInto(extra, out.subarray(o)).written;
+      const written = utf8.encodeInto(fields, out.subarray(o)).written;
       out[o] = 44;
       o += written - 1;
     }
     out[o++] = 125; // }
   }
-  out[o++] = 93; // ]
-  out[o++] = 125;
-  return fromUtf8.decode(out.subarray(0, o));
-}
-
-/** Where putStoredReal stopped reading its input (the character after the number). */
-let readTo = 0;
-
-/**
- * Writes the JSON text of a stored temperature given as SQLite's text of the double (in `s` from
- * `i`), and leaves the input position after it in readTo; returns -1 when there is no number there.
- * SQLite renders a double with 15 significant digits when those read back as the same double, else
- * with 17 (always reading back exactly), plain or with an exponent, a whole number with ".0"
- * (checked on 1.4 million doubles, and by the store conformance suite). A plain text of at most 15
- * significant digits is the only decimal of its length or shorter that reads back as the double, so
- * its digits are exactly Number::toString's (ECMA-262: the fewest digits that read back; plain from
- * 10^-7 to 10^21) and it is copied, less a ".0". Any other text is read back and written by String().
- */
-function putStoredReal(out: Uint8Array, o: number, s: string, i: number): number {
-  const start = o;
-  const from = i;
-  let c = s.charCodeAt(i);
-  if (c === 45) {
-    out[o++] = 45; // -
-    c = s.charCodeAt(++i);
-  }
-  let digits = 0;
-  let significant = 0;
-  let dot = -1;
-  for (;;) {
-    if (c >= 48 && c <= 57) {
-      digits++;
-      if (significant || c !== 48) significant++;
-      out[o++] = c;
-    } else if (c === 46 && dot < 0) {
-      dot = o;
-      out[o++] = 46;
-    } else break;
-    c = s.charCodeAt(++i);
-  }
-  if (c === 101 || c === 69 || significant > 15 || !digits) {
-    // An exponent or 17 digits: the number read back and written as String() writes it.
-    for (; i < s.length; i++) {
-      c = s.charCodeAt(i);
-      if (!(c === 43 || c === 45 || c === 46 || c === 101 || c === 69 || (c >= 48 && c <= 57))) break;
-    }
-    const v = Number(s.slice(from, i));
-    if (i === from || !Number.isFinite(v)) return -1;
-    readTo = i;
-    return putText(out, start, '' + v);
-  }
-  // "21.0" is 21; "-0.0" is 0, as String(-0).
-  if (dot >= 0 && o === dot + 2 && out[dot + 1] === 48) o = dot;
-  if (significant === 0) {
-    out[start] = 48;
-    o = start + 1;
-  }
-  readTo = i;
-  return o;
-}
-
-/** An integer written in decimal (the timestamp in a packed text) read from `s` at `i`; the position after it in readTo. */
-function readInteger(s: string, i: number): number {
-  const neg = s.charCodeAt(i) === 45;
-  if (neg) i++;
-  let n = 0;
-  let c = s.charCodeAt(i);
-  while (c >= 48 && c <= 57) {
-    n = n * 10 + (c - 48);
-    c = s.charCodeAt(++i);
-  }
-  readTo = i;
-  return neg ? -n : n;
-}
-
-/**
- * pageJson from the SQLite store's packed page text (SqliteStore.observationPageJson): rows newest
- * first, each `<ts>`, then ` <temperature as SQLite writes the double>` when it has one, then
- * `\u001f<free fields as stored JSON text>` when it has them, rows ended by `\u001e`. The stored
- * JSON text is JSON.stringify's, which never holds a raw control character. Returns null when the
- * text is not `rows` such rows: the caller renders from the row values instead.
- */
-export function pageJsonFromPacked(s: string, rows: number): string | null {
-  let out = room(OPEN_PAGE.length + 2 + rows * ROW_MAX);
-  let o = put(out, 0, OPEN_PAGE);
-  const end = s.length;
-  let i = 0;
-  for (let r = 0; r < rows; r++) {
-    if (out.length - o < ROW_MAX + 2) out = grow(out, o, ROW_MAX + 2);
-    if (r) out[o++] = 44; // ,
-    o = put(out, o, OPEN_ROW);
-    o = putIso(out, o, readInteger(s, i));
-    i = readTo;
-    let c = s.charCodeAt(i);
-    if (c === 32) {
-      o = put(out, o, TEMPERATURE_KEY);
-      o = putStoredReal(out, o, s, i + 1);
-      if (o < 0) return null;
-      i = readTo;
-      c = s.charCodeAt(i);
-    } else out[o++] = 34; // the timestamp's closing quote
-    if (c === 31) {
-      const stop = s.indexOf('\u001e', i + 1);
-      if (stop < 0) return null;
-      const extra = s.slice(i + 1, stop);
-      if (extra.length > 2) {
-        if (out.length - o < extra.length * 3 + 2) out = grow(out, o, extra.length * 3 + 2);
-        // The stored object's text written whole, then its braces turned into the separator and
-        // dropped: ',' + the members, as observationJsonText splices them.
-        const written = utf8.encodeInto(extra, out.subarray(o)).written;
-        out[o] = 44;
-        o += written - 1;
-      }
-      i = stop;
-      c = 30;
-    }
-    if (c !== 30) return null; // not the text described
-    i++;
-    out[o++] = 125; // }
-  }
-  if (i !== end) return null;
-  out[o++] = 93; // ]
-  out[o++] = 125;
-  return fromUtf8.decode(out.subarray(0, o));
-}
-
-/**
- * pageJson from the SQLite store's page as two lists (SqliteStore.observationPageJson, pages
- * without free fields): the timestamps, and the temperatures as SQLite writes the doubles (`n`: none),
- * each followed by a space, rows newest first. Returns null when they are not `rows` such rows.
- * (Every read stops at a space inside the text: reading past a string's end makes V8 call the
- * charCodeAt builtin instead of inlining it, which cost a fifth of the renderer.)
- */
-export function pageJsonFromLists(times: string, temperatures: string, rows: number): string | null {
-  const out = room(OPEN_PAGE.length + 2 + rows * ROW_MAX);
-  let o = put(out, 0, OPEN_PAGE);
-  let i = 0;
-  let j = 0;
-  for (let r = 0; r < rows; r++) {
-    if (r) out[o++] = 44; // ,
-    o = put(out, o, OPEN_ROW);
-    o = putIso(out, o, readInteger(times, i));
-    i = readTo;
-    if (times.charCodeAt(i++) !== 32) return null;
-    if (temperatures.charCodeAt(j) === 110) {
-      out[o++] = 34; // no temperature: the timestamp's closing quote
-      j++;
-    } else {
-      o = put(out, o, TEMPERATURE_KEY);
-      o = putStoredReal(out, o, temperatures, j);
-      if (o < 0) return null;
-      j = readTo;
-    }
-    if (temperatures.charCodeAt(j++) !== 32) return null;
-    out[o++] = 125; // }
-  }
-  if (i !== times.length || j !== temperatures.length) return null;
   out[o++] = 93; // ]
   out[o++] = 125;
   return fromUtf8.decode(out.subarray(0, o));

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { toWireObservation, type ObservationRecord } from '../../src/core/types.ts';
-import { latestJson, pageJson, pageJsonOfRows } from '../../src/core/observation-json.ts';
+import { latestJson, pageJson, pageJsonOfColumns } from '../../src/core/observation-json.ts';
 
 const records: ObservationRecord[] = [
   { ts: 0, temperature: null, extra: null },
@@ -23,10 +23,14 @@ it('latestJson equals JSON.stringify of the observation groups', () => {
   assert.equal(latestJson([]), '[]');
 });
 
-/** The rows a store reads: [ts, temperature, free fields as the stored JSON text]. */
-const rowsOf = (rs: ObservationRecord[]) => rs.map((r) => [r.ts, r.temperature, r.extra ? JSON.stringify(r.extra) : null] as const);
+/** The columns a store reads: timestamps, temperatures (NaN: none), free fields as the stored JSON text. */
+const columnsOf = (rs: ObservationRecord[]) => {
+  const extra = rs.map((r) => (r.extra ? JSON.stringify(r.extra) : null));
+  return [Float64Array.from(rs, (r) => r.ts), Float64Array.from(rs, (r) => r.temperature ?? Number.NaN), extra.some((e) => e !== null) ? extra : null] as const;
+};
+const pageOf = (rs: ObservationRecord[], n = rs.length) => pageJsonOfColumns(...columnsOf(rs), n);
 
-it('pageJsonOfRows equals pageJson, fixed awkward cases', () => {
+it('pageJsonOfColumns equals pageJson, fixed awkward cases', () => {
   const awkward: ObservationRecord[] = [
     ...records,
     // Timestamps before 1970, before year 0, after 9999, on day and second edges.
@@ -37,13 +41,13 @@ it('pageJsonOfRows equals pageJson, fixed awkward cases', () => {
     ),
     { ts: 1, temperature: null, extra: { s: 'é😀\u0000', big: 'x'.repeat(5000) } },
   ];
-  assert.equal(pageJsonOfRows(rowsOf(awkward)), pageJson(awkward));
-  assert.equal(pageJsonOfRows([]), pageJson([]));
+  assert.equal(pageOf(awkward), pageJson(awkward));
+  assert.equal(pageOf([]), pageJson([]));
   // Only the first n rows (the store reads one more than the page to see whether another follows).
-  assert.equal(pageJsonOfRows(rowsOf(awkward), 3), pageJson(awkward.slice(0, 3)));
+  assert.equal(pageOf(awkward, 3), pageJson(awkward.slice(0, 3)));
 });
 
-it('pageJsonOfRows equals pageJson, 20,000 random rows', () => {
+it('pageJsonOfColumns equals pageJson, 20,000 random rows', () => {
   // A seeded generator so that a failure can be reproduced.
   let seed = 0x2f6b_1a3d;
   const rand = () => {
@@ -74,5 +78,5 @@ it('pageJsonOfRows equals pageJson, 20,000 random rows', () => {
       extra: rand() < 0.05 ? { n: number(), s: String.fromCharCode(...Array.from({ length: 4 }, () => Math.floor(rand() * 0xd7ff))) } : null,
     });
   }
-  assert.equal(pageJsonOfRows(rowsOf(rs)), pageJson(rs));
+  assert.equal(pageOf(rs), pageJson(rs));
 });

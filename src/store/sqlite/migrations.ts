@@ -1,7 +1,64 @@
 // Versioned schema of the SQLite backend. Append only: a released migration is never edited.
 // Times are epoch milliseconds (INTEGER); JSON documents are TEXT.
+import type Database from 'better-sqlite3';
+import { BLOCK_MAX, blockStatements, insertBlocks } from './blocks.mjs';
 
-export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
+/** A migration: its SQL, then (if it has one) a step in JavaScript, in the same transaction. */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+  run?: (db: Database.Database) => void;
+}
+
+/** Rows read at a time while migration 10 moves observations into blocks. */
+const MOVE_ROWS = 100_000;
+
+/**
+ * Migration 10's step: every row of `observations`, read in key order (device, time), written as
+ * that device's blocks of BLOCK_MAX readings; then the table goes. Keyset pages of MOVE_ROWS rows,
+ * as better-sqlite3 runs no other statement on a connection while one is being iterated.
+ */
+function moveObservationsIntoBlocks(db: Database.Database): void {
+  const st = blockStatements(db);
+  const page = db.prepare('SELECT device_pk, ts, temperature, extra FROM observations WHERE (device_pk, ts) > (?, ?) ORDER BY device_pk, ts LIMIT ?').raw(true);
+  let pk = -1;
+  let ts = new Float64Array(BLOCK_MAX);
+  let t = new Float64Array(BLOCK_MAX);
+  let extra: (string | null)[] = [];
+  let withExtra = false;
+  let n = 0;
+  const flush = () => {
+    if (n) insertBlocks(st, pk, { n, ts: ts.subarray(0, n), t: t.subarray(0, n), extra: withExtra ? extra : null });
+    ts = new Float64Array(BLOCK_MAX);
+    t = new Float64Array(BLOCK_MAX);
+    extra = [];
+    withExtra = false;
+    n = 0;
+  };
+  let after: [number, number] = [-1, -Number.MAX_VALUE];
+  for (;;) {
+    const rows = page.all(after[0], after[1], MOVE_ROWS) as [number, number, number | null, string | null][];
+    for (const [p, time, temperature, fields] of rows) {
+      if (p !== pk || n === BLOCK_MAX) {
+        flush();
+        pk = p;
+      }
+      ts[n] = time;
+      t[n] = temperature ?? Number.NaN;
+      extra.push(fields);
+      if (fields !== null) withExtra = true;
+      n++;
+    }
+    if (rows.length < MOVE_ROWS) break;
+    const last = rows[rows.length - 1]!;
+    after = [last[0], last[1]];
+  }
+  flush();
+  db.exec('DROP TABLE observations');
+}
+
+export const MIGRATIONS: Migration[] = [
   {
     version: 1,
     name: 'initial',
@@ -182,5 +239,22 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     // is one group_concat of stored text (SQLite's per-row concatenation was 4 of its 5 ms; issue 18).
     sql: `ALTER TABLE latest ADD COLUMN item TEXT;
           UPDATE latest SET item = '{"deviceId":"' || (SELECT id FROM devices WHERE pk = latest.device_pk) || '","observations":[' || wire || ']}';`,
+  },
+  {
+    version: 10,
+    name: 'observation-blocks',
+    // Observations in per-device blocks (blocks.mjs; issue 18): a batch is one B-tree insert
+    // instead of one per reading. The rows move over in this migration's step.
+    sql: `CREATE TABLE obs_blocks (
+            device_pk INTEGER NOT NULL,
+            first_ts  INTEGER NOT NULL,
+            last_ts   INTEGER NOT NULL,
+            n         INTEGER NOT NULL,
+            ts        BLOB NOT NULL,
+            t         BLOB NOT NULL,
+            extra     TEXT,
+            PRIMARY KEY (device_pk, first_ts)
+          ) WITHOUT ROWID;`,
+    run: moveObservationsIntoBlocks,
   },
 ];

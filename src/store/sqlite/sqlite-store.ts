@@ -6,8 +6,8 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { ReefError } from '../../core/errors.ts';
-import { observationJson, observationJsonText, pageJsonFromLists, pageJsonFromPacked, pageJsonOfRows } from '../../core/observation-json.ts';
-import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
+import { observationJson, observationJsonText, pageJsonOfColumns } from '../../core/observation-json.ts';
+import type { PackedObservations } from '../../core/observation-scan.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type {
@@ -26,6 +26,7 @@ import type {
   Store,
 } from '../store.ts';
 import { solutionPage } from '../store.ts';
+import { blockStatements, decodeBlock, insertBlocks, normalize, writeBlocks, type BlockRow, type BlockStatements, type Columns } from './blocks.mjs';
 import { MIGRATIONS } from './migrations.ts';
 
 export interface SqliteOptions {
@@ -52,7 +53,6 @@ interface Queued {
 }
 
 const rowsOf = (b: ObservationRecord[] | PackedObservations) => (Array.isArray(b) ? b.length : b.ts.length);
-const recordsOf = (b: ObservationRecord[] | PackedObservations) => (Array.isArray(b) ? b : unpackObservations(b));
 
 /** A batch as the writer thread takes it: numbers in typed arrays (moved, not copied), latest rendered. */
 function packBatch(deviceId: string, batch: ObservationRecord[] | PackedObservations) {
@@ -79,7 +79,6 @@ function packBatch(deviceId: string, batch: ObservationRecord[] | PackedObservat
 
 type Row = Record<string, any>;
 
-const CHUNK = 100;
 /** Solutions whose latest-of-all text is remembered at once (latestObservationsJson). */
 const LATEST_CACHE = 16;
 /** Most observations the writer thread commits in one transaction (see sendToWriter). */
@@ -146,25 +145,11 @@ function translated(e: unknown): unknown {
   }
 }
 
-// A device's page assembled by SQLite as text (SqliteStore.observationPageJson; the formats are
-// pageJsonFromLists' and pageJsonFromPacked's in src/core/observation-json.ts): better-sqlite3 then
-// makes two or one strings instead of 1,000 row arrays, which was most of the request. Temperatures
-// are SQLite's own text of the doubles. The rows come in the subquery's index order (ts DESC; the
-// conformance suite checks the order). Pages without free fields (nearly all) take the two lists:
-// two group_concat over plain columns cost ~15 % less than concatenating each row first. `LIMIT`
-// is written in for the common page sizes (pageStatements).
-const PAGE_ROWS = 'SELECT ts, temperature AS t, extra FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ? ORDER BY ts DESC LIMIT';
-const pageListsSql = (limit: string) =>
-  `SELECT coalesce(group_concat(ts, ' ') || ' ', ''), coalesce(group_concat(ifnull(t, 'n'), ' ') || ' ', ''), count(*), min(ts), count(extra) FROM (${PAGE_ROWS} ${limit})`;
-const pagePackedSql = (limit: string) =>
-  `SELECT coalesce(group_concat(ts || ifnull(' ' || t, '') || ifnull(char(31) || extra, ''), char(30)) || char(30), ''), count(*), min(ts), count(extra) FROM (${PAGE_ROWS} ${limit})`;
-/** Page sizes given statements of their own, beyond which pages share ones with a bound LIMIT. */
-const PAGE_SIZES_PREPARED = 16;
-
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   private db: Database.Database;
   private s!: ReturnType<SqliteStore['prepare']>;
+  private blocks!: BlockStatements;
   private opts: SqliteOptions;
   private writer: Worker | null = null;
   /** The group the writer thread is committing; the next group waits in `queued`. */
@@ -217,16 +202,10 @@ export class SqliteStore implements Store {
       getDevice: p('SELECT * FROM devices WHERE group_id = ? AND solution = ? AND id = ?'),
       deviceByMac: p('SELECT * FROM devices WHERE mac = ?'),
       devicePk: p('SELECT pk FROM devices WHERE id = ?').pluck(),
-      deleteObs: p('DELETE FROM observations WHERE device_pk = ?'),
+      deleteObs: p('DELETE FROM obs_blocks WHERE device_pk = ?'),
       deleteLatest: p('DELETE FROM latest WHERE device_pk = ?'),
       deleteDevice: p('DELETE FROM devices WHERE pk = ?'),
       updateDevice: p('UPDATE devices SET device_type = ?, domain_info = ? WHERE pk = ?'),
-      upsertObs: p(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`),
-      // 100 rows per statement: one bind-and-step per 100 rows instead of per row (about a third
-      // faster on large batches). Within one statement rows apply in order, so last write wins still.
-      upsertObs100: p(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(CHUNK).fill('(?, ?, ?, ?)').join(', ')}
-                       ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`),
       // Also the row's whole element of latest of all (migration 9), its device id read here.
       upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
                        VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
@@ -241,38 +220,29 @@ export class SqliteStore implements Store {
       // Rows as arrays: for 10,000 devices, not building a keyed object per row is a measurable share.
       latestOfSolution: p(`SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
                            WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk`).raw(true),
-      // Rows as arrays, as for latest of all: a page of 1,000 builds no keyed object per row.
-      page: p(`SELECT ts, temperature, extra FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?
-               ORDER BY ts DESC LIMIT ?`).raw(true),
-      pageLists: p(pageListsSql('?')).raw(true),
-      pagePacked: p(pagePackedSql('?')).raw(true),
-      anyBefore: p('SELECT EXISTS (SELECT 1 FROM observations WHERE device_pk = ? AND ts >= ? AND ts < ?)').pluck(),
-      pageTagged: p(`SELECT ts, temperature, extra FROM observations o WHERE device_pk = ? AND ts >= ? AND ts < ?
-                     AND extra IS NOT NULL AND json_valid(extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = ?)
-                     ORDER BY ts DESC LIMIT ?`).raw(true),
-      // Solution-wide pages (issue 13.5): devices in pk order from the covering index, each device's
-      // observations newest first from the (device_pk, ts) key walked backwards, stopped by LIMIT.
-      // The cursor's own device is read first with its upper bound moved to the cursor.
-      solPageDevice: p(`SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.device_pk = d.pk
-                        WHERE d.group_id = @g AND d.solution = @s AND d.pk = @pk AND o.ts >= @from AND o.ts < @to
-                        AND (@tag IS NULL OR (o.extra IS NOT NULL AND json_valid(o.extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = @tag)))
-                        ORDER BY o.ts DESC LIMIT @limit`),
-      solPageRest: p(`SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.device_pk = d.pk
-                      WHERE d.group_id = @g AND d.solution = @s AND d.pk > @pk AND o.ts >= @from AND o.ts < @to
-                      AND (@tag IS NULL OR (o.extra IS NOT NULL AND json_valid(o.extra) AND EXISTS (SELECT 1 FROM json_each(o.extra, '$.tags') WHERE value = @tag)))
-                      ORDER BY d.pk, o.ts DESC LIMIT @limit`),
+      // A device's blocks that start before `to`, newest first (a page walks them until it has its
+      // rows or reaches blocks that end before its range).
+      blocksDesc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC').raw(true),
+      // A device's blocks that start in [from, to), oldest first (buckets walk forwards).
+      blocksAsc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts >= ? AND first_ts < ? ORDER BY first_ts').raw(true),
+      blockBefore: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC LIMIT 1').raw(true),
+      // Solution-wide pages (issue 13.5): the solution's devices in pk order from the covering index.
+      solDevices: p('SELECT pk, id FROM devices WHERE group_id = ? AND solution = ? AND pk > ? ORDER BY pk LIMIT 256').raw(true),
+      countObs: p('SELECT coalesce(sum(n), 0) FROM obs_blocks WHERE device_pk = ?').pluck(),
       listTemplates: p('SELECT * FROM device_templates WHERE group_id = ? AND solution = ? ORDER BY pk'),
       getTemplate: p('SELECT * FROM device_templates WHERE group_id = ? AND solution = ? AND id = ?'),
       countTemplates: p('SELECT count(*) FROM device_templates WHERE group_id = ? AND solution = ?').pluck(),
       insertTemplate: p('INSERT INTO device_templates (id, group_id, solution, name, sensors, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)'),
       updateTemplate: p('UPDATE device_templates SET name = ?, sensors = ?, updated_at = ? WHERE group_id = ? AND solution = ? AND id = ?'),
       deleteTemplate: p('DELETE FROM device_templates WHERE group_id = ? AND solution = ? AND id = ?'),
-      buckets: p(`SELECT CAST(ts - @from AS INTEGER) / CAST(@size AS INTEGER) * @size + @from AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
-                  FROM observations WHERE device_pk = @pk AND ts >= @from AND ts < @to GROUP BY b ORDER BY b`),
       setRetention: p('UPDATE solutions SET retention_days = ? WHERE group_id = ? AND name = ?'),
       getRetention: p('SELECT retention_days AS days FROM solutions WHERE group_id = ? AND name = ?'),
       retentions: p('SELECT group_id, name, retention_days AS days FROM solutions WHERE retention_days IS NOT NULL'),
-      expireObs: p('DELETE FROM observations WHERE ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)'),
+      // Retention: blocks wholly before the cutoff go; the one a cutoff falls inside is cut.
+      expiredRows: p('SELECT coalesce(sum(n), 0) FROM obs_blocks WHERE last_ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)').pluck(),
+      expireObs: p('DELETE FROM obs_blocks WHERE last_ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)'),
+      straddling: p(`SELECT device_pk, first_ts, last_ts, n, ts, t, extra FROM obs_blocks
+                     WHERE first_ts < @cutoff AND last_ts >= @cutoff AND device_pk IN (SELECT pk FROM devices WHERE group_id = @g AND solution = @s)`).raw(true),
       expireLatest: p('DELETE FROM latest WHERE ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)'),
       getState: p('SELECT value FROM state WHERE key = ?').pluck(),
       setState: p('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
@@ -293,6 +263,7 @@ export class SqliteStore implements Store {
         for (const m of MIGRATIONS) {
           if (done.has(m.version)) continue;
           this.db.exec(m.sql);
+          m.run?.(this.db);
           this.db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
         }
       });
@@ -301,6 +272,7 @@ export class SqliteStore implements Store {
       translate(e);
     }
     this.s = this.prepare();
+    this.blocks = blockStatements(this.db);
   }
 
   async close(): Promise<void> {
@@ -494,7 +466,7 @@ export class SqliteStore implements Store {
    */
   async countObservationsByTenant() {
     const devices = (await this.run(() => this.db.prepare('SELECT pk, tenant_id AS t FROM devices').all())) as { pk: number; t: string }[];
-    const count = this.db.prepare('SELECT count(*) FROM observations WHERE device_pk = ?').pluck();
+    const count = this.s.countObs;
     const out = new Map<string, number>();
     let sliceStart = performance.now();
     for (const d of devices) {
@@ -591,9 +563,9 @@ export class SqliteStore implements Store {
     const outcome = (it: Queued): InsertResult | ReefError => {
       const pk = this.s.devicePk.get(it.deviceId) as number | undefined;
       if (pk === undefined) return new ReefError('DEVICE_NOT_FOUND');
-      const batch = recordsOf(it.batch);
-      if (batch.length) this.writeBatch(pk, batch);
-      return { written: batch.length };
+      const n = rowsOf(it.batch);
+      if (n) this.writeBatch(pk, it.batch);
+      return { written: n };
     };
     const settle = (it: Queued, r: InsertResult | ReefError) => (r instanceof ReefError ? it.reject(r) : it.resolve(r));
     let results: (InsertResult | ReefError)[] | null = null;
@@ -690,28 +662,12 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Upserts one device's batch and moves its latest row forward; the caller holds a transaction. */
-  private writeBatch(pk: number, batch: ObservationRecord[]): void {
-    const { upsertObs, upsertObs100 } = this.s;
-    let newest = batch[0]!;
-    for (const o of batch) if (o.ts >= newest.ts) newest = o;
-    const whole = batch.length - (batch.length % CHUNK);
-    const args: unknown[] = new Array(CHUNK * 4);
-    for (let i = 0; i < whole; i += CHUNK) {
-      for (let j = 0; j < CHUNK; j++) {
-        const o = batch[i + j]!;
-        args[j * 4] = pk;
-        args[j * 4 + 1] = o.ts;
-        args[j * 4 + 2] = o.temperature;
-        args[j * 4 + 3] = o.extra ? JSON.stringify(o.extra) : null;
-      }
-      upsertObs100.run(args);
-    }
-    for (let i = whole; i < batch.length; i++) {
-      const o = batch[i]!;
-      upsertObs.run(pk, o.ts, o.temperature, o.extra ? JSON.stringify(o.extra) : null);
-    }
-    this.s.upsertLatest.run({ pk, ts: newest.ts, t: newest.temperature, extra: newest.extra ? JSON.stringify(newest.extra) : null, wire: observationJson(newest) });
+  /** Stores one device's batch in its blocks and moves its latest row forward; the caller holds a transaction. */
+  private writeBatch(pk: number, batch: ObservationRecord[] | PackedObservations): void {
+    const b = packBatch('', batch);
+    writeBlocks(this.blocks, pk, normalize(b.ts, b.temperature, b.extra));
+    const t = b.temperature[b.newest]!;
+    this.s.upsertLatest.run({ pk, ts: b.ts[b.newest]!, t: Number.isNaN(t) ? null : t, extra: b.extra === null ? null : b.extra[b.newest]!, wire: b.wire });
   }
 
   latestObservations(groupId: string, solution: string) {
@@ -745,114 +701,146 @@ export class SqliteStore implements Store {
   }
   private latestCache = new Map<string, { version: string; json: string }>();
 
-  /** One more row than asked tells whether another page exists without a second query. */
-  private pageRows(deviceId: string, q: ObservationQuery) {
+  private pkOf(deviceId: string): number {
     const pk = this.s.devicePk.get(deviceId) as number | undefined;
     if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
+    return pk;
+  }
+
+  /**
+   * Up to `limit` of device `pk`'s readings with from <= ts < to, newest first, that have the tag
+   * if one is given: the device's blocks walked backwards from the last one starting before `to`
+   * until enough are found or the blocks end before `from`.
+   */
+  private newestFirst(pk: number, from: number, to: number, limit: number, tag?: string): Columns {
+    const ts = new Float64Array(limit);
+    const t = new Float64Array(limit);
+    let extra: (string | null)[] | null = null;
+    let m = 0;
+    if (limit > 0 && from < to) {
+      for (const row of this.s.blocksDesc.iterate(pk, to) as IterableIterator<BlockRow>) {
+        if (row[1] < from) break;
+        const b = decodeBlock(row);
+        let i = below(b.ts, to) - 1;
+        for (; i >= 0 && m < limit; i--) {
+          const time = b.ts[i]!;
+          if (time < from) break;
+          const fields = b.extra === null ? null : b.extra[i]!;
+          if (tag !== undefined && !hasTag(fields, tag)) continue;
+          ts[m] = time;
+          t[m] = b.t[i]!;
+          if (fields !== null) {
+            extra ??= new Array<string | null>(limit).fill(null);
+            extra[m] = fields;
+          }
+          m++;
+        }
+        if (m === limit || i >= 0) break;
+      }
+    }
+    return { n: m, ts, t, extra };
+  }
+
+  /** A page: one more reading than asked tells whether another page exists. */
+  private page(deviceId: string, q: ObservationQuery): { c: Columns; nextBefore: number | null } {
+    const pk = this.pkOf(deviceId);
     const from = q.from ?? 0;
     const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
-    const rows = (q.tag === undefined ? this.s.page.all(pk, from, to, q.limit + 1) : this.s.pageTagged.all(pk, from, to, q.tag, q.limit + 1)) as [number, number | null, string | null][];
-    const more = rows.length > q.limit;
-    if (more) rows.pop();
-    return { rows, nextBefore: more ? rows[rows.length - 1]![0] : null };
+    const c = this.newestFirst(pk, from, to, q.limit + 1, q.tag);
+    const more = c.n > q.limit;
+    if (more) c.n = q.limit;
+    return { c, nextBefore: more ? c.ts[q.limit - 1]! : null };
   }
 
   queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage> {
     return this.run(() => {
-      const { rows, nextBefore } = this.pageRows(deviceId, q);
-      const observations: ObservationRecord[] = new Array(rows.length);
-      for (let i = 0; i < rows.length; i++) {
-        const [ts, temperature, extra] = rows[i]!;
-        observations[i] = { ts, temperature: temperature ?? null, extra: extra ? JSON.parse(extra) : null };
-      }
-      return { observations, nextBefore };
+      const { c, nextBefore } = this.page(deviceId, q);
+      return { observations: recordsOfColumns(c), nextBefore };
     });
   }
 
-  /**
-   * The page rendered from text that SQLite assembles (pageListsSql, or pagePackedSql for pages with
-   * free fields; rows given as values only if neither reads as described): the stored free-field
-   * text is spliced in, not parsed, and the result is one flat string.
-   */
+  /** The page rendered from the blocks' numbers; the stored free-field text is spliced in, not parsed. */
   observationPageJson(deviceId: string, q: ObservationQuery) {
     return this.run(() => {
-      if (q.tag === undefined) {
-        const pk = this.s.devicePk.get(deviceId) as number | undefined;
-        if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
-        const from = q.from ?? 0;
-        const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
-        const st = this.pageStatements(q.limit);
-        const args = st.bound ? [pk, from, to, q.limit] : [pk, from, to];
-        let page: [json: string | null, rows: number, oldest: number | null] | null = null;
-        // A device whose last page had free fields goes straight to the packed form.
-        if (!this.pagesWithFields.has(pk)) {
-          const [times, temperatures, rows, oldest, withFields] = st.lists.get(...args) as [string, string, number, number | null, number];
-          if (withFields === 0) page = [pageJsonFromLists(times, temperatures, rows), rows, oldest];
-          else this.notePageWithFields(pk);
-        }
-        if (page === null) {
-          const [text, rows, oldest, withFields] = st.packed.get(...args) as [string, number, number | null, number];
-          if (withFields === 0) this.pagesWithFields.delete(pk);
-          page = [pageJsonFromPacked(text, rows), rows, oldest];
-        }
-        const [json, n, oldest] = page;
-        if (json !== null) {
-          // A full page has a next one when anything older is left in the range: one index probe.
-          const more = n === q.limit && oldest !== null && (this.s.anyBefore.get(pk, from, oldest) as number) === 1;
-          return { json, nextBefore: more ? oldest : null };
-        }
-      }
-      const { rows, nextBefore } = this.pageRows(deviceId, q);
-      return { json: pageJsonOfRows(rows, rows.length), nextBefore };
+      const { c, nextBefore } = this.page(deviceId, q);
+      return { json: pageJsonOfColumns(c.ts, c.t, c.extra, c.n), nextBefore };
     });
-  }
-
-  /**
-   * The page statements for a page size. A LIMIT bound as a parameter in the subquery makes SQLite
-   * prepare the statement again on every run (seen as sqlite3Reprepare in a profile of the read,
-   * ~3 % of it), so the common sizes get statements with their LIMIT written in.
-   */
-  private pageStatements(limit: number): { lists: Database.Statement; packed: Database.Statement; bound: boolean } {
-    let st = this.pageStatementsBySize.get(limit);
-    if (!st) {
-      if (this.pageStatementsBySize.size >= PAGE_SIZES_PREPARED || !Number.isSafeInteger(limit)) return { lists: this.s.pageLists, packed: this.s.pagePacked, bound: true };
-      st = { lists: this.db.prepare(pageListsSql(String(limit))).raw(true), packed: this.db.prepare(pagePackedSql(String(limit))).raw(true), bound: false };
-      this.pageStatementsBySize.set(limit, st);
-    }
-    return st;
-  }
-  private readonly pageStatementsBySize = new Map<number, { lists: Database.Statement; packed: Database.Statement; bound: boolean }>();
-
-  /** Devices whose last page had free fields (their pages take the packed form first); bounded. */
-  private readonly pagesWithFields = new Set<number>();
-  private notePageWithFields(pk: number): void {
-    if (this.pagesWithFields.size >= 100_000) this.pagesWithFields.clear();
-    this.pagesWithFields.add(pk);
   }
 
   querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {
     return this.run(() => {
       const from = q.from ?? 0;
       const to = q.to ?? Number.MAX_SAFE_INTEGER;
-      const tag = q.tag ?? null;
       // One more than asked tells whether another page exists.
       const want = q.limit + 1;
-      const rows: Row[] = [];
-      if (q.after) {
-        rows.push(...(this.s.solPageDevice.all({ g: groupId, s: solution, pk: q.after.device, from, to: Math.min(to, q.after.ts), tag, limit: want }) as Row[]));
+      const rows: { pk: number; id: string; ts: number; temperature: number | null; extra: string | null }[] = [];
+      const take = (pk: number, id: string, upTo: number) => {
+        const c = this.newestFirst(pk, from, upTo, want - rows.length, q.tag);
+        for (let i = 0; i < c.n; i++) {
+          const t = c.t[i]!;
+          rows.push({ pk, id, ts: c.ts[i]!, temperature: Number.isNaN(t) ? null : t, extra: c.extra === null ? null : c.extra[i]! });
+        }
+      };
+      // The cursor's own device first, its upper bound moved to the cursor; then the devices after it.
+      // Devices are read 256 at a time: better-sqlite3 runs no other statement while one iterates.
+      let after = q.after ? q.after.device - 1 : -1;
+      while (rows.length < want) {
+        const devices = this.s.solDevices.all(groupId, solution, after) as [number, string][];
+        for (const [pk, id] of devices) {
+          if (rows.length >= want) break;
+          take(pk, id, q.after && pk === q.after.device ? Math.min(to, q.after.ts) : to);
+        }
+        if (devices.length < 256) break;
+        after = devices[devices.length - 1]![0];
       }
-      if (rows.length < want) {
-        rows.push(...(this.s.solPageRest.all({ g: groupId, s: solution, pk: q.after?.device ?? -1, from, to, tag, limit: want - rows.length }) as Row[]));
-      }
-      return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow);
+      return solutionPage(rows, q.limit, obsFromRow);
     });
   }
 
+  /**
+   * Count, min, mean and max per interval, oldest first, empty intervals left out; min/mean/max over
+   * the readings that have a temperature (null when none has), the mean summed as SQLite's avg()
+   * does (Kahan-Babuska-Neumaier).
+   */
   bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {
     return this.run(() => {
-      const pk = this.s.devicePk.get(deviceId) as number | undefined;
-      if (pk === undefined) throw new ReefError('DEVICE_NOT_FOUND');
-      return (this.s.buckets.all({ from: q.from, size: q.bucketMs, pk, to: q.to }) as Row[]).map((r) => ({ ts: r.b, count: r.n, min: r.lo, avg: r.mean, max: r.hi }));
+      const pk = this.pkOf(deviceId);
+      const out: Bucket[] = [];
+      if (!(q.from < q.to)) return out;
+      let cur: { ts: number; count: number; n: number; sum: number; err: number; min: number; max: number } | null = null;
+      const close = () => {
+        if (cur) out.push({ ts: cur.ts, count: cur.count, min: cur.n ? cur.min : null, avg: cur.n ? (cur.sum + cur.err) / cur.n : null, max: cur.n ? cur.max : null });
+      };
+      // The block a range starts inside, then those starting in the range.
+      const first = this.s.blockBefore.get(pk, q.from) as BlockRow | undefined;
+      const rows = first !== undefined && first[1] >= q.from ? [first] : [];
+      for (const row of [...rows, ...(this.s.blocksAsc.all(pk, q.from, q.to) as BlockRow[])]) {
+        if (row[0] >= q.to) break;
+        const b = decodeBlock(row);
+        for (let i = 0; i < b.n; i++) {
+          const time = b.ts[i]!;
+          if (time < q.from) continue;
+          if (time >= q.to) break;
+          const start = Math.trunc((time - q.from) / q.bucketMs) * q.bucketMs + q.from;
+          if (!cur || cur.ts !== start) {
+            close();
+            cur = { ts: start, count: 0, n: 0, sum: 0, err: 0, min: Infinity, max: -Infinity };
+          }
+          cur.count++;
+          const v = b.t[i]!;
+          if (!Number.isNaN(v)) {
+            cur.n++;
+            // Neumaier's compensated sum.
+            const s = cur.sum + v;
+            cur.err += Math.abs(cur.sum) >= Math.abs(v) ? cur.sum - s + v : v - s + cur.sum;
+            cur.sum = s;
+            if (v < cur.min) cur.min = v;
+            if (v > cur.max) cur.max = v;
+          }
+        }
+      }
+      close();
+      return out;
     });
   }
 
@@ -879,7 +867,17 @@ export class SqliteStore implements Store {
         const cutoff = now - (r.days as number) * 86_400_000;
         this.db
           .transaction(() => {
-            rowsDeleted += this.s.expireObs.run(cutoff, r.group_id, r.name).changes;
+            rowsDeleted += this.s.expiredRows.get(cutoff, r.group_id, r.name) as number;
+            this.s.expireObs.run(cutoff, r.group_id, r.name);
+            for (const row of this.s.straddling.all({ cutoff, g: r.group_id, s: r.name }) as [number, ...BlockRow][]) {
+              const [pk, ...block] = row;
+              const b = decodeBlock(block as BlockRow);
+              let k = 0;
+              while (b.ts[k]! < cutoff) k++;
+              rowsDeleted += k;
+              this.blocks.remove.run(pk, block[0]);
+              insertBlocks(this.blocks, pk, { n: b.n - k, ts: b.ts.subarray(k), t: b.t.subarray(k), extra: b.extra === null ? null : b.extra.slice(k) });
+            }
             this.s.expireLatest.run(cutoff, r.group_id, r.name);
           })
           .immediate();
@@ -1068,4 +1066,33 @@ export class SqliteStore implements Store {
 
 function ruleFromRow(r: Row): AlarmRuleRecord {
   return { id: r.id, groupId: r.group_id, tenantId: r.tenant_id, solution: r.solution, deviceId: r.device_id ?? null, spec: JSON.parse(r.spec), createdAt: r.created_at, updatedAt: r.updated_at };
+}
+
+/** How many of the ascending timestamps are below `to` (binary search). */
+function below(ts: Float64Array, to: number): number {
+  let lo = 0;
+  let hi = ts.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ts[mid]! < to) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Whether stored free fields carry `tag` in their `tags` list (wire §1: a list of strings). */
+function hasTag(fields: string | null, tag: string): boolean {
+  if (fields === null || !fields.includes('"tags"')) return false;
+  const tags = (JSON.parse(fields) as { tags?: unknown }).tags;
+  return Array.isArray(tags) ? tags.includes(tag) : tags === tag;
+}
+
+function recordsOfColumns(c: Columns): ObservationRecord[] {
+  const out: ObservationRecord[] = new Array(c.n);
+  for (let i = 0; i < c.n; i++) {
+    const t = c.t[i]!;
+    const fields = c.extra === null ? null : c.extra[i]!;
+    out[i] = { ts: c.ts[i]!, temperature: Number.isNaN(t) ? null : t, extra: fields ? JSON.parse(fields) : null };
+  }
+  return out;
 }

@@ -7,35 +7,21 @@
 // ready rows (timestamps and temperatures in typed arrays, the latest row already rendered).
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { blockStatements, normalize, writeBlocks } from './blocks.mjs';
 
-const CHUNK = 100;
 const db = new Database(workerData.file);
 db.pragma('journal_mode = WAL');
 db.pragma(`synchronous = ${workerData.synchronous}`);
 db.pragma('busy_timeout = 5000');
 
-// The same statements as the store's own (sqlite-store.ts): last write wins on (device, ts), and the
-// latest row only moves forward in time.
+// The same statements as the store's own (sqlite-store.ts, blocks.mjs): readings go into the
+// device's blocks, and the latest row only moves forward in time.
 const devicePk = db.prepare('SELECT pk FROM devices WHERE id = ?').pluck();
-const upsertObs = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES (?, ?, ?, ?)
-  ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
-const upsertObs100 = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(CHUNK).fill('(?, ?, ?, ?)').join(', ')}
-  ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
+const blocks = blockStatements(db);
 const upsertLatest = db.prepare(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
   VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
   ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire, item = excluded.item
   WHERE excluded.ts >= latest.ts`);
-const args = new Array(CHUNK * 4);
-// Rows without free fields (nearly all): the device bound once per statement as @pk and the free
-// fields written as NULL in the text, so each row binds two values instead of four, and
-// 500 rows per statement. Values go to run() as separate arguments (spread), not as one array:
-// better-sqlite3 reads an array element by element through V8's property lookup, which cost
-// 45-48 ns per value against 23-25 as arguments (1,000 values per call, in process).
-const PLAIN = 500;
-const upsertPlain = db.prepare(`INSERT INTO observations (device_pk, ts, temperature, extra) VALUES ${Array(PLAIN).fill('(@pk, ?, ?, NULL)').join(', ')}
-  ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`);
-const plainArgs = new Array(PLAIN * 2);
-const pkArg = { pk: 0 };
 
 /**
  * One batch: {deviceId, ts: Float64Array, temperature: Float64Array (NaN = none), extra: string[] | null,
@@ -48,35 +34,7 @@ function write(b) {
   const n = b.ts.length;
   if (!n) return 0;
   const { ts, temperature, extra } = b;
-  let whole = 0;
-  if (extra === null) {
-    whole = n - (n % PLAIN);
-    pkArg.pk = pk;
-    for (let i = 0; i < whole; i += PLAIN) {
-      for (let j = 0; j < PLAIN; j++) {
-        const t = temperature[i + j];
-        plainArgs[j * 2] = ts[i + j];
-        plainArgs[j * 2 + 1] = t === t ? t : null;
-      }
-      upsertPlain.run(pkArg, ...plainArgs);
-    }
-  }
-  for (; whole + CHUNK <= n; whole += CHUNK) {
-    const i = whole;
-    for (let j = 0; j < CHUNK; j++) {
-      const k = i + j;
-      const t = temperature[k];
-      args[j * 4] = pk;
-      args[j * 4 + 1] = ts[k];
-      args[j * 4 + 2] = t === t ? t : null;
-      args[j * 4 + 3] = extra === null ? null : extra[k];
-    }
-    upsertObs100.run(...args);
-  }
-  for (let k = whole; k < n; k++) {
-    const t = temperature[k];
-    upsertObs.run(pk, ts[k], t === t ? t : null, extra === null ? null : extra[k]);
-  }
+  writeBlocks(blocks, pk, normalize(ts, temperature, extra));
   const k = b.newest;
   const t = temperature[k];
   upsertLatest.run({ pk, ts: ts[k], t: t === t ? t : null, extra: extra === null ? null : extra[k], wire: b.wire });

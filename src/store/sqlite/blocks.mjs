@@ -1,0 +1,181 @@
+// The SQLite store's observations, kept in per-device blocks (issue 18, item 1): one row of
+// `obs_blocks` holds up to BLOCK_MAX consecutive readings of one device — their timestamps and
+// temperatures as little-endian doubles, their free fields (if any) as a JSON list of the stored
+// texts. A batch of 1,000 readings is then one B-tree insert instead of 1,000 inserts into the
+// middle of a (device, time) key, which was most of the writer thread's time (docs/benchmarks.md,
+// "Blocks"). The rules the rows kept still hold:
+//   - one observation per device per millisecond: a reading at a stored timestamp replaces it;
+//   - within a batch the last reading of a timestamp wins;
+//   - a device's blocks never overlap in time, and each block's timestamps strictly ascend.
+// Plain JavaScript on purpose: the writer thread (writer-thread.mjs) imports it, and worker threads
+// do not inherit tsx's loader. The store (sqlite-store.ts) imports it too, so both write alike.
+
+/** Most readings in one block: a batch of 1,000 is one block, a newest-1,000 page reads one or two. */
+export const BLOCK_MAX = 1024;
+/**
+ * A device's last block smaller than this takes the readings that follow it (it is rewritten with
+ * them), so a device reporting one reading at a time fills blocks instead of making one per reading.
+ * Rewriting stops at this size, which bounds the bytes rewritten per reading.
+ */
+export const APPEND_BELOW = 256;
+
+/** The statements the writer needs on a connection. */
+export function blockStatements(db) {
+  const cols = 'first_ts, last_ts, n, ts, t, extra';
+  return {
+    // The block that starts at or before `ts`, latest first: with `before`, a walk backwards
+    // through a device's blocks, one index probe per step.
+    atOrBefore: db.prepare(`SELECT ${cols} FROM obs_blocks WHERE device_pk = ? AND first_ts <= ? ORDER BY first_ts DESC LIMIT 1`).raw(true),
+    before: db.prepare(`SELECT ${cols} FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC LIMIT 1`).raw(true),
+    remove: db.prepare('DELETE FROM obs_blocks WHERE device_pk = ? AND first_ts = ?'),
+    insert: db.prepare('INSERT INTO obs_blocks (device_pk, first_ts, last_ts, n, ts, t, extra) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+  };
+}
+
+/** A block row's columns as returned by the statements above (raw). */
+const FIRST = 0;
+const LAST = 1;
+const N = 2;
+
+/** Doubles out of a BLOB (better-sqlite3 gives each BLOB its own buffer; copied when unaligned). */
+export function doubles(buf, n) {
+  if ((buf.byteOffset & 7) === 0) return new Float64Array(buf.buffer, buf.byteOffset, n);
+  return new Float64Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + n * 8));
+}
+
+/** A block row (raw: first_ts, last_ts, n, ts, t, extra) as columns. */
+export function decodeBlock(row) {
+  const n = row[N];
+  return { n, ts: doubles(row[3], n), t: doubles(row[4], n), extra: row[5] === null ? null : JSON.parse(row[5]) };
+}
+
+/**
+ * A batch's columns (timestamps, temperatures with NaN for none, free-field texts or null) in
+ * ascending time with one reading per timestamp, the last given winning. Already-ascending batches
+ * (nearly all) are returned as they are.
+ */
+export function normalize(ts, t, extra) {
+  const n = ts.length;
+  let ascending = true;
+  for (let i = 1; i < n; i++) {
+    if (!(ts[i] > ts[i - 1])) {
+      ascending = false;
+      break;
+    }
+  }
+  if (ascending) return { n, ts, t, extra };
+  const order = Array.from({ length: n }, (_, i) => i);
+  // Stable by timestamp, then by position: of equal timestamps the last given sorts last.
+  order.sort((a, b) => ts[a] - ts[b] || a - b);
+  const outTs = new Float64Array(n);
+  const outT = new Float64Array(n);
+  const outExtra = extra === null ? null : [];
+  let m = 0;
+  for (let k = 0; k < n; k++) {
+    const i = order[k];
+    if (k + 1 < n && ts[order[k + 1]] === ts[i]) continue; // a later reading of this timestamp wins
+    outTs[m] = ts[i];
+    outT[m] = t[i];
+    if (outExtra !== null) outExtra.push(extra[i]);
+    m++;
+  }
+  return { n: m, ts: outTs.subarray(0, m), t: outT.subarray(0, m), extra: outExtra };
+}
+
+/** Columns of several ascending, non-overlapping parts, in the order given, as one. */
+function concat(parts) {
+  let n = 0;
+  let withExtra = false;
+  for (const p of parts) {
+    n += p.n;
+    if (p.extra !== null) withExtra = true;
+  }
+  const ts = new Float64Array(n);
+  const t = new Float64Array(n);
+  const extra = withExtra ? new Array(n).fill(null) : null;
+  let o = 0;
+  for (const p of parts) {
+    ts.set(p.ts.subarray(0, p.n), o);
+    t.set(p.t.subarray(0, p.n), o);
+    if (extra !== null && p.extra !== null) for (let i = 0; i < p.n; i++) extra[o + i] = p.extra[i];
+    o += p.n;
+  }
+  return { n, ts, t, extra };
+}
+
+/** Stored readings `old` and a batch `b` (both ascending, unique) merged; the batch wins a tie. */
+function merge(old, b) {
+  const n = old.n + b.n;
+  const ts = new Float64Array(n);
+  const t = new Float64Array(n);
+  const extra = old.extra !== null || b.extra !== null ? new Array(n).fill(null) : null;
+  let i = 0;
+  let j = 0;
+  let m = 0;
+  while (i < old.n || j < b.n) {
+    const takeOld = j >= b.n || (i < old.n && old.ts[i] < b.ts[j]);
+    if (takeOld) {
+      ts[m] = old.ts[i];
+      t[m] = old.t[i];
+      if (extra !== null) extra[m] = old.extra === null ? null : old.extra[i];
+      i++;
+    } else {
+      if (i < old.n && old.ts[i] === b.ts[j]) i++; // replaced
+      ts[m] = b.ts[j];
+      t[m] = b.t[j];
+      if (extra !== null) extra[m] = b.extra === null ? null : b.extra[j];
+      j++;
+    }
+    m++;
+  }
+  return { n: m, ts: ts.subarray(0, m), t: t.subarray(0, m), extra };
+}
+
+const bytes = (a, i, j) => Buffer.from(a.buffer, a.byteOffset + i * 8, (j - i) * 8);
+
+/** Readings `c` (ascending, unique) written as blocks of at most BLOCK_MAX. */
+export function insertBlocks(st, pk, c) {
+  for (let i = 0; i < c.n; i += BLOCK_MAX) {
+    const j = Math.min(c.n, i + BLOCK_MAX);
+    let extra = null;
+    if (c.extra !== null) {
+      for (let k = i; k < j; k++) {
+        if (c.extra[k] !== null) {
+          extra = JSON.stringify(c.extra.slice(i, j));
+          break;
+        }
+      }
+    }
+    st.insert.run(pk, c.ts[i], c.ts[j - 1], j - i, bytes(c.ts, i, j), bytes(c.t, i, j), extra);
+  }
+}
+
+/**
+ * Stores one device's normalized batch `b` (see normalize): the blocks it overlaps are read,
+ * merged with it (its readings replacing stored ones of the same timestamp) and written again;
+ * a small last block before it takes it in. The caller holds a write transaction.
+ */
+export function writeBlocks(st, pk, b) {
+  if (b.n === 0) return;
+  const lo = b.ts[0];
+  const hi = b.ts[b.n - 1];
+  // Walk back from the last block starting at or before the batch's end while blocks reach into
+  // it; the first that ends before the batch is the one it may join.
+  let row = st.atOrBefore.get(pk, hi);
+  const overlapping = [];
+  while (row !== undefined && row[LAST] >= lo) {
+    overlapping.push(row);
+    row = st.before.get(pk, row[FIRST]);
+  }
+  let c = b;
+  if (overlapping.length) {
+    overlapping.reverse();
+    c = merge(concat(overlapping.map(decodeBlock)), b);
+    for (const r of overlapping) st.remove.run(pk, r[FIRST]);
+  }
+  if (row !== undefined && row[N] < APPEND_BELOW && row[N] + c.n <= BLOCK_MAX) {
+    c = concat([decodeBlock(row), c]);
+    st.remove.run(pk, row[FIRST]);
+  }
+  insertBlocks(st, pk, c);
+}
