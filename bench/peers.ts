@@ -2,7 +2,8 @@
 // (InfluxDB 1.6, Debian's `influxdb` package, default settings), on the same machine in one run
 // (issue 18). The same observations (default 1,000,000 of 1,000 devices) go through both:
 //   InfluxDB: line protocol, --batch points per POST /write (precision ms), --concurrency in flight;
-//   Reef:     JSON with ISO timestamps, --batch per POST .../observations, --concurrency in flight;
+//   Reef:     JSON with ISO timestamps (written by the SDK's uploadBody), --batch per POST
+//             .../observations, --concurrency in flight;
 // alternated, once with every body built before the clock starts (the servers alone) and once with
 // each client encoding its own wire format inside the timed window (what a user comparing the two
 // sees: the client's CPU is taken from the same two cores). Then one device's newest 1,000 and the
@@ -15,6 +16,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { uploadBody } from '../src/sdk/index.ts';
 import { agent, arg, fmt, freePort, ingestPlan, latency, machine, reefCli, request, serve, threadCpu, threadSplit, type IngestBatch, type Served } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '1000000'));
@@ -99,7 +101,9 @@ const lineBody = (b: IngestBatch) => {
   for (const r of b.rows) s += `obs,device=dev${b.device} temperature=${r.temperature} ${r.ts}\n`;
   return s;
 };
-const jsonBody = (b: IngestBatch) => JSON.stringify({ observations: b.rows.map((r) => ({ timestamp: new Date(r.ts).toISOString(), temperature: r.temperature })) });
+// Each client encodes with what its users would: Reef's SDK writes the upload (uploadBody, what
+// ReefClient.uploadBatch sends), InfluxDB's line protocol is a template string per point.
+const jsonBody = (b: IngestBatch) => uploadBody(b.rows.map((r) => ({ timestamp: r.ts, temperature: r.temperature })));
 
 interface Target {
   name: string;

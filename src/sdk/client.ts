@@ -5,6 +5,7 @@
 import { ApiError, NetworkError } from './errors.ts';
 import { parseSse } from './sse.ts';
 import { TokenManager, type Credentials } from './token.ts';
+import { uploadBody } from './upload-body.ts';
 import type {
   Alarm,
   MqttConnectInfo,
@@ -123,6 +124,8 @@ export interface StreamOptions {
 interface RequestInit2 {
   query?: Record<string, string | number | undefined>;
   body?: unknown;
+  /** A body already written as JSON text (sent as it is, instead of JSON.stringify(body)). */
+  json?: string;
   /** Safe to repeat: retried on 429/503. */
   idempotent: boolean;
   auth?: boolean;
@@ -394,8 +397,8 @@ export class ReefClient {
 
   /** One POST of observations (all stored or none). Not retried: it is not an idempotent call. */
   async uploadBatch(deviceId: string, observations: UploadObservation[], opts: CallOptions = {}): Promise<{ stored: number }> {
-    const body = { observations: observations.map((o) => (o.timestamp instanceof Date ? { ...o, timestamp: o.timestamp.toISOString() } : o)) };
-    const r = await this.request<{ stored: number }>('POST', `${this.sol(opts)}/devices/${seg(deviceId)}/observations`, { body, idempotent: false, signal: opts.signal });
+    const json = uploadBody(observations);
+    const r = await this.request<{ stored: number }>('POST', `${this.sol(opts)}/devices/${seg(deviceId)}/observations`, { json, idempotent: false, signal: opts.signal });
     return r.data;
   }
 
@@ -776,8 +779,8 @@ export class ReefClient {
         headers.authorization = token;
       }
       let body: string | undefined;
-      if (init.body !== undefined) {
-        body = JSON.stringify(init.body);
+      if (init.json !== undefined || init.body !== undefined) {
+        body = init.json ?? JSON.stringify(init.body);
         headers['content-type'] = 'application/json';
       }
       const res = await this.send<T>(method, url, headers, body, init);

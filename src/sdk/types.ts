@@ -88,7 +88,8 @@ export interface Observation {
 }
 
 export interface UploadObservation {
-  timestamp: string | Date;
+  /** ISO 8601 text, a Date, or epoch milliseconds (sent as ISO text). */
+  timestamp: string | Date | number;
   temperature?: number | string;
   [field: string]: unknown;
 }
