@@ -47,6 +47,8 @@ export async function serve(env: Record<string, string>, args: string[] = [], wr
   });
   let out = '';
   child.stdout!.on('data', (c) => (out += c));
+  // BENCH_SERVER_LOG: a file that gets the server's standard output too (e.g. with --trace-gc).
+  if (process.env.BENCH_SERVER_LOG) child.stdout!.pipe(fs.createWriteStream(process.env.BENCH_SERVER_LOG));
   while (!/Reef is running at (\S+)/.test(out)) {
     if (child.exitCode !== null) throw new Error('reef serve exited early');
     await new Promise((r) => setTimeout(r, 50));
