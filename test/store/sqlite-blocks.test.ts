@@ -14,7 +14,8 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { pageJson } from '../../src/core/observation-json.ts';
 import type { ObservationRecord } from '../../src/core/types.ts';
-import { BLOCK_MAX } from '../../src/store/sqlite/blocks.mjs';
+import { BLOCK_MAX, blockStatements, decodeBlock, insertBlocks, type BlockRow } from '../../src/store/sqlite/blocks.mjs';
+import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-blocks-'));
@@ -48,11 +49,12 @@ function checkBlocks(file: string) {
   if (file === ':memory:') return;
   const db = new Database(file, { readonly: true });
   try {
-    const rows = db.prepare('SELECT device_pk, first_ts, last_ts, n, ts FROM obs_blocks ORDER BY device_pk, first_ts').raw(true).all() as [number, number, number, number, Buffer][];
+    const rows = db.prepare('SELECT device_pk, first_ts, last_ts, n, ts, t, extra FROM obs_blocks ORDER BY device_pk, first_ts').raw(true).all() as [number, ...BlockRow][];
     let prev: [number, number] | null = null;
-    for (const [pk, first, last, n, ts] of rows) {
+    for (const [pk, ...block] of rows) {
+      const [first, last, n] = block;
       assert.ok(n >= 1 && n <= BLOCK_MAX, `block size ${n}`);
-      const v = new Float64Array(ts.buffer.slice(ts.byteOffset, ts.byteOffset + ts.byteLength));
+      const v = decodeBlock(block).ts;
       assert.equal(v.length, n);
       assert.equal(v[0], first);
       assert.equal(v[n - 1], last);
@@ -208,3 +210,42 @@ for (const where of ['file (writer thread)', 'in memory'] as const) {
     });
   });
 }
+
+describe('sqlite blocks: every number reads back exactly, whichever form it is written in', () => {
+  it('periodic, irregular and far-apart timestamps; decimal, awkward and missing temperatures', () => {
+    const db = new Database(':memory:');
+    db.function('reef_observation_json', { varargs: true }, () => null);
+    for (const m of MIGRATIONS) {
+      db.exec(m.sql);
+      m.run?.(db);
+    }
+    const st = blockStatements(db);
+    const t0 = Date.UTC(2026, 0, 1);
+    const cases: [string, number[], number[]][] = [
+      ['periodic, 4 decimals', [0, 1, 2, 3].map((i) => t0 + i * 1000), [21.5, -3.1416, 0, 2147.4836]],
+      ['irregular, whole and none', [t0, t0 + 7, t0 + 8, t0 + 100_000], [20, Number.NaN, -40, 1e6]],
+      ['gaps beyond 32 bits of ms', [t0 - 10 * 365 * 86_400_000, t0, t0 + 1], [0.1, 0.2, 0.3]],
+      ['awkward doubles', [1, 2, 3, 4, 5, 6, 7, 8], [1 / 3, 5e-324, -0, 1e21, 0.1 + 0.2, 2 ** 53 + 2, -1.7976931348623157e308, 1e-7]],
+      ['too many decimals for 32 bits', [10, 20, 30], [2147.483648, 1.0000001, 12345.678901]],
+      ['one reading', [t0], [Number.NaN]],
+      ['one reading, before 1970', [-86_400_001], [-273.15]],
+    ];
+    for (const [pk, [name, ts, t]] of cases.entries()) {
+      insertBlocks(st, pk + 1, { n: ts.length, ts: Float64Array.from(ts), t: Float64Array.from(t), extra: null });
+      const row = db
+        .prepare('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ?')
+        .raw(true)
+        .get(pk + 1) as BlockRow;
+      const back = decodeBlock(row);
+      assert.deepEqual([...back.ts], ts, name);
+      // Object.is per value: -0 stays -0, NaN (none) stays NaN.
+      assert.ok(
+        t.every((v, i) => Object.is(back.t[i], v)),
+        `${name}: ${[...back.t]}`,
+      );
+      // Periodic readings of a few decimals (the common case) take 4 bytes each, the times 16 in all.
+      if (pk === 0) assert.deepEqual([row[3].length, row[4].length], [16, 4 + 4 * 4]);
+    }
+    db.close();
+  });
+});

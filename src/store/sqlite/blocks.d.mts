@@ -19,7 +19,6 @@ export interface BlockStatements {
 export const BLOCK_MAX: number;
 export const APPEND_BELOW: number;
 export function blockStatements(db: Database.Database): BlockStatements;
-export function doubles(buf: Buffer, n: number): Float64Array;
 export function decodeBlock(row: BlockRow): Columns;
 export function normalize(ts: Float64Array, t: Float64Array, extra: (string | null)[] | null): Columns;
 export function insertBlocks(st: BlockStatements, pk: number, c: Columns): void;

@@ -1,6 +1,6 @@
 // The SQLite store's observations, kept in per-device blocks (issue 18, item 1): one row of
 // `obs_blocks` holds up to BLOCK_MAX consecutive readings of one device — their timestamps and
-// temperatures as little-endian doubles, their free fields (if any) as a JSON list of the stored
+// temperatures in the compact forms below, their free fields (if any) as a JSON list of the stored
 // texts. A batch of 1,000 readings is then one B-tree insert instead of 1,000 inserts into the
 // middle of a (device, time) key, which was most of the writer thread's time (docs/benchmarks.md,
 // "Blocks"). The rules the rows kept still hold:
@@ -37,16 +37,137 @@ const FIRST = 0;
 const LAST = 1;
 const N = 2;
 
-/** Doubles out of a BLOB (better-sqlite3 gives each BLOB its own buffer; copied when unaligned). */
-export function doubles(buf, n) {
-  if ((buf.byteOffset & 7) === 0) return new Float64Array(buf.buffer, buf.byteOffset, n);
-  return new Float64Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + n * 8));
+// How a block's numbers are written. Every exact: what is read back is the same double, bit for bit.
+// Each BLOB starts with its form's byte; numbers start at an offset their width divides.
+//   timestamps  STEP:   every reading `step` ms after the one before (periodic sensors: 16 bytes);
+//               DELTA:  each the one before plus a 32-bit whole number of ms (4 bytes each);
+//               RAW:    doubles (8 bytes each).
+//   temperature SCALED: each a 32-bit whole number m read as m / 10^k, k in 0..6, when that gives
+//                       back every temperature exactly (sensors report a few decimals: 4 bytes
+//                       each; none is NONE); RAW: doubles, NaN for none.
+// Half the bytes or less per reading than doubles: less for SQLite to write to its WAL and copy at
+// each checkpoint, which was most of the writer's time left after blocks (docs/benchmarks.md).
+const STEP = 1;
+const DELTA = 2;
+const RAW = 3;
+const SCALED = 4;
+const NONE = -2147483648;
+const POW10 = [1, 10, 100, 1000, 10000, 100000, 1000000];
+
+/** Timestamps `ts[i..j)` (ascending) as a BLOB. */
+function encodeTimes(ts, i, j) {
+  const n = j - i;
+  if (n >= 2) {
+    const step = ts[i + 1] - ts[i];
+    let uniform = true;
+    let small = true;
+    for (let k = i + 1; k < j; k++) {
+      const d = ts[k] - ts[k - 1];
+      if (d !== step) uniform = false;
+      if (d > 2147483647 || !Number.isInteger(d)) small = false;
+    }
+    if (uniform && Number.isInteger(step)) {
+      const b = Buffer.alloc(16);
+      b[0] = STEP;
+      b.writeDoubleLE(step, 8);
+      return b;
+    }
+    if (small && Number.isInteger(ts[i])) {
+      const b = Buffer.alloc(4 + n * 4);
+      b[0] = DELTA;
+      for (let k = i + 1; k < j; k++) b.writeInt32LE(ts[k] - ts[k - 1], 4 + (k - i) * 4);
+      return b;
+    }
+  }
+  const b = Buffer.alloc(8 + n * 8);
+  b[0] = RAW;
+  for (let k = i; k < j; k++) b.writeDoubleLE(ts[k], 8 + (k - i) * 8);
+  return b;
+}
+
+/** The fewest decimals k (0..6) such that every temperature of t[i..j) is a 32-bit m with m / 10^k === it; -1 if none. */
+function decimals(t, i, j) {
+  let k = 0;
+  for (let x = i; x < j; x++) {
+    const v = t[x];
+    if (v !== v) continue; // none
+    for (;;) {
+      const p = POW10[k];
+      const m = Math.round(v * p);
+      if (m / p === v && Math.abs(m) <= 2147483647 && m !== NONE && !Object.is(v, -0)) break;
+      if (++k > 6) return -1;
+    }
+  }
+  return k;
+}
+
+/** Temperatures `t[i..j)` (NaN: none) as a BLOB. */
+function encodeTemperatures(t, i, j) {
+  const n = j - i;
+  const k = decimals(t, i, j);
+  if (k >= 0) {
+    const p = POW10[k];
+    const b = Buffer.alloc(4 + n * 4);
+    b[0] = SCALED;
+    b[1] = k;
+    for (let x = i; x < j; x++) {
+      const v = t[x];
+      b.writeInt32LE(v === v ? Math.round(v * p) : NONE, 4 + (x - i) * 4);
+    }
+    return b;
+  }
+  const b = Buffer.alloc(8 + n * 8);
+  b[0] = RAW;
+  for (let x = i; x < j; x++) b.writeDoubleLE(t[x], 8 + (x - i) * 8);
+  return b;
+}
+
+function decodeTimes(buf, first, n) {
+  const ts = new Float64Array(n);
+  switch (buf[0]) {
+    case STEP: {
+      const step = buf.readDoubleLE(8);
+      for (let k = 0; k < n; k++) ts[k] = first + k * step;
+      return ts;
+    }
+    case DELTA: {
+      let v = first;
+      ts[0] = v;
+      for (let k = 1; k < n; k++) {
+        v += buf.readInt32LE(4 + k * 4);
+        ts[k] = v;
+      }
+      return ts;
+    }
+    case RAW:
+      for (let k = 0; k < n; k++) ts[k] = buf.readDoubleLE(8 + k * 8);
+      return ts;
+  }
+  throw new Error(`obs_blocks: unknown timestamp form ${buf[0]}`);
+}
+
+function decodeTemperatures(buf, n) {
+  const t = new Float64Array(n);
+  switch (buf[0]) {
+    case SCALED: {
+      const p = POW10[buf[1]];
+      for (let k = 0; k < n; k++) {
+        const m = buf.readInt32LE(4 + k * 4);
+        t[k] = m === NONE ? Number.NaN : m / p;
+      }
+      return t;
+    }
+    case RAW:
+      for (let k = 0; k < n; k++) t[k] = buf.readDoubleLE(8 + k * 8);
+      return t;
+  }
+  throw new Error(`obs_blocks: unknown temperature form ${buf[0]}`);
 }
 
 /** A block row (raw: first_ts, last_ts, n, ts, t, extra) as columns. */
 export function decodeBlock(row) {
   const n = row[N];
-  return { n, ts: doubles(row[3], n), t: doubles(row[4], n), extra: row[5] === null ? null : JSON.parse(row[5]) };
+  return { n, ts: decodeTimes(row[3], row[FIRST], n), t: decodeTemperatures(row[4], n), extra: row[5] === null ? null : JSON.parse(row[5]) };
 }
 
 /**
@@ -131,8 +252,6 @@ function merge(old, b) {
   return { n: m, ts: ts.subarray(0, m), t: t.subarray(0, m), extra };
 }
 
-const bytes = (a, i, j) => Buffer.from(a.buffer, a.byteOffset + i * 8, (j - i) * 8);
-
 /** Readings `c` (ascending, unique) written as blocks of at most BLOCK_MAX. */
 export function insertBlocks(st, pk, c) {
   for (let i = 0; i < c.n; i += BLOCK_MAX) {
@@ -146,7 +265,7 @@ export function insertBlocks(st, pk, c) {
         }
       }
     }
-    st.insert.run(pk, c.ts[i], c.ts[j - 1], j - i, bytes(c.ts, i, j), bytes(c.t, i, j), extra);
+    st.insert.run(pk, c.ts[i], c.ts[j - 1], j - i, encodeTimes(c.ts, i, j), encodeTemperatures(c.t, i, j), extra);
   }
 }
 
