@@ -10,6 +10,8 @@ import path from 'node:path';
 
 export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 export const BIN = path.join(ROOT, 'bin', 'reef.js');
+/** The node options in bin/reef.js's #! line (`#!/usr/bin/env -S node <options>`). */
+export const NODE_FLAGS = (/^#!.*\bnode\b(.*)$/m.exec(fs.readFileSync(BIN, 'utf8').split('\n')[0]!)?.[1] ?? '').trim().split(/\s+/).filter(Boolean);
 
 export function machine(): string {
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
@@ -40,7 +42,8 @@ export interface Served {
 /** `wrap`: a command line the server runs under, e.g. valgrind (bench/instructions.ts). */
 export async function serve(env: Record<string, string>, args: string[] = [], wrap: string[] = []): Promise<Served> {
   // BENCH_NODE_ARGS: options for the server's node, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
-  const cmd = [...wrap, process.execPath, ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+  // The node options the installed command runs with (bin/reef.js's #! line), then the bench's own.
+  const cmd = [...wrap, process.execPath, ...NODE_FLAGS, ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)];
   const child = spawn(cmd[0]!, [...cmd.slice(1), BIN, 'serve', '--port', '0', '--demo', 'false', '--gateway', 'false', ...args], {
     env: { ...process.env, REEF_LOG_LEVEL: 'error', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
