@@ -92,9 +92,21 @@ test('anything unusual is left to the general path', () => {
     '{"observations":{}}',
     '\ufeff{"observations":[{"timestamp":"2026-01-31T12:00:00.000Z","temperature":1}]}',
     `{"observations":[${ok}${ok}]}`,
+    // After a good timestamp of the same day (read by comparing the day's bytes): a bad time of day.
+    ...['24:00:00.000', '23:60:00.000', '23:59:60.000', '2a:00:00.000', '12:00:00.00a', '12:00:00.000+', '12-00:00.000', '12:00:00,000', '\u0031:00:00.000'].map(
+      (time) => `{"observations":[${ok},{"timestamp":"2026-01-31T${time}Z","temperature":1}]}`,
+    ),
+    `{"observations":[${ok},{"timestamp":"2026-01-31t12:00:00.000Z","temperature":1}]}`,
   ]) {
     assert.equal(scanUpload(body, MAX), null, body);
   }
+  // The same day's last and first millisecond, and the next day, after a timestamp of that day.
+  const edges = ['2026-01-31T23:59:59.999Z', '2026-01-31T00:00:00.000Z', '2026-02-01T00:00:00.000Z', '2026-01-31T09:09:09.009Z'];
+  const read = scanUpload(`{"observations":[${ok},${edges.map((t) => `{"timestamp":"${t}"}`).join(',')}]}`, MAX);
+  assert.deepEqual(
+    [...read!.ts].slice(1),
+    edges.map((t) => Date.parse(t)),
+  );
   // Over the per-request limit: the general path answers TOO_MANY_OBSERVATIONS.
   assert.equal(scanUpload(`{"observations":[${ok},${ok},${ok}]}`, 2), null);
   assert.ok(scanUpload(`{"observations":[${ok},${ok}]}`, 2));
