@@ -314,7 +314,7 @@ try {
     console.log(`     ${startLine(running, rows)}; load ${loadavg()}`);
     await running.server.stop();
     running = null;
-    console.log(`     obs_blocks B-tree: ${btreeLevels(dbFile(fleet2.dir), 'obs_blocks')} levels`);
+    console.log(`     obs_blocks_by_device index B-tree: ${btreeLevels(dbFile(fleet2.dir), 'obs_blocks_by_device')} levels`);
   }
   const fullRows = rowPoints[rowPoints.length - 1]!;
   console.log(`  rows loaded in ${fmt(loadSecs, 1)} s in all (${fmt(fullRows / loadSecs)} rows/s)`);
