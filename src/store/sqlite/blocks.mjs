@@ -54,9 +54,24 @@ const SCALED = 4;
 const NONE = -2147483648;
 const POW10 = [1, 10, 100, 1000, 10000, 100000, 1000000];
 
-/** Timestamps `ts[i..j)` (ascending) as a BLOB. */
+/**
+ * Where a block's two BLOBs are written: one scratch buffer each, reused, as better-sqlite3 binds a
+ * BLOB as a copy (SQLITE_TRANSIENT) and both are bound in the one insert that follows. New buffers
+ * per block were fresh memory for the kernel to zero (seen in a profile of the writer thread).
+ */
+function scratch(size) {
+  const buf = new ArrayBuffer(size);
+  // A DataView writes little-endian whatever the machine (the decoders read little-endian).
+  return { buf, bytes: new Uint8Array(buf), dv: new DataView(buf) };
+}
+const timesOut = scratch(8 + BLOCK_MAX * 8);
+const tempsOut = scratch(8 + BLOCK_MAX * 8);
+const view = (out, length) => Buffer.from(out.buf, 0, length);
+
+/** Timestamps `ts[i..j)` (ascending, at most BLOCK_MAX) as a BLOB (a view of timesOut). */
 function encodeTimes(ts, i, j) {
   const n = j - i;
+  const out = timesOut;
   if (n >= 2) {
     const step = ts[i + 1] - ts[i];
     let uniform = true;
@@ -67,22 +82,22 @@ function encodeTimes(ts, i, j) {
       if (d > 2147483647 || !Number.isInteger(d)) small = false;
     }
     if (uniform && Number.isInteger(step)) {
-      const b = Buffer.alloc(16);
-      b[0] = STEP;
-      b.writeDoubleLE(step, 8);
-      return b;
+      out.bytes.fill(0, 0, 8);
+      out.bytes[0] = STEP;
+      out.dv.setFloat64(8, step, true);
+      return view(out, 16);
     }
     if (small && Number.isInteger(ts[i])) {
-      const b = Buffer.alloc(4 + n * 4);
-      b[0] = DELTA;
-      for (let k = i + 1; k < j; k++) b.writeInt32LE(ts[k] - ts[k - 1], 4 + (k - i) * 4);
-      return b;
+      out.bytes.fill(0, 0, 8);
+      out.bytes[0] = DELTA;
+      for (let k = i + 1; k < j; k++) out.dv.setInt32(4 + (k - i) * 4, ts[k] - ts[k - 1], true);
+      return view(out, 4 + n * 4);
     }
   }
-  const b = Buffer.alloc(8 + n * 8);
-  b[0] = RAW;
-  for (let k = i; k < j; k++) b.writeDoubleLE(ts[k], 8 + (k - i) * 8);
-  return b;
+  out.bytes.fill(0, 0, 8);
+  out.bytes[0] = RAW;
+  for (let k = i; k < j; k++) out.dv.setFloat64(8 + (k - i) * 8, ts[k], true);
+  return view(out, 8 + n * 8);
 }
 
 /** The fewest decimals k (0..6) such that every temperature of t[i..j) is a 32-bit m with m / 10^k === it; -1 if none. */
@@ -101,25 +116,25 @@ function decimals(t, i, j) {
   return k;
 }
 
-/** Temperatures `t[i..j)` (NaN: none) as a BLOB. */
+/** Temperatures `t[i..j)` (NaN: none; at most BLOCK_MAX) as a BLOB (a view of tempsOut). */
 function encodeTemperatures(t, i, j) {
   const n = j - i;
+  const out = tempsOut;
   const k = decimals(t, i, j);
+  out.bytes.fill(0, 0, 8);
   if (k >= 0) {
     const p = POW10[k];
-    const b = Buffer.alloc(4 + n * 4);
-    b[0] = SCALED;
-    b[1] = k;
+    out.bytes[0] = SCALED;
+    out.bytes[1] = k;
     for (let x = i; x < j; x++) {
       const v = t[x];
-      b.writeInt32LE(v === v ? Math.round(v * p) : NONE, 4 + (x - i) * 4);
+      out.dv.setInt32(4 + (x - i) * 4, v === v ? Math.round(v * p) : NONE, true);
     }
-    return b;
+    return view(out, 4 + n * 4);
   }
-  const b = Buffer.alloc(8 + n * 8);
-  b[0] = RAW;
-  for (let x = i; x < j; x++) b.writeDoubleLE(t[x], 8 + (x - i) * 8);
-  return b;
+  out.bytes[0] = RAW;
+  for (let x = i; x < j; x++) out.dv.setFloat64(8 + (x - i) * 8, t[x], true);
+  return view(out, 8 + n * 8);
 }
 
 function decodeTimes(buf, first, n) {
