@@ -56,6 +56,16 @@ const codes = (k: string) => Array.from(k, (c) => c.charCodeAt(0));
 const OBSERVATIONS = codes('"observations"');
 const TIMESTAMP = codes('"timestamp"');
 const TEMPERATURE = codes('"temperature"');
+/** Four bytes of text as the little-endian number DataView#getUint32(…, true) reads there. */
+const word = (k: string) => k.charCodeAt(0) | (k.charCodeAt(1) << 8) | (k.charCodeAt(2) << 16) | ((k.charCodeAt(3) << 24) >>> 0);
+// {"timestamp":"2026-01-31T12:00:00.000Z","temperature":… : bytes 1-12 and 38-53 of a row.
+const ROW_A = word('"tim') >>> 0;
+const ROW_B = word('esta') >>> 0;
+const ROW_C = word('mp":') >>> 0;
+const ROW_D = word('","t') >>> 0;
+const ROW_E = word('empe') >>> 0;
+const ROW_F = word('ratu') >>> 0;
+const ROW_G = word('re":') >>> 0;
 
 /**
  * Matches the quoted key `k` (its character codes, quotes included; no escapes) at p, then the
@@ -197,6 +207,7 @@ export function scanUpload(body: Uint8Array | string, max: number): PackedObserv
 }
 
 function scanBytes(s: Uint8Array, max: number): PackedObservations | null {
+  const dv = new DataView(s.buffer, s.byteOffset, s.byteLength);
   let p = ws(s, 0);
   if (s[p] !== 123) return null;
   p = key(s, ws(s, p + 1), OBSERVATIONS);
@@ -217,31 +228,62 @@ function scanBytes(s: Uint8Array, max: number): PackedObservations | null {
       tBuf = b;
     }
     if (s[p] !== 123) return null;
-    p = ws(s, p + 1);
     let ts = -1;
     let t = Number.NaN;
-    let haveT = false;
-    for (;;) {
-      let q = ts < 0 ? key(s, p, TIMESTAMP) : -1;
-      if (q >= 0) {
-        if (s[q] !== 34 || s[q + 25] !== 34) return null;
-        ts = isoAt(s, q + 1);
-        if (ts < 0) return null;
-        p = q + 26;
-      } else if (!haveT && (q = key(s, p, TEMPERATURE)) >= 0) {
-        haveT = true;
-        if (s[q] === 110 && s[q + 1] === 117 && s[q + 2] === 108 && s[q + 3] === 108) p = q + 4;
-        else {
-          t = number(s, q);
-          if (Number.isNaN(t)) return null;
-          p = numberEnd;
-        }
-      } else return null;
-      p = ws(s, p);
-      const c = s[p];
+    // The row as JSON.stringify writes it, {"timestamp":"…","temperature":…}, compared four bytes
+    // at a time; any other layout (spaces, the other key order, no temperature) is read below.
+    if (
+      p + 64 <= s.length &&
+      dv.getUint32(p + 1, true) === ROW_A &&
+      dv.getUint32(p + 5, true) === ROW_B &&
+      dv.getUint32(p + 9, true) === ROW_C &&
+      s[p + 13] === 34 &&
+      dv.getUint32(p + 38, true) === ROW_D &&
+      dv.getUint32(p + 42, true) === ROW_E &&
+      dv.getUint32(p + 46, true) === ROW_F &&
+      dv.getUint32(p + 50, true) === ROW_G
+    ) {
+      ts = isoAt(s, p + 14);
+      if (ts < 0) return null;
+      let q = p + 54;
+      if (s[q] === 110 && s[q + 1] === 117 && s[q + 2] === 108 && s[q + 3] === 108) q += 4;
+      else {
+        t = number(s, q);
+        if (Number.isNaN(t)) return null;
+        q = numberEnd;
+      }
+      if (s[q] === 125) {
+        p = ws(s, q + 1);
+      } else {
+        ts = -1; // not this layout after all: the row is read below
+        t = Number.NaN;
+      }
+    }
+    if (ts < 0) {
       p = ws(s, p + 1);
-      if (c === 125) break;
-      if (c !== 44) return null;
+      let haveT = false;
+      for (;;) {
+        let q = ts < 0 ? key(s, p, TIMESTAMP) : -1;
+        if (q >= 0) {
+          if (s[q] !== 34 || s[q + 25] !== 34) return null;
+          ts = isoAt(s, q + 1);
+          if (ts < 0) return null;
+          p = q + 26;
+        } else if (!haveT && (q = key(s, p, TEMPERATURE)) >= 0) {
+          haveT = true;
+          if (s[q] === 110 && s[q + 1] === 117 && s[q + 2] === 108 && s[q + 3] === 108) p = q + 4;
+          else {
+            t = number(s, q);
+            if (Number.isNaN(t)) return null;
+            p = numberEnd;
+          }
+        } else return null;
+        p = ws(s, p);
+        const c = s[p];
+        p = ws(s, p + 1);
+        if (c === 125) break;
+        if (c !== 44) return null;
+      }
     }
     if (ts < 0) return null;
     tsBuf[n] = ts;

@@ -97,9 +97,36 @@ test('anything unusual is left to the general path', () => {
       (time) => `{"observations":[${ok},{"timestamp":"2026-01-31T${time}Z","temperature":1}]}`,
     ),
     `{"observations":[${ok},{"timestamp":"2026-01-31t12:00:00.000Z","temperature":1}]}`,
+    // Rows laid out as JSON.stringify writes them (read four bytes at a time) that are still not the shape.
+    ...[
+      '{"timestamp":"2026-01-31T12:00:00.000Z","temperature":1,"humidity":3}',
+      '{"timestamp":"2026-01-31T12:00:00.000Z","temperature":1,"temperature":2}',
+      '{"timestamp":"2026-01-31T12:00:00.000Z","temperature":1e}',
+      '{"timestamp":"2026-01-31T12:00:00.000Z","temperature":"1"}',
+      '{"timestamp":"2026-02-30T12:00:00.000Z","temperature":1}',
+      '{"timestamp":"2026-01-31T12:00:00.000Z","temperaturE":1}',
+      '{"timestamp":"2026-01-31T12:00:00.000Z";"temperature":1}',
+      '{"timestamp": 2026-01-31T12:00:00.000Z","temperature":1}',
+      '{"timestamp":"2026-01-31T12:00:00.000Z","temperature":nulL}',
+    ].map((row) => `{"observations":[${ok},${row},${ok},${ok}]}`),
   ]) {
     assert.equal(scanUpload(body, MAX), null, body);
   }
+  // The other layouts of a row (spaces, key order, no temperature) next to JSON.stringify's.
+  const mixed = [
+    ok,
+    '{ "timestamp" : "2026-01-31T12:00:01.000Z" , "temperature" : 2.5 }',
+    ok.replace('12:00:00', '12:00:02'),
+    '{"temperature":null,"timestamp":"2026-01-31T12:00:03.000Z"}',
+    '{"timestamp":"2026-01-31T12:00:04.000Z"}',
+    ok.replace('12:00:00', '12:00:05').replace(':1}', ':1 }'),
+  ];
+  const got = scanUpload(`{"observations":[${mixed.join(',')},${ok}]}`, MAX)!;
+  assert.deepEqual(
+    [...got.ts],
+    [0, 1, 2, 3, 4, 5, 0].map((sec) => Date.UTC(2026, 0, 31, 12, 0, sec)),
+  );
+  assert.deepEqual([...got.temperature], [1, 2.5, 1, Number.NaN, Number.NaN, 1, 1]);
   // The same day's last and first millisecond, and the next day, after a timestamp of that day.
   const edges = ['2026-01-31T23:59:59.999Z', '2026-01-31T00:00:00.000Z', '2026-02-01T00:00:00.000Z', '2026-01-31T09:09:09.009Z'];
   const read = scanUpload(`{"observations":[${ok},${edges.map((t) => `{"timestamp":"${t}"}`).join(',')}]}`, MAX);

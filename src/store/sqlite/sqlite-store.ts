@@ -637,7 +637,10 @@ export class SqliteStore implements Store {
       if (this.writer !== w) return; // closed on purpose, or already handled
       this.writer = null;
       this.opts = { ...this.opts, writerThread: false };
-      this.inFlight.splice(0).flat().forEach((it) => it.reject(new ReefError('STORE_UNAVAILABLE', 'the database writer failed; retry shortly', { retryAfter: 1, cause: e })));
+      this.inFlight
+        .splice(0)
+        .flat()
+        .forEach((it) => it.reject(new ReefError('STORE_UNAVAILABLE', 'the database writer failed; retry shortly', { retryAfter: 1, cause: e })));
       if (this.queued.length) setImmediate(this.flushQueued);
       else this.drained.splice(0).forEach((r) => r());
     };
