@@ -103,14 +103,17 @@ const lineBody = (b: IngestBatch) => {
 };
 // Each client encodes with what its users would: Reef's SDK writes the upload (uploadBody, what
 // ReefClient.uploadBatch sends), InfluxDB's line protocol is a template string per point.
-const jsonBody = (b: IngestBatch) => uploadBody(b.rows.map((r) => ({ timestamp: r.ts, temperature: r.temperature })));
+const jsonBody = (b: IngestBatch) => {
+  const bytes = uploadBody(b.rows.map((r) => ({ timestamp: r.ts, temperature: r.temperature })));
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength); // a view: the same bytes, sent as they are
+};
 
 interface Target {
   name: string;
   pid: number | null;
   path(b: IngestBatch): string;
   headers: Record<string, string>;
-  encode(b: IngestBatch): string;
+  encode(b: IngestBatch): string | Buffer;
   ok: number;
 }
 

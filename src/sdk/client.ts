@@ -124,8 +124,8 @@ export interface StreamOptions {
 interface RequestInit2 {
   query?: Record<string, string | number | undefined>;
   body?: unknown;
-  /** A body already written as JSON text (sent as it is, instead of JSON.stringify(body)). */
-  json?: string;
+  /** A body already written as JSON (text or UTF-8 bytes), sent as it is instead of JSON.stringify(body). */
+  json?: string | Uint8Array<ArrayBuffer>;
   /** Safe to repeat: retried on 429/503. */
   idempotent: boolean;
   auth?: boolean;
@@ -778,7 +778,7 @@ export class ReefClient {
         // The raw token, as the original clients send it (wire §1).
         headers.authorization = token;
       }
-      let body: string | undefined;
+      let body: string | Uint8Array<ArrayBuffer> | undefined;
       if (init.json !== undefined || init.body !== undefined) {
         body = init.json ?? JSON.stringify(init.body);
         headers['content-type'] = 'application/json';
@@ -806,7 +806,7 @@ export class ReefClient {
   }
 
   /** One attempt: the answer, or an ApiError for a status ≥ 400 (returned, so request() decides on retries). */
-  private async send<T>(method: string, url: string, headers: Record<string, string>, body: string | undefined, init: RequestInit2): Promise<Answer<T> | ApiError> {
+  private async send<T>(method: string, url: string, headers: Record<string, string>, body: string | Uint8Array<ArrayBuffer> | undefined, init: RequestInit2): Promise<Answer<T> | ApiError> {
     const ctrl = new AbortController();
     const outer = init.signal;
     const onAbort = () => ctrl.abort(outer!.reason);

@@ -6,6 +6,8 @@ import { it } from 'node:test';
 import { isoOfMillis, uploadBody } from '../../src/sdk/upload-body.ts';
 import type { UploadObservation } from '../../src/sdk/types.ts';
 
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
 /** What the SDK sent before: JSON.stringify with each Date or epoch-millisecond timestamp as toISOString(). */
 const reference = (os: UploadObservation[]) =>
   JSON.parse(JSON.stringify({ observations: os.map((o) => ({ ...o, timestamp: typeof o.timestamp === 'string' ? o.timestamp : new Date(o.timestamp).toISOString() })) }));
@@ -40,10 +42,12 @@ it('uploadBody sends what JSON.stringify would, for every shape', () => {
     { timestamp: new Date(-1), temperature: 3 },
     { timestamp: t + 8, temperature: undefined },
   ];
-  const body = uploadBody(shapes);
-  assert.deepEqual(JSON.parse(body), reference(shapes));
-  assert.deepEqual(JSON.parse(uploadBody([])), { observations: [] });
+  assert.deepEqual(JSON.parse(text(uploadBody(shapes))), reference(shapes));
+  assert.deepEqual(JSON.parse(text(uploadBody([]))), { observations: [] });
   // The common shape is written without JSON.stringify's object walk, in the order shown.
-  assert.equal(uploadBody([{ timestamp: t, temperature: 21.5 }]), '{"observations":[{"timestamp":"2026-11-24T21:30:05.007Z","temperature":21.5}]}');
+  assert.equal(text(uploadBody([{ timestamp: t, temperature: 21.5 }])), '{"observations":[{"timestamp":"2026-11-24T21:30:05.007Z","temperature":21.5}]}');
+  // Large bodies and long free-form text grow the buffer; every row still arrives.
+  const many: UploadObservation[] = Array.from({ length: 5000 }, (_, i) => (i % 7 ? { timestamp: t + i * 1000, temperature: i / 3 } : { timestamp: t + i * 1000, note: 'ü'.repeat(i % 50) + '"' }));
+  assert.deepEqual(JSON.parse(text(uploadBody(many))), reference(many));
   assert.throws(() => uploadBody([{ timestamp: Number.NaN }]), RangeError);
 });
