@@ -25,7 +25,11 @@ let dayPrefix = new Uint8Array(11); // "YYYY-MM-DDT" of `day`
 /** Is `ms` a time toISOString writes in the plain 24-character form? */
 const plainTime = (ms: number) => Number.isInteger(ms) && ms >= 0 && ms <= MAX_PLAIN;
 
-/** Writes the 24 bytes of toISOString() for a plainTime `ms` at `o`. */
+/**
+ * Writes the 24 bytes of toISOString() for a plainTime `ms` at `o`. The service renders its pages
+ * the same way (putIso in src/core/observation-json.ts); the SDK keeps its own copy because it
+ * imports nothing of the service (docs/architecture.md: sdk/ depends on fetch only).
+ */
 function putIso(out: Uint8Array, o: number, ms: number): number {
   const d = Math.floor(ms / DAY_MS);
   if (d !== day) {
