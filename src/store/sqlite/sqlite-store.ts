@@ -724,8 +724,10 @@ export class SqliteStore implements Store {
    * until enough are found or the blocks end before `from`.
    */
   private newestFirst(pk: number, from: number, to: number, limit: number, tag?: string): Columns {
-    const ts = new Float64Array(limit);
-    const t = new Float64Array(limit);
+    // Room for what is found, grown as needed: a solution-wide page asks every device for up to a
+    // page, and most answer with few readings or none.
+    let ts = new Float64Array(Math.min(limit, 1024));
+    let t = new Float64Array(ts.length);
     let extra: (string | null)[] | null = null;
     let m = 0;
     if (limit > 0 && from < to) {
@@ -738,10 +740,20 @@ export class SqliteStore implements Store {
           if (time < from) break;
           const fields = b.extra === null ? null : b.extra[i]!;
           if (tag !== undefined && !hasTag(fields, tag)) continue;
+          if (m === ts.length) {
+            const size = Math.min(limit, ts.length * 2);
+            const ts2 = new Float64Array(size);
+            ts2.set(ts);
+            ts = ts2;
+            const t2 = new Float64Array(size);
+            t2.set(t);
+            t = t2;
+          }
           ts[m] = time;
           t[m] = b.t[i]!;
           if (fields !== null) {
-            extra ??= new Array<string | null>(limit).fill(null);
+            extra ??= [];
+            while (extra.length < m) extra.push(null);
             extra[m] = fields;
           }
           m++;
@@ -749,6 +761,7 @@ export class SqliteStore implements Store {
         if (m === limit || i >= 0) break;
       }
     }
+    if (extra !== null) while (extra.length < m) extra.push(null);
     return { n: m, ts, t, extra };
   }
 
@@ -822,11 +835,7 @@ export class SqliteStore implements Store {
       const close = () => {
         if (cur) out.push({ ts: cur.ts, count: cur.count, min: cur.n ? cur.min : null, avg: cur.n ? (cur.sum + cur.err) / cur.n : null, max: cur.n ? cur.max : null });
       };
-      // The block a range starts inside, then those starting in the range.
-      const first = this.s.blockBefore.get(pk, q.from) as BlockRow | undefined;
-      const rows = first !== undefined && first[1] >= q.from ? [first] : [];
-      for (const row of [...rows, ...(this.s.blocksAsc.all(pk, q.from, q.to) as BlockRow[])]) {
-        if (row[0] >= q.to) break;
+      const add = (row: BlockRow) => {
         const b = decodeBlock(row);
         for (let i = 0; i < b.n; i++) {
           const time = b.ts[i]!;
@@ -849,7 +858,11 @@ export class SqliteStore implements Store {
             if (v > cur.max) cur.max = v;
           }
         }
-      }
+      };
+      // The block the range starts inside, then those starting in the range, read one at a time.
+      const first = this.s.blockBefore.get(pk, q.from) as BlockRow | undefined;
+      if (first !== undefined && first[1] >= q.from) add(first);
+      for (const row of this.s.blocksAsc.iterate(pk, q.from, q.to) as IterableIterator<BlockRow>) add(row);
       close();
       return out;
     });
