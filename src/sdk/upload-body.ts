@@ -100,7 +100,7 @@ export function uploadBody(observations: readonly UploadObservation[]): Uint8Arr
       }
     }
     const ms = plain ? plainMillis(ob.timestamp) : Number.NaN;
-    const text = ms === ms ? null : general(ob);
+    const text = Number.isNaN(ms) ? general(ob) : null;
     // A UTF-16 unit never takes more than 3 bytes in UTF-8.
     const need = text === null ? ROW_MAX : text.length * 3 + 2;
     if (out.length - o < need + 2) {
