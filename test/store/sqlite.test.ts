@@ -75,6 +75,44 @@ describe('sqlite: group commit on the writer thread', () => {
   });
 });
 
+describe('sqlite: the writer thread dying with groups in flight', () => {
+  it('every upload settles: stored and acknowledged, or refused as STORE_UNAVAILABLE and not half stored', async () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-writer2-')), 'reef.db');
+    const store = new SqliteStore({ file });
+    await store.migrate();
+    const ids = Array.from({ length: 60 }, () => randomUUID());
+    for (const id of ids) await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+    const t0 = Date.UTC(2026, 0, 1);
+    await store.insertObservations(ids[0]!, [{ ts: t0 - 1000, temperature: 0, extra: null }]); // the writer thread is up
+    const writer = (store as unknown as { writer: import('node:worker_threads').Worker }).writer;
+    // 60 uploads of 2,500: three groups (50,000 observations at most), two handed to the thread and
+    // one waiting; then the thread ends (as a crash would).
+    const pending = ids.map((id) =>
+      store.insertObservations(
+        id,
+        Array.from({ length: 2500 }, (_, i) => ({ ts: t0 + i * 1000, temperature: i, extra: null })),
+      ),
+    );
+    await new Promise((r) => setImmediate(r));
+    await writer.terminate();
+    const outcomes = await Promise.allSettled(pending);
+    for (const [k, o] of outcomes.entries()) {
+      const stored = (await store.queryObservations(ids[k]!, { limit: 10_000, from: t0 })).observations.length;
+      if (o.status === 'fulfilled') assert.equal(stored, 2500, 'an acknowledged upload is stored whole');
+      else {
+        assert.equal((o.reason as { code?: string }).code, 'STORE_UNAVAILABLE');
+        assert.ok(stored === 0 || stored === 2500, `a refused upload is all or nothing (${stored})`);
+      }
+    }
+    assert.ok(
+      outcomes.some((o) => o.status === 'fulfilled'),
+      'the uploads behind the lost groups are stored on the main thread',
+    );
+    assert.deepEqual(await store.insertObservations(ids[1]!, [{ ts: t0 + 1e9, temperature: 1, extra: null }]), { written: 1 });
+    await store.close();
+  });
+});
+
 // Latest of all is remembered per solution until the database changes (issue 18): a change by any
 // connection must show at once — the writer thread, another process's connection, this one's own.
 describe('sqlite: remembered latest of all', () => {

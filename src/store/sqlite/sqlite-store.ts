@@ -566,7 +566,10 @@ export class SqliteStore implements Store {
       if (this.queued.length && !this.db.open) this.queued.splice(0).forEach((it) => it.reject(translated(new TypeError('The database connection is not open'))));
       return;
     }
-    if (this.opts.writerThread !== false && this.opts.file !== ':memory:') return this.sendToWriter();
+    if (this.opts.writerThread !== false && this.opts.file !== ':memory:') {
+      while (this.queued.length && this.inFlight.length < WRITER_GROUPS) this.sendToWriter();
+      return;
+    }
     const items = this.queued;
     this.queued = [];
     const outcome = (it: Queued): InsertResult | ReefError => {
