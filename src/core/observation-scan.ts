@@ -11,7 +11,7 @@
 // general path (JSON.parse, the route's schema, parseBatch), which gives today's answers,
 // errors included. So a body read here is one parseBatch would accept, and the numbers are those
 // JSON.parse would give (test/core/observation-scan.test.ts compares both on many bodies).
-import { ISO_DIGITS, isoFields } from './validate.ts';
+import { ISO_DIGITS, isoFields, timeOfDay } from './validate.ts';
 import type { ObservationRecord } from './types.ts';
 
 /** One device's batch as numbers: temperature NaN where there is none (null). */
@@ -57,15 +57,15 @@ const OBSERVATIONS = codes('"observations"');
 const TIMESTAMP = codes('"timestamp"');
 const TEMPERATURE = codes('"temperature"');
 /** Four bytes of text as the little-endian number DataView#getUint32(…, true) reads there. */
-const word = (k: string) => k.charCodeAt(0) | (k.charCodeAt(1) << 8) | (k.charCodeAt(2) << 16) | ((k.charCodeAt(3) << 24) >>> 0);
+const word = (k: string) => (k.charCodeAt(0) | (k.charCodeAt(1) << 8) | (k.charCodeAt(2) << 16) | (k.charCodeAt(3) << 24)) >>> 0;
 // {"timestamp":"2026-01-31T12:00:00.000Z","temperature":… : bytes 1-12 and 38-53 of a row.
-const ROW_A = word('"tim') >>> 0;
-const ROW_B = word('esta') >>> 0;
-const ROW_C = word('mp":') >>> 0;
-const ROW_D = word('","t') >>> 0;
-const ROW_E = word('empe') >>> 0;
-const ROW_F = word('ratu') >>> 0;
-const ROW_G = word('re":') >>> 0;
+const ROW_A = word('"tim');
+const ROW_B = word('esta');
+const ROW_C = word('mp":');
+const ROW_D = word('","t');
+const ROW_E = word('empe');
+const ROW_F = word('ratu');
+const ROW_G = word('re":');
 
 /**
  * Matches the quoted key `k` (its character codes, quotes included; no escapes) at p, then the
@@ -108,6 +108,8 @@ function isoAt(s: Uint8Array, o: number): number {
     s[o + 19]! === 46 &&
     s[o + 23]! === 90
   ) {
+    // The time of day's nine digits (the unsigned view of a byte below '0' is large), then
+    // validate.ts's rules for its fields. Written out: a loop over the offsets cost a fifth of the scan.
     const h0 = s[o + 11]! - 48;
     const h1 = s[o + 12]! - 48;
     const m0 = s[o + 14]! - 48;
@@ -117,11 +119,9 @@ function isoAt(s: Uint8Array, o: number): number {
     const f0 = s[o + 20]! - 48;
     const f1 = s[o + 21]! - 48;
     const f2 = s[o + 22]! - 48;
-    // Each a digit (the unsigned view of a byte below '0' is large), hours 0-23, minutes and seconds 0-59.
-    if (h0 >>> 0 <= 2 && h1 >>> 0 <= 9 && h0 * 10 + h1 <= 23 && m0 >>> 0 <= 5 && m1 >>> 0 <= 9 && s0 >>> 0 <= 5 && s1 >>> 0 <= 9 && f0 >>> 0 <= 9 && f1 >>> 0 <= 9 && f2 >>> 0 <= 9) {
-      return lastDayStart + (((h0 * 10 + h1) * 60 + m0 * 10 + m1) * 60 + s0 * 10 + s1) * 1000 + f0 * 100 + f1 * 10 + f2;
-    }
-    return -1;
+    if (h0 >>> 0 > 9 || h1 >>> 0 > 9 || m0 >>> 0 > 9 || m1 >>> 0 > 9 || s0 >>> 0 > 9 || s1 >>> 0 > 9 || f0 >>> 0 > 9 || f1 >>> 0 > 9 || f2 >>> 0 > 9) return -1;
+    const time = timeOfDay(h0 * 10 + h1, m0 * 10 + m1, s0 * 10 + s1, f0 * 100 + f1 * 10 + f2);
+    return time < 0 ? -1 : lastDayStart + time;
   }
   const ms = isoFull(s, o);
   if (ms >= 0) {

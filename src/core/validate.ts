@@ -87,7 +87,8 @@ function canonicalIso(s: string): number {
  * reader (observation-scan.ts). The day's epoch is remembered.
  */
 export function isoFields(y: number, mo: number, d: number, h: number, mi: number, sec: number, ms: number): number {
-  if (y < 1970 || h > 23 || mi > 59 || sec > 59) return -1;
+  const time = timeOfDay(h, mi, sec, ms);
+  if (y < 1970 || time < 0) return -1;
   const date = y * 10000 + mo * 100 + d;
   if (date !== lastDate) {
     if (mo < 1 || mo > 12 || d < 1) return -1;
@@ -96,7 +97,13 @@ export function isoFields(y: number, mo: number, d: number, h: number, mi: numbe
     lastDayMs = Date.UTC(y, mo - 1, d);
     lastDate = date;
   }
-  return lastDayMs + ((h * 60 + mi) * 60 + sec) * 1000 + ms;
+  return lastDayMs + time;
+}
+
+/** The millisecond of the day of a canonical timestamp's time fields, or -1 when they name none. */
+export function timeOfDay(h: number, mi: number, sec: number, ms: number): number {
+  if (h > 23 || mi > 59 || sec > 59) return -1;
+  return ((h * 60 + mi) * 60 + sec) * 1000 + ms;
 }
 
 /** Parses an ISO-8601 UTC/offset timestamp to epoch ms; throws naming `field`. */
