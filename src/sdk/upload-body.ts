@@ -61,14 +61,6 @@ function putIso(out: Uint8Array, o: number, ms: number): number {
   return o + 13;
 }
 
-/** `new Date(ms).toISOString()` for epoch milliseconds (RangeError when not a valid time). */
-export function isoOfMillis(ms: number): string {
-  if (!plainTime(ms)) return new Date(ms).toISOString();
-  const b = new Uint8Array(24);
-  putIso(b, 0, ms);
-  return String.fromCharCode(...b);
-}
-
 /** The epoch ms of a Date or number timestamp that takes the plain form, else NaN. */
 function plainMillis(t: unknown): number {
   const ms = t instanceof Date ? t.getTime() : typeof t === 'number' ? t : Number.NaN;

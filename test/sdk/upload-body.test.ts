@@ -3,7 +3,7 @@
 // toISOString() writes it, every field and value as JSON.stringify sends it — whatever the shape.
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { isoOfMillis, uploadBody } from '../../src/sdk/upload-body.ts';
+import { uploadBody } from '../../src/sdk/upload-body.ts';
 import type { UploadObservation } from '../../src/sdk/types.ts';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -12,7 +12,7 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const reference = (os: UploadObservation[]) =>
   JSON.parse(JSON.stringify({ observations: os.map((o) => ({ ...o, timestamp: typeof o.timestamp === 'string' ? o.timestamp : new Date(o.timestamp).toISOString() })) }));
 
-it('isoOfMillis is toISOString, on day, year and range edges and at random', () => {
+it('every epoch-millisecond timestamp is sent as toISOString writes it, on day, year and range edges and at random', () => {
   let seed = 0x51ed_27a1;
   const rand = () => {
     seed = (Math.imul(seed ^ (seed >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) | 0;
@@ -20,9 +20,11 @@ it('isoOfMillis is toISOString, on day, year and range edges and at random', () 
   };
   const edges = [0, 1, 999, 1000, 86_399_999, 86_400_000, 951_782_400_000 /* 2000-02-29 */, 253402300799999, 253402300800000, -1, -86_400_001, 8.64e15, -8.64e15, 1.5];
   const random = Array.from({ length: 20_000 }, () => Math.floor(rand() * 253402300800000));
-  for (const ms of [...edges, ...random]) assert.equal(isoOfMillis(ms), new Date(ms).toISOString(), String(ms));
-  assert.throws(() => isoOfMillis(Number.NaN), RangeError);
-  assert.throws(() => isoOfMillis(8.64e15 + 1), RangeError);
+  const all = [...edges, ...random];
+  const sent = JSON.parse(text(uploadBody(all.map((ms) => ({ timestamp: ms, temperature: 1 }))))).observations as { timestamp: string }[];
+  all.forEach((ms, i) => assert.equal(sent[i]!.timestamp, new Date(ms).toISOString(), String(ms)));
+  assert.throws(() => uploadBody([{ timestamp: Number.NaN, temperature: 1 }]), RangeError);
+  assert.throws(() => uploadBody([{ timestamp: 8.64e15 + 1, temperature: 1 }]), RangeError);
 });
 
 it('uploadBody sends what JSON.stringify would, for every shape', () => {
