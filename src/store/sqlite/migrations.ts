@@ -22,17 +22,16 @@ const MOVE_ROWS = 100_000;
 function moveObservationsIntoBlocks(db: Database.Database): void {
   const st = blockStatements(db);
   const page = db.prepare('SELECT device_pk, ts, temperature, extra FROM observations WHERE (device_pk, ts) > (?, ?) ORDER BY device_pk, ts LIMIT ?').raw(true);
+  // One block's readings at a time (insertBlocks encodes them as it writes, so the arrays are reused).
   let pk = -1;
-  let ts = new Float64Array(BLOCK_MAX);
-  let t = new Float64Array(BLOCK_MAX);
-  let extra: (string | null)[] = [];
+  const ts = new Float64Array(BLOCK_MAX);
+  const t = new Float64Array(BLOCK_MAX);
+  const extra: (string | null)[] = [];
   let withExtra = false;
   let n = 0;
   const flush = () => {
     if (n) insertBlocks(st, pk, { n, ts: ts.subarray(0, n), t: t.subarray(0, n), extra: withExtra ? extra : null });
-    ts = new Float64Array(BLOCK_MAX);
-    t = new Float64Array(BLOCK_MAX);
-    extra = [];
+    extra.length = 0;
     withExtra = false;
     n = 0;
   };
