@@ -9,7 +9,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { observationJson } from '../src/core/observation-json.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
-import { blockStatements, normalize, writeBlocks } from '../src/store/sqlite/blocks.mjs';
+import { blockStatements, storeBatch } from '../src/store/sqlite/blocks.mjs';
 import { arg, fmt, ingestPlan, machine, reefCli, request, serve, threadCpu, threadSplit, type IngestBatch } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '1000000'));
@@ -98,25 +98,23 @@ function straightIntoSqlite(plan: Batch[], layout: 'blocks' | 'rows') {
     const up = db.prepare(
       `INSERT INTO observation_rows (device_pk, ts, temperature, extra) VALUES ${Array(100).fill('(?, ?, ?, NULL)').join(', ')} ON CONFLICT (device_pk, ts) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`,
     );
-    const latest = db.prepare(
-      `INSERT INTO latest (device_pk, ts, temperature, wire, item) VALUES (@pk, @ts, @t, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
-       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, wire = excluded.wire, item = excluded.item WHERE excluded.ts >= latest.ts`,
-    );
     const tx = db.transaction((b: Batch) => {
       const pk = b.device + 1;
+      const last = b.rows[b.rows.length - 1]!;
+      const wire = observationJson({ ts: last.ts, temperature: last.temperature, extra: null });
       if (layout === 'blocks') {
         const ts = Float64Array.from(b.rows, (r) => r.ts);
-        const t = Float64Array.from(b.rows, (r) => r.temperature);
-        writeBlocks(blocks, pk, normalize(ts, t, null));
+        const temperature = Float64Array.from(b.rows, (r) => r.temperature);
+        storeBatch(blocks, pk, { ts, temperature, extra: null, newest: b.rows.length - 1, wire });
       } else {
         for (let i = 0; i < b.rows.length; i += 100) {
           const args: number[] = [];
           for (const r of b.rows.slice(i, i + 100)) args.push(pk, r.ts, r.temperature);
           up.run(args);
         }
+        // The latest row as the store keeps it (the same statement).
+        blocks.latest.run({ pk, ts: last.ts, t: last.temperature, extra: null, wire });
       }
-      const last = b.rows[b.rows.length - 1]!;
-      latest.run({ pk, ts: last.ts, t: last.temperature, wire: observationJson({ ts: last.ts, temperature: last.temperature, extra: null }) });
     });
     const t = performance.now();
     for (const b of plan) tx(b);

@@ -23,6 +23,12 @@ export const APPEND_BELOW = 256;
 export function blockStatements(db) {
   const cols = 'first_ts, last_ts, n, ts, t, extra';
   return {
+    // A device's latest reading, also as its whole element of latest of all (migration 9, its
+    // device id read here); it only moves forward in time.
+    latest: db.prepare(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
+      VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
+      ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire, item = excluded.item
+      WHERE excluded.ts >= latest.ts`),
     // The block that starts at or before `ts`, latest first: with `before`, a walk backwards
     // through a device's blocks, one index probe per step.
     atOrBefore: db.prepare(`SELECT ${cols} FROM obs_blocks WHERE device_pk = ? AND first_ts <= ? ORDER BY first_ts DESC LIMIT 1`).raw(true),
@@ -282,6 +288,19 @@ export function insertBlocks(st, pk, c) {
     }
     st.insert.run(pk, c.ts[i], c.ts[j - 1], j - i, encodeTimes(c.ts, i, j), encodeTemperatures(c.t, i, j), extra);
   }
+}
+
+/**
+ * Stores one device's batch as the store hands it over ({ts, temperature (NaN: none), extra texts
+ * or null, newest: the index of its newest reading, wire: that reading's JSON}): its readings into
+ * the device's blocks, and the device's latest reading moved forward. The caller holds a write
+ * transaction. Both the writer thread and the store's own thread write through this.
+ */
+export function storeBatch(st, pk, b) {
+  writeBlocks(st, pk, normalize(b.ts, b.temperature, b.extra));
+  const k = b.newest;
+  const t = b.temperature[k];
+  st.latest.run({ pk, ts: b.ts[k], t: t === t ? t : null, extra: b.extra === null ? null : b.extra[k], wire: b.wire });
 }
 
 /**

@@ -26,7 +26,7 @@ import type {
   Store,
 } from '../store.ts';
 import { solutionPage } from '../store.ts';
-import { blockStatements, decodeBlock, insertBlocks, normalize, writeBlocks, type BlockRow, type BlockStatements, type Columns } from './blocks.mjs';
+import { blockStatements, decodeBlock, insertBlocks, storeBatch, type BlockRow, type BlockStatements, type Columns } from './blocks.mjs';
 import { MIGRATIONS } from './migrations.ts';
 
 export interface SqliteOptions {
@@ -215,11 +215,6 @@ export class SqliteStore implements Store {
       deleteLatest: p('DELETE FROM latest WHERE device_pk = ?'),
       deleteDevice: p('DELETE FROM devices WHERE pk = ?'),
       updateDevice: p('UPDATE devices SET device_type = ?, domain_info = ? WHERE pk = ?'),
-      // Also the row's whole element of latest of all (migration 9), its device id read here.
-      upsertLatest: p(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
-                       VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
-                       ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire, item = excluded.item
-                       WHERE excluded.ts >= latest.ts`),
       // The whole response body in one row, built in SQLite's C code from the rendered rows.
       // The subquery's order comes from the covering index (no sort step; an ORDER BY inside
       // group_concat would sort the strings); the conformance suite checks it matches pk order.
@@ -678,10 +673,7 @@ export class SqliteStore implements Store {
 
   /** Stores one device's batch in its blocks and moves its latest row forward; the caller holds a transaction. */
   private writeBatch(pk: number, batch: ObservationRecord[] | PackedObservations): void {
-    const b = packBatch('', batch);
-    writeBlocks(this.blocks, pk, normalize(b.ts, b.temperature, b.extra));
-    const t = b.temperature[b.newest]!;
-    this.s.upsertLatest.run({ pk, ts: b.ts[b.newest]!, t: Number.isNaN(t) ? null : t, extra: b.extra === null ? null : b.extra[b.newest]!, wire: b.wire });
+    storeBatch(this.blocks, pk, packBatch('', batch));
   }
 
   latestObservations(groupId: string, solution: string) {

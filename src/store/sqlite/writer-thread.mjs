@@ -7,21 +7,17 @@
 // ready rows (timestamps and temperatures in typed arrays, the latest row already rendered).
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { blockStatements, normalize, writeBlocks } from './blocks.mjs';
+import { blockStatements, storeBatch } from './blocks.mjs';
 
 const db = new Database(workerData.file);
 db.pragma('journal_mode = WAL');
 db.pragma(`synchronous = ${workerData.synchronous}`);
 db.pragma('busy_timeout = 5000');
 
-// The same statements as the store's own (sqlite-store.ts, blocks.mjs): readings go into the
-// device's blocks, and the latest row only moves forward in time.
+// The same statements as the store's own (blocks.mjs): readings go into the device's blocks, and
+// the latest row only moves forward in time.
 const devicePk = db.prepare('SELECT pk FROM devices WHERE id = ?').pluck();
 const blocks = blockStatements(db);
-const upsertLatest = db.prepare(`INSERT INTO latest (device_pk, ts, temperature, extra, wire, item)
-  VALUES (@pk, @ts, @t, @extra, @wire, '{"deviceId":"' || (SELECT id FROM devices WHERE pk = @pk) || '","observations":[' || @wire || ']}')
-  ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra, wire = excluded.wire, item = excluded.item
-  WHERE excluded.ts >= latest.ts`);
 
 /**
  * One batch: {deviceId, ts: Float64Array, temperature: Float64Array (NaN = none), extra: string[] | null,
@@ -31,14 +27,9 @@ const upsertLatest = db.prepare(`INSERT INTO latest (device_pk, ts, temperature,
 function write(b) {
   const pk = devicePk.get(b.deviceId);
   if (pk === undefined) return -1;
-  const n = b.ts.length;
-  if (!n) return 0;
-  const { ts, temperature, extra } = b;
-  writeBlocks(blocks, pk, normalize(ts, temperature, extra));
-  const k = b.newest;
-  const t = temperature[k];
-  upsertLatest.run({ pk, ts: ts[k], t: t === t ? t : null, extra: extra === null ? null : extra[k], wire: b.wire });
-  return n;
+  if (!b.ts.length) return 0;
+  storeBatch(blocks, pk, b);
+  return b.ts.length;
 }
 
 const error = (e) => ({ code: e?.code ?? '', message: e?.message ?? String(e) });
