@@ -102,7 +102,7 @@ const DEVICE_COLS = 'id, tenant_id, group_id, solution, device_type, domain_info
 // The head finds (and share-locks, against a concurrent delete or retention change) each batch's
 // device, moves each device's latest forward, and asks whether any stored row of the device lies
 // in the batch's time span. Batches whose span is free go in together by one binary COPY
-// (PostgreSQL's bulk path: no per-row conflict check, WAL written a page of rows at a time); the
+// (no statement per row, no per-row conflict check; see COPY_BATCH for how it inserts); the
 // others are merged by an unnest upsert each (an upload of the same device and timestamp
 // replaces). Two nodes racing one device into the same span both see it free: the second COPY
 // meets the first's rows in the unique index, and its batches are redone one by one as merges.
@@ -164,7 +164,18 @@ SELECT $1::bigint, u.ts, u.t, NULLIF(u.x, 'null'::jsonb), $2::int
 FROM ROWS FROM (unnest($3::bigint[]), unnest($4::float8[]), jsonb_array_elements($5::jsonb)) AS u(ts, t, x)
 ON CONFLICT (device_pk, ts, tier) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`;
 
-const COPY_BATCH = 'COPY observations (device_pk, ts, temperature, extra, tier) FROM STDIN (FORMAT binary)';
+/**
+ * The group's COPY. Its WHERE is always true, and volatile: a COPY with a volatile WHERE inserts row
+ * by row instead of buffering rows for multi-row inserts (PostgreSQL's copyfrom.c, "CIM_SINGLE").
+ * The buffered path makes a tuple slot per buffered row, up to 1,000 per COPY, and PostgreSQL 15
+ * registers each with the transaction's resource owner, whose hash of identical pointers is
+ * probed linearly: a cost quadratic in the rows of a COPY, paid again by every COPY. A long bulk
+ * load pays it once; a group of one or two uploads pays it per 1,000–2,000 rows — 24 % of
+ * PostgreSQL's CPU during uploads (perf: table_slot_create and ExecDropSingleTupleTableSlot).
+ * Row by row costs a WAL record per row instead, and less in all: 1.65–1.79 against 1.97–2.04 µs
+ * of PostgreSQL CPU per observation, alternated (docs/benchmarks.md, "PostgreSQL").
+ */
+const COPY_BATCH = 'COPY observations (device_pk, ts, temperature, extra, tier) FROM STDIN (FORMAT binary) WHERE random() >= 0';
 
 /** PGCOPY binary signature, flags and header extension length (COPY, "Binary Format"). */
 const COPY_HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]);
