@@ -14,11 +14,14 @@
 import type { Logger } from 'pino';
 import type { AlarmEvalState, AlarmReading, AlarmRuleRecord, AlarmRuleSpec } from '../core/alarms.ts';
 import type { DeviceRecord, Observation, ObservationRecord } from '../core/types.ts';
-import type { EventBus, ReefEvent } from '../events/bus.ts';
+import type { EventBus, EventKind, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { breaks, clears, convert, ratePerMinute, readField, readingUnit } from './evaluate.ts';
 import { applyStep, cleared, newAlarm } from './lifecycle.ts';
 import type { AlarmNotifier } from './notify.ts';
+
+/** The events that change which rules apply: heard even while the engine has no rule. */
+const RULE_KINDS: readonly EventKind[] = ['alarm-rule', 'device', 'alarm'];
 
 interface Pair {
   phase: 'normal' | 'pending' | 'raised';
@@ -361,21 +364,35 @@ export class AlarmEngine {
 
   private readonly listener = (e: ReefEvent) => this.handle(e);
 
-  private subscribe(on: boolean): void {
-    if (on && !this.unsubscribe) this.unsubscribe = this.o.events.subscribe(this.listener);
+  /** Unsubscribes the engine's listener of observations (the rule-change one is `unsubscribe`). */
+  private unsubscribeObservations: (() => void) | null = null;
+
+  /**
+   * Listens to rule changes and, when `on` is true, to observations: two subscriptions, so that
+   * one to observations can be added while a rule change is being delivered without that event
+   * being delivered twice.
+   */
+  private subscribe(on: boolean | 'rules'): void {
+    if (on && !this.unsubscribe) this.unsubscribe = this.o.events.subscribe(this.listener, RULE_KINDS);
     else if (!on && this.unsubscribe) {
       this.unsubscribe();
       this.unsubscribe = null;
+    }
+    if (on === true && !this.unsubscribeObservations) this.unsubscribeObservations = this.o.events.subscribe(this.listener, ['observations']);
+    else if (on !== true && this.unsubscribeObservations) {
+      this.unsubscribeObservations();
+      this.unsubscribeObservations = null;
     }
   }
 
   /**
    * With no rules the in-process bus is left idle (producers then build no events at all); across
-   * nodes the bus must be listened to anyway, for rules created on other nodes.
+   * nodes the engine still listens for rules created on other nodes, and for those events only, so
+   * that a node alone with no rules builds no observation events either (PgEventBus.idleFor).
    */
   private updateSubscription(): void {
     const crossNode = this.o.events.idle === undefined;
-    this.subscribe(this.active && (crossNode || this.rules.size > 0));
+    this.subscribe(this.active && (this.rules.size > 0 || (crossNode ? 'rules' : false)));
   }
 
   // ---- loading and rule changes ---------------------------------------------------------------

@@ -84,6 +84,16 @@ export class PgEventBus implements EventBus {
   private heard = 0;
   private presenceTimer: NodeJS.Timeout | null = null;
 
+  /**
+   * Idle for a kind while no other node listens and no subscriber here takes that kind: an upload
+   * then builds no observations event at all (src/service/observations.ts). `idle` stays undefined:
+   * another node may start listening at any time (the alarm engine listens for rule changes
+   * whatever this says).
+   */
+  idleFor(kind: EventKind): boolean {
+    return !this.others && this.local.idleFor(kind);
+  }
+
   /** Whether events are sent to other nodes now (false: no other node's listener is connected). */
   get othersListening(): boolean {
     return this.others;

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createTestDatabase } from '../helpers/pg.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { alarms, at, createRule, newDevice, nextEvent, startAlarmServer, upload, type AlarmServer } from './helpers.ts';
 
 test('two PostgreSQL nodes raise each alarm once; rules made on either node apply; the survivor takes over', async () => {
@@ -55,6 +56,37 @@ test('two PostgreSQL nodes raise each alarm once; rules made on either node appl
   } finally {
     await a?.close();
     await b?.close();
+    await db.drop();
+  }
+});
+
+test('a PostgreSQL node alone with no rules builds no observation events; a rule made there applies to the next upload', async () => {
+  const db = await createTestDatabase('reef_alarms');
+  const clock = { now: Date.now() };
+  let a: AlarmServer | null = null;
+  try {
+    a = await startAlarmServer({ databaseUrl: db.url }, {}, clock);
+    const events = a.services.events;
+    assert.ok(events.idleFor, 'the PostgreSQL bus says per kind whether anyone listens');
+    // The bus assumes another node until its presence check says it is alone.
+    await waitFor('the bus to find itself alone', () => events.idleFor!('observations') || null);
+    assert.equal(events.idleFor('observations'), true, 'the engine listens for rule changes only');
+    assert.equal(events.idleFor('alarm-rule'), false);
+    const creds = await a.account('alone');
+    const t = await a.token(creds);
+    const dev = await newDevice(a, t);
+    await createRule(a, t, { condition: 'above', threshold: 8, hysteresis: 1, deviceId: dev });
+    assert.equal(events.idleFor('observations'), false, 'with a rule, observations are listened to');
+    const raised = nextEvent(a, (e) => e.kind === 'alarm' && e.event === 'raised');
+    await upload(a, t, dev, [at(a, 0, 9)]);
+    await raised;
+    await a.parts.engine.flush();
+    assert.deepEqual(
+      (await alarms(a, t)).map((x) => x.status),
+      ['raised'],
+    );
+  } finally {
+    await a?.close();
     await db.drop();
   }
 });

@@ -52,3 +52,30 @@ it('a node alone sends nothing; a node that arrives is known at once, and events
     await a.close();
   }
 });
+
+it('a node alone is idle for a kind nobody here takes: uploads then build no event; a listener here or another node ends that', async () => {
+  const a = await open();
+  try {
+    await a.ready;
+    assert.equal(a.idleFor('observations'), true, 'alone, no subscriber');
+    const offRules = a.subscribe(() => undefined, ['alarm-rule']);
+    assert.equal(a.idleFor('observations'), true, 'a subscriber of other kinds does not count');
+    assert.equal(a.idleFor('alarm-rule'), false);
+    const offAll = a.subscribe(() => undefined);
+    assert.equal(a.idleFor('observations'), false, 'a subscriber of every kind (a live stream) here');
+    offAll();
+    assert.equal(a.idleFor('observations'), true);
+    const b = await open();
+    try {
+      await b.ready;
+      await waitFor('the first node to hear of the second', () => a.othersListening || null);
+      assert.equal(a.idleFor('observations'), false, 'another node may be listening');
+      assert.equal(b.idleFor('observations'), false);
+    } finally {
+      await b.close();
+    }
+    offRules();
+  } finally {
+    await a.close();
+  }
+});
