@@ -182,6 +182,10 @@ export class PgEventBus implements EventBus {
     this.others = true;
     if (env.hello) return;
     if (this.subscribers === 0) return; // nobody here to tell
+    // Nobody here takes this kind (an alarm engine with no rules takes rule changes only): the
+    // stored observations an upload announces are not read back for nothing.
+    if (env.obs && this.local.idleFor('observations')) return;
+    if (env.e && this.local.idleFor(env.e.kind)) return;
     let e = env.e;
     if (!e && env.obs) {
       const r = env.obs;

@@ -79,3 +79,40 @@ it('a node alone is idle for a kind nobody here takes: uploads then build no eve
     await a.close();
   }
 });
+
+it('a node reads back the observations another node announces only when something here takes observations', async () => {
+  const reads: string[] = [];
+  const a = await open();
+  const b = await PgEventBus.open({
+    connectionString: db.url,
+    pool: store.pool,
+    readObservations: async (deviceId) => {
+      reads.push(deviceId);
+      return [{ timestamp: '2026-01-01T00:00:00.000Z', temperature: 1 }];
+    },
+  });
+  try {
+    await Promise.all([a.ready, b.ready]);
+    await waitFor('the first node to hear of the second', () => a.othersListening || null);
+    // An upload of 100 readings is announced by reference (its rows are stored), not inline.
+    const upload = (deviceId: string): ReefEvent => {
+      const records = Array.from({ length: 100 }, (_, i) => ({ ts: Date.UTC(2026, 0, 1) + i * 1000, temperature: 1, extra: null }));
+      const e = { kind: 'observations' as const, groupId: 'G', solution: 'S', deviceId, observations: [] };
+      Object.defineProperty(e, 'records', { value: records, enumerable: false });
+      return e;
+    };
+    const rules: string[] = [];
+    b.subscribe((e) => rules.push((e as { deviceId: string }).deviceId), ['alarm-rule', 'device']);
+    a.publish(upload('u1'));
+    a.publish(device('d1')); // sent after u1: once it arrives, u1 has been handled
+    await waitFor('the device event', () => rules.includes('d1') || null);
+    assert.deepEqual(reads, [], 'no subscriber of observations on b: u1 is not read back');
+    const got = new Promise<string>((resolve) => b.subscribe((e) => resolve((e as { deviceId: string }).deviceId), ['observations']));
+    a.publish(upload('u2'));
+    assert.equal(await got, 'u2');
+    assert.deepEqual(reads, ['u2']);
+  } finally {
+    await b.close();
+    await a.close();
+  }
+});
