@@ -126,8 +126,12 @@ SELECT d.i, d.pk, d.tier, EXISTS (SELECT 1 FROM observations o WHERE o.tier = d.
  * anew on each run while it judges a plan for the actual values cheaper, and the head's EXISTS over
  * the partitioned observations table was planned for every group, partitions and all (7 % of
  * PostgreSQL's CPU during uploads, perf). The generic plan prunes partitions as it runs.
+ * Without sequential scans, too: the generic plan cannot know a group names a handful of devices,
+ * and with a thousand devices it hashed the whole devices table for every group (EXPLAIN ANALYZE:
+ * a seq scan of 1,000 rows against an index probe per batch); a partition analyzed while nearly
+ * empty would likewise be scanned whole until analyzed again. Every probe of the head is by key.
  */
-const BEGIN_WRITE = 'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan';
+const BEGIN_WRITE = 'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
 
 /** Groups in flight at once per node (each on its own pooled connection), and a group's size. */
 const WRITERS = 2;
