@@ -176,8 +176,9 @@ ON CONFLICT (device_pk, ts, tier) DO UPDATE SET temperature = excluded.temperatu
  * probed linearly: a cost quadratic in the rows of a COPY, paid again by every COPY. A long bulk
  * load pays it once; a group of one or two uploads pays it per 1,000–2,000 rows — 24 % of
  * PostgreSQL's CPU during uploads (perf: table_slot_create and ExecDropSingleTupleTableSlot).
- * Row by row costs a WAL record per row instead, and less in all: 1.65–1.79 against 1.97–2.04 µs
- * of PostgreSQL CPU per observation, alternated (docs/benchmarks.md, "PostgreSQL").
+ * Row by row costs a WAL record per row instead, and less in all: 1.63–1.73 against 2.00–2.04 µs
+ * of PostgreSQL CPU per observation on the store's batch path, alternated (docs/benchmarks.md,
+ * "PostgreSQL", fifth pass).
  */
 const COPY_BATCH = 'COPY observations (device_pk, ts, temperature, extra, tier) FROM STDIN (FORMAT binary) WHERE random() >= 0';
 
