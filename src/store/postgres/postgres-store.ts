@@ -3,7 +3,6 @@
 // observations, job state) lives here. Schema and partitioning: migrations.ts.
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
 import { ReefError } from '../../core/errors.ts';
 import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
@@ -84,6 +83,17 @@ function obsFromRow(r: Row): ObservationRecord {
   return { ts: r.ts, temperature: r.temperature ?? null, extra: r.extra ?? null };
 }
 
+/** A PostgreSQL array literal of strings (each quoted, `"` and `\` escaped), null as NULL. */
+function textArray(xs: readonly (string | null)[]): string {
+  let s = '{';
+  for (let i = 0; i < xs.length; i++) {
+    if (i) s += ',';
+    const x = xs[i];
+    s += x === null || x === undefined ? 'NULL' : `"${x.replace(/[\\"]/g, '\\$&')}"`;
+  }
+  return s + '}';
+}
+
 /** A PostgreSQL array literal of numbers, built directly (pg's generic array encoder is slower); null, or NaN (a packed batch's missing temperature), is NULL. */
 function numArray(xs: ArrayLike<number | null>): string {
   let s = '{';
@@ -132,6 +142,9 @@ SELECT d.i, d.pk, d.tier, EXISTS (SELECT 1 FROM observations o WHERE o.tier = d.
  * empty would likewise be scanned whole until analyzed again. Every probe of the head is by key.
  */
 const BEGIN_WRITE = 'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
+
+/** The group head, prepared once per connection (SQL PREPARE, so that EXECUTE can share a round trip with BEGIN). */
+const PREPARE_HEAD = `PREPARE reef_group_head(text[], bigint[], bigint[], bigint[], float8[], text[]) AS ${GROUP_HEAD}`;
 
 /** Groups in flight at once per node (each on its own pooled connection), and a group's size. */
 const WRITERS = 2;
@@ -293,8 +306,11 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** Runs f in one transaction on one pooled connection. */
-  private async tx<T>(f: (c: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+  /**
+   * Runs f in one transaction on one pooled connection. With `begin` null, f begins it (in its first
+   * round trip); with `commits`, f ends it with its last statement (see CopyAndCommit).
+   */
+  private async tx<T>(f: (c: pg.PoolClient) => Promise<T>, begin: string | null = 'BEGIN', commits = false): Promise<T> {
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
@@ -310,9 +326,9 @@ export class PostgresStore implements Store {
     };
     client.on('error', lost);
     try {
-      await client.query(begin);
+      if (begin !== null) await client.query(begin);
       const out = await f(client);
-      await client.query('COMMIT');
+      if (!commits) await client.query('COMMIT');
       return out;
     } catch (e) {
       try {
@@ -740,32 +756,50 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** One transaction: the head, one COPY of the batches whose span is free, a merge for each other one. */
+  /** Connections (pooled clients) on which the group head is prepared: PREPARE lasts a session. */
+  private readonly headPrepared = new WeakSet<pg.PoolClient>();
+
+  /**
+   * One transaction: the head, one COPY of the batches whose span is free, a merge for each other
+   * one. Two round trips when no batch is merged (was five): the transaction's start and the head
+   * go as one simple query (the head prepared once per connection, its arrays sent as literals),
+   * and the COPY's data and the COMMIT go with the COPY (CopyAndCommit). With four uploads in
+   * flight the groups wait on round trips more than on PostgreSQL's CPU (docs/benchmarks.md,
+   * "PostgreSQL", fifth pass).
+   */
   private writeTx(group: Pending[], merge: boolean): Promise<({ pk: number; tier: number } | undefined)[]> {
-    return this.tx(async (c) => {
-      const head = await c.query({
-        name: 'insert-head',
-        text: GROUP_HEAD,
-        values: [
-          group.map((p) => p.deviceId),
+    return this.tx(
+      async (c) => {
+        if (!this.headPrepared.has(c)) {
+          await c.query(PREPARE_HEAD);
+          this.headPrepared.add(c);
+        }
+        const args = [
+          textArray(group.map((p) => p.deviceId)),
           numArray(group.map((p) => p.from)),
           numArray(group.map((p) => p.to)),
           numArray(group.map((p) => p.newestTs)),
           numArray(group.map((p) => p.newestT)),
-          group.map((p) => p.newestX),
-        ],
-      });
-      const found: ({ pk: number; tier: number } | undefined)[] = new Array(group.length);
-      const tuples: Buffer[] = [];
-      for (const d of head.rows as { i: number; pk: number; tier: number; taken: boolean }[]) {
-        const p = group[d.i - 1]!;
-        found[d.i - 1] = d;
-        if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
-        else tuples.push(copyTuples(d.pk, d.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
-      }
-      if (tuples.length) await copyIn(c, tuples);
-      return found;
-    }, BEGIN_WRITE);
+          textArray(group.map((p) => p.newestX)),
+        ].map((a) => c.escapeLiteral(a));
+        // A simple query of several statements answers one result per statement: the head's is the last.
+        const results = (await c.query(`${BEGIN_WRITE}; EXECUTE reef_group_head(${args.join(', ')})`)) as unknown as pg.QueryResult[];
+        const head = results[results.length - 1]!;
+        const found: ({ pk: number; tier: number } | undefined)[] = new Array(group.length);
+        const tuples: Buffer[] = [];
+        for (const d of head.rows as { i: number; pk: number; tier: number; taken: boolean }[]) {
+          const p = group[d.i - 1]!;
+          found[d.i - 1] = d;
+          if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
+          else tuples.push(copyTuples(d.pk, d.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
+        }
+        if (tuples.length) await copyInAndCommit(c, tuples);
+        else await c.query('COMMIT');
+        return found;
+      },
+      null,
+      true,
+    );
   }
 
   /** A retention tier made by another node: learn it, and make the batches' partitions there (which moves their rows out of its default partition). */
@@ -1124,14 +1158,52 @@ export class PostgresStore implements Store {
   }
 }
 
-/** Streams one binary COPY ... FROM STDIN of the given tuples and waits for PostgreSQL's answer. */
-function copyIn(c: pg.PoolClient, tuples: Buffer[]): Promise<void> {
+/**
+ * COPY ... FROM STDIN and COMMIT in one round trip: one simple query holding both statements, its
+ * CopyData and CopyDone written right behind it. PostgreSQL reads them once the COPY is under way;
+ * if the COPY fails first, it drops copy messages that arrive outside a COPY and skips the rest of
+ * the query, COMMIT included (PostgreSQL protocol, "COPY Operations"); the caller then rolls back.
+ * pg-copy-streams waits for CopyInResponse before sending data and needs a round trip of its own
+ * for COMMIT: two round trips more per group. Settles once, on the first error or on ReadyForQuery.
+ */
+class CopyAndCommit implements pg.Submittable {
+  private settled = false;
+  constructor(
+    private readonly data: Buffer,
+    private readonly done: (e: unknown) => void,
+  ) {}
+  submit(connection: pg.Connection): void {
+    // pg's Connection has the copy messages (used by pg-copy-streams too); its types do not list them.
+    const c = connection as unknown as { query(text: string): void; sendCopyFromChunk(b: Buffer): void; endCopyFrom(): void };
+    c.query(`${COPY_BATCH}; COMMIT`);
+    c.sendCopyFromChunk(this.data);
+    c.endCopyFrom();
+  }
+  private settle(e: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.done(e);
+  }
+  handleError(e: unknown): void {
+    this.settle(e);
+  }
+  handleReadyForQuery(): void {
+    this.settle(null);
+  }
+  // The COPY's CopyInResponse and the two CommandCompletes carry nothing this needs.
+  handleCopyInResponse(): void {}
+  handleCommandComplete(): void {}
+  handleRowDescription(): void {}
+  handleDataRow(): void {}
+  handleEmptyQuery(): void {}
+  handlePortalSuspended(): void {}
+  handleCopyData(): void {}
+}
+
+/** Writes a group's tuples by binary COPY and commits the transaction (CopyAndCommit). */
+function copyInAndCommit(c: pg.PoolClient, tuples: Buffer[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const stream = c.query(copyFrom(COPY_BATCH));
-    stream.on('error', reject);
-    stream.on('finish', resolve);
-    stream.write(Buffer.concat([COPY_HEADER, ...tuples, COPY_TRAILER]));
-    stream.end();
+    c.query(new CopyAndCommit(Buffer.concat([COPY_HEADER, ...tuples, COPY_TRAILER]), (e) => (e ? reject(e) : resolve())));
   });
 }
 
