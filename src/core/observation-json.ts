@@ -99,6 +99,57 @@ function room(size: number): Uint8Array<ArrayBuffer> {
   return scratch;
 }
 
+/**
+ * '' + t as bytes (t finite). Readings have a few decimals: when t × 10^4 rounded, m, gives t back
+ * as m / 10^4, t is the decimal m·10^-4 exactly as the double it reads back to, and with at most 13
+ * significant digits that decimal is t's shortest round-trip form (two decimals of at most 15
+ * digits never read back to one double), which is what String gives (ECMA-262 Number::toString,
+ * fixed notation from 10^-6 up to 10^21). Its digits are written from the integer m, with no
+ * string per reading: a page of 1,000 is rendered in about half the time. Anything else goes
+ * through String.
+ */
+function putNumber(out: Uint8Array, o: number, t: number): number {
+  if (t > -1e9 && t < 1e9) {
+    const m = Math.round(t * 10_000);
+    if (m / 10_000 === t) {
+      let a = m;
+      if (a < 0) {
+        out[o++] = 45; // - (never for -0, whose String form is "0")
+        a = -a;
+      }
+      const whole = Math.floor(a / 10_000);
+      let frac = a - whole * 10_000;
+      o = putUint(out, o, whole);
+      if (frac !== 0) {
+        out[o++] = 46; // .
+        let digits = 4;
+        while (frac % 10 === 0) {
+          frac /= 10;
+          digits--;
+        }
+        for (let i = digits - 1; i >= 0; i--) {
+          out[o + i] = 48 + (frac % 10);
+          frac = (frac / 10) | 0;
+        }
+        o += digits;
+      }
+      return o;
+    }
+  }
+  return putText(out, o, '' + t);
+}
+
+/** A whole number below 10^9 in decimal. */
+function putUint(out: Uint8Array, o: number, n: number): number {
+  let len = 1;
+  for (let p = 10; p <= n; p *= 10) len++;
+  for (let i = len - 1; i >= 0; i--) {
+    out[o + i] = 48 + (n % 10);
+    n = (n / 10) | 0;
+  }
+  return o + len;
+}
+
 /** isoUtc(ms) written as bytes at `o`; returns the offset after it. */
 function putIso(out: Uint8Array, o: number, ms: number): number {
   if (!Number.isInteger(ms) || ms < 0 || ms > 253402300799999) return putText(out, o, isoUtc(ms));
@@ -153,7 +204,7 @@ export function pageJsonOfColumns(ts: ArrayLike<number>, temperature: ArrayLike<
     if (!Number.isNaN(t)) {
       o = put(out, o, TEMPERATURE_KEY);
       // A stored temperature is finite: its JSON text is its String form (see observationJsonText).
-      o = putText(out, o, '' + t);
+      o = putNumber(out, o, t);
     } else out[o++] = 34; // the timestamp's closing quote
     if (fields !== null && fields.length > 2) {
       // The stored object's text written whole, then its braces turned into the separator and
