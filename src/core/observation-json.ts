@@ -58,23 +58,39 @@ export function pageJson(rows: ObservationRecord[]): string {
 // this, likely because each 100 KB ArrayBuffer is memory outside V8's heap that its collector
 // reclaims only under pressure. The reused buffer keeps the size of the largest page, ~1 MB at
 // the 10,000 cap.)
-const DAY_MS = 86_400_000;
 /** The most bytes a row takes without its free fields: separator, keys, a 27-character timestamp, a 25-character number. */
 const ROW_MAX = 96;
 const OPEN_PAGE = ascii('{"observations":[');
 const OPEN_ROW = ascii('{"timestamp":"');
 const TEMPERATURE_KEY = ascii('","temperature":');
+const OPEN_ROW_WORDS = words(OPEN_ROW);
+const TEMPERATURE_KEY_WORDS = words(TEMPERATURE_KEY);
 const utf8 = new TextEncoder();
 const fromUtf8 = new TextDecoder();
 /** Where pages are written before they become the response's string; grows to the largest page. */
 let scratch: Uint8Array<ArrayBuffer> = new Uint8Array(1 << 17);
-let bytesDay = Number.NaN;
-const dayPrefix = new Uint8Array(11); // "YYYY-MM-DDT" of bytesDay
+let scratchView = new DataView(scratch.buffer);
 
 function ascii(s: string): Uint8Array {
   const b = new Uint8Array(s.length);
   for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
   return b;
+}
+
+/** Bytes as little-endian 32-bit words (the last one padded with zeros), for putWords. */
+function words(b: Uint8Array): Uint32Array {
+  const w = new Uint32Array(Math.ceil(b.length / 4));
+  for (let i = 0; i < b.length; i++) w[i >> 2]! |= b[i]! << (8 * (i & 3));
+  return w;
+}
+
+/**
+ * `len` bytes of constant text written a word at a time. The last word may write up to three bytes
+ * past them (zeros), always inside the row's reserved room (ROW_MAX), and overwritten next.
+ */
+function putWords(view: DataView, o: number, w: Uint32Array, len: number): number {
+  for (let i = 0; i < w.length; i++) view.setUint32(o + 4 * i, w[i]!, true);
+  return o + len;
 }
 
 function put(out: Uint8Array, o: number, b: Uint8Array): number {
@@ -91,11 +107,15 @@ function grow(out: Uint8Array, used: number, need: number): Uint8Array<ArrayBuff
   const b = new Uint8Array(Math.max(out.length * 2, used + need));
   b.set(out.subarray(0, used));
   scratch = b;
+  scratchView = new DataView(b.buffer);
   return b;
 }
 
 function room(size: number): Uint8Array<ArrayBuffer> {
-  if (scratch.length < size) scratch = new Uint8Array(size);
+  if (scratch.length < size) {
+    scratch = new Uint8Array(size);
+    scratchView = new DataView(scratch.buffer);
+  }
   return scratch;
 }
 
@@ -150,37 +170,46 @@ function putUint(out: Uint8Array, o: number, n: number): number {
   return o + len;
 }
 
-/** isoUtc(ms) written as bytes at `o`; returns the offset after it. */
-function putIso(out: Uint8Array, o: number, ms: number): number {
+/** Two ASCII digits of 0–99 as one little-endian 16-bit word: "07" is 0x3730. */
+const DIGITS2 = Uint16Array.from({ length: 100 }, (_, n) => (48 + ((n / 10) | 0)) | ((48 + (n % 10)) << 8));
+/** "YYYY-MM-DDTHH:MM:" of the minute `prefixMinute`, as four little-endian 32-bit words and a byte. */
+let prefixMinute = Number.NaN;
+const prefixWords = new Uint32Array(4);
+let prefixLast = 0;
+
+/**
+ * isoUtc(ms) written as bytes at `o`; returns the offset after it. The rows of a page are mostly
+ * seconds apart: the date, hour and minute are made once per minute and copied a word at a time,
+ * then the seconds and milliseconds written from a table of digit pairs.
+ */
+function putIso(out: Uint8Array, view: DataView, o: number, ms: number): number {
   if (!Number.isInteger(ms) || ms < 0 || ms > 253402300799999) return putText(out, o, isoUtc(ms));
-  const day = Math.floor(ms / DAY_MS);
-  if (day !== bytesDay) {
-    bytesDay = day;
-    const p = new Date(day * DAY_MS).toISOString();
-    for (let i = 0; i < 11; i++) dayPrefix[i] = p.charCodeAt(i);
+  const minute = Math.floor(ms / 60_000);
+  if (minute !== prefixMinute) {
+    prefixMinute = minute;
+    const p = new Date(minute * 60_000).toISOString(); // YYYY-MM-DDTHH:MM:00.000Z
+    for (let w = 0; w < 4; w++) {
+      let word = 0;
+      for (let b = 3; b >= 0; b--) word = (word << 8) | p.charCodeAt(w * 4 + b);
+      prefixWords[w] = word >>> 0;
+    }
+    prefixLast = p.charCodeAt(16);
   }
-  o = put(out, o, dayPrefix);
-  let r = ms - day * DAY_MS;
-  const h = (r / 3_600_000) | 0;
-  r -= h * 3_600_000;
-  const m = (r / 60_000) | 0;
-  r -= m * 60_000;
-  const s = (r / 1000) | 0;
-  r -= s * 1000;
-  out[o] = 48 + ((h / 10) | 0);
-  out[o + 1] = 48 + (h % 10);
-  out[o + 2] = 58; // :
-  out[o + 3] = 48 + ((m / 10) | 0);
-  out[o + 4] = 48 + (m % 10);
-  out[o + 5] = 58;
-  out[o + 6] = 48 + ((s / 10) | 0);
-  out[o + 7] = 48 + (s % 10);
-  out[o + 8] = 46; // .
-  out[o + 9] = 48 + ((r / 100) | 0);
-  out[o + 10] = 48 + (((r / 10) | 0) % 10);
-  out[o + 11] = 48 + (r % 10);
-  out[o + 12] = 90; // Z
-  return o + 13;
+  view.setUint32(o, prefixWords[0]!, true);
+  view.setUint32(o + 4, prefixWords[1]!, true);
+  view.setUint32(o + 8, prefixWords[2]!, true);
+  view.setUint32(o + 12, prefixWords[3]!, true);
+  out[o + 16] = prefixLast;
+  const r = ms - minute * 60_000;
+  const sec = (r / 1000) | 0;
+  const milli = r - sec * 1000;
+  view.setUint16(o + 17, DIGITS2[sec]!, true);
+  out[o + 19] = 46; // .
+  const hundreds = (milli / 100) | 0;
+  out[o + 20] = 48 + hundreds;
+  view.setUint16(o + 21, DIGITS2[milli - hundreds * 100]!, true);
+  out[o + 23] = 90; // Z
+  return o + 24;
 }
 
 /**
@@ -199,10 +228,10 @@ export function pageJsonOfColumns(ts: ArrayLike<number>, temperature: ArrayLike<
     const need = ROW_MAX + (fields === null ? 0 : fields.length * 3);
     if (out.length - o < need + 2) out = grow(out, o, need + 2);
     if (i) out[o++] = 44; // ,
-    o = put(out, o, OPEN_ROW);
-    o = putIso(out, o, ts[i]!);
+    o = putWords(scratchView, o, OPEN_ROW_WORDS, OPEN_ROW.length);
+    o = putIso(out, scratchView, o, ts[i]!);
     if (!Number.isNaN(t)) {
-      o = put(out, o, TEMPERATURE_KEY);
+      o = putWords(scratchView, o, TEMPERATURE_KEY_WORDS, TEMPERATURE_KEY.length);
       // A stored temperature is finite: its JSON text is its String form (see observationJsonText).
       o = putNumber(out, o, t);
     } else out[o++] = 34; // the timestamp's closing quote
