@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { createSimulationComponent } from '../../src/sim/component.ts';
 import type { TestServer } from '../helpers/server.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { connect, createDevice, launchBrowser, newPage, series, shot, startWebServer, upload, waitAttr, waitText } from './harness.ts';
 
 const SIM = 'StudioSimulation';
@@ -364,7 +365,8 @@ describe('web app: the dashboard', () => {
 
     // Two fingers spread on the plot: it zooms in.
     await page.locator('#plot').scrollIntoViewIfNeeded();
-    const box = (await page.locator('#plot .u-over').boundingBox())!;
+    // The plot may still be laying itself out after scrolling (a null box for a moment: once in CI).
+    const box = await waitFor('the plot laid out on screen', () => page.locator('#plot .u-over').boundingBox());
     const [cx, cy] = [box.x + box.width / 2, box.y + box.height / 2];
     const span0 = (await num(page, 'data-x-max')) - (await num(page, 'data-x-min'));
     const cdp = await page.context().newCDPSession(page);
