@@ -18,10 +18,8 @@ export interface BlockStatements {
   insert: Database.Statement;
 }
 export const BLOCK_MAX: number;
-export const APPEND_BELOW: number;
 export function blockStatements(db: Database.Database): BlockStatements;
 export function decodeBlock(row: BlockRow): Columns;
-export function normalize(ts: Float64Array, t: Float64Array, extra: (string | null)[] | null): Columns;
 export function insertBlocks(st: BlockStatements, pk: number, c: Columns): void;
 /** A batch as the store hands it to the writer (sqlite-store.ts packBatch). */
 export interface HandedBatch {
@@ -32,4 +30,3 @@ export interface HandedBatch {
   wire: string;
 }
 export function storeBatch(st: BlockStatements, pk: number, b: HandedBatch): void;
-export function writeBlocks(st: BlockStatements, pk: number, b: Columns): void;

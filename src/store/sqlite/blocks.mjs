@@ -17,7 +17,7 @@ export const BLOCK_MAX = 1024;
  * them), so a device reporting one reading at a time fills blocks instead of making one per reading.
  * Rewriting stops at this size, which bounds the bytes rewritten per reading.
  */
-export const APPEND_BELOW = 256;
+const APPEND_BELOW = 256;
 
 /** The statements the writer needs on a connection. */
 export function blockStatements(db) {
@@ -196,7 +196,7 @@ export function decodeBlock(row) {
  * ascending time with one reading per timestamp, the last given winning. Already-ascending batches
  * (nearly all) are returned as they are.
  */
-export function normalize(ts, t, extra) {
+function normalize(ts, t, extra) {
   const n = ts.length;
   let ascending = true;
   for (let i = 1; i < n; i++) {
@@ -308,7 +308,7 @@ export function storeBatch(st, pk, b) {
  * merged with it (its readings replacing stored ones of the same timestamp) and written again;
  * a small last block before it takes it in. The caller holds a write transaction.
  */
-export function writeBlocks(st, pk, b) {
+function writeBlocks(st, pk, b) {
   if (b.n === 0) return;
   const lo = b.ts[0];
   const hi = b.ts[b.n - 1];

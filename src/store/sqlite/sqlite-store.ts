@@ -229,7 +229,6 @@ export class SqliteStore implements Store {
       blocksDesc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC').raw(true),
       // A device's blocks that start in [from, to), oldest first (buckets walk forwards).
       blocksAsc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts >= ? AND first_ts < ? ORDER BY first_ts').raw(true),
-      blockBefore: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC LIMIT 1').raw(true),
       // Solution-wide pages (issue 13.5): the solution's devices in pk order from the covering index.
       solDevices: p('SELECT pk, id FROM devices WHERE group_id = ? AND solution = ? AND pk > ? ORDER BY pk LIMIT 256').raw(true),
       countObs: p('SELECT coalesce(sum(n), 0) FROM obs_blocks WHERE device_pk = ?').pluck(),
@@ -243,8 +242,8 @@ export class SqliteStore implements Store {
       getRetention: p('SELECT retention_days AS days FROM solutions WHERE group_id = ? AND name = ?'),
       retentions: p('SELECT group_id, name, retention_days AS days FROM solutions WHERE retention_days IS NOT NULL'),
       // Retention: blocks wholly before the cutoff go; the one a cutoff falls inside is cut.
-      expiredRows: p('SELECT coalesce(sum(n), 0) FROM obs_blocks WHERE last_ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)').pluck(),
-      expireObs: p('DELETE FROM obs_blocks WHERE last_ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)'),
+      // Answers each deleted block's reading count, so the rows gone are counted in the same pass.
+      expireObs: p('DELETE FROM obs_blocks WHERE last_ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?) RETURNING n').pluck(),
       straddling: p(`SELECT device_pk, first_ts, last_ts, n, ts, t, extra FROM obs_blocks
                      WHERE first_ts < @cutoff AND last_ts >= @cutoff AND device_pk IN (SELECT pk FROM devices WHERE group_id = @g AND solution = @s)`).raw(true),
       expireLatest: p('DELETE FROM latest WHERE ts < ? AND device_pk IN (SELECT pk FROM devices WHERE group_id = ? AND solution = ?)'),
@@ -855,7 +854,7 @@ export class SqliteStore implements Store {
         }
       };
       // The block the range starts inside, then those starting in the range, read one at a time.
-      const first = this.s.blockBefore.get(pk, q.from) as BlockRow | undefined;
+      const first = this.blocks.before.get(pk, q.from) as BlockRow | undefined;
       if (first !== undefined && first[1] >= q.from) add(first);
       for (const row of this.s.blocksAsc.iterate(pk, q.from, q.to) as IterableIterator<BlockRow>) add(row);
       close();
@@ -886,8 +885,7 @@ export class SqliteStore implements Store {
         const cutoff = now - (r.days as number) * 86_400_000;
         this.db
           .transaction(() => {
-            rowsDeleted += this.s.expiredRows.get(cutoff, r.group_id, r.name) as number;
-            this.s.expireObs.run(cutoff, r.group_id, r.name);
+            for (const n of this.s.expireObs.all(cutoff, r.group_id, r.name) as number[]) rowsDeleted += n;
             for (const row of this.s.straddling.all({ cutoff, g: r.group_id, s: r.name }) as [number, ...BlockRow][]) {
               const [pk, ...block] = row;
               const b = decodeBlock(block as BlockRow);
