@@ -13,7 +13,11 @@
 //    to the reading being stored, joined on (kit, reading second). --runs measurement windows.
 // Options: --requests N (3000), --window N (16), --clients N (4), --rounds N (2), --seconds S (3 for
 // each throughput window, 10 for each observation window), --kits N (1000), --period MS (1000), --runs N (3).
-import { spawn, type ChildProcess } from 'node:child_process';
+// --instructions: instead, the gateway's CPU instructions per proxied request, counted by valgrind's
+// callgrind (this bench re-runs itself under it; the kit and the generator run at full speed): one
+// warm-up window of --seconds (default 20 here), then the counters are zeroed, one more window runs,
+// and the counters are dumped: stable on a shared machine where CPU times are not.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -30,11 +34,12 @@ import { provisionKit } from '../src/service/devices.ts';
 import type { ObservationRecord } from '../src/core/types.ts';
 import { arg, cpuTimes, percentileOf } from './lib.ts';
 
+const INSTRUCTIONS = process.argv.includes('--instructions');
 const REQUESTS = Number(arg('requests', '3000'));
 const WINDOW = Number(arg('window', '16'));
 const CLIENTS = Number(arg('clients', '4'));
 const ROUNDS = Number(arg('rounds', '2'));
-const TP_SECONDS = Number(arg('seconds', '3'));
+const TP_SECONDS = Number(arg('seconds', INSTRUCTIONS ? '20' : '3'));
 const KITS = Number(arg('kits', '1000'));
 const OBS_SECONDS = Number(arg('obs-seconds', '10'));
 const PERIOD = Number(arg('period', '1000'));
@@ -150,6 +155,15 @@ async function main(): Promise<void> {
     const r = await client.request(gw, { method: Code.GET, options: proxied, confirmable: false, timeoutMs: 5000 }).catch(() => undefined);
     if (r?.code === Code.CONTENT) break;
     await new Promise((res) => setTimeout(res, 50));
+  }
+  if (INSTRUCTIONS) {
+    await countInstructions(gateway, { host: '127.0.0.1', port: gw.port, proxy: proxyUri(mac, DOMAIN, PATH), token, clients: CLIENTS, window: WINDOW, seconds: TP_SECONDS }, kitChild.pid!);
+    await client.close();
+    kitChild.kill('SIGTERM');
+    await gateway.stop();
+    await services.store.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    return;
   }
   // Warm-up, then interleave the two in rounds so drift hits both alike.
   await latency(client, kitPeer, direct, 300);
@@ -308,6 +322,53 @@ async function main(): Promise<void> {
 }
 
 /** A fleet child: N kits announcing to the gateway. */
+/** callgrind_control on this process (asynchronously: the event loop keeps serving meanwhile). */
+function callgrindControl(flag: string): Promise<void> {
+  return new Promise((resolve, reject) => execFile('callgrind_control', [flag, String(process.pid)], (e) => (e ? reject(e) : resolve())));
+}
+
+/** --instructions, under callgrind: instructions per proxied request over a window after a warm-up one. */
+async function countInstructions(gateway: Gateway, cfg: GenConfig, kitPid: number): Promise<void> {
+  await generate(cfg, kitPid);
+  await callgrindControl('-z');
+  const f0 = gateway.stats.forwarded;
+  await generate(cfg, kitPid);
+  const f1 = gateway.stats.forwarded;
+  await callgrindControl('-d');
+  const dir = process.env.REEF_BENCH_CALLGRIND_DIR!;
+  const dumps = fs
+    .readdirSync(dir)
+    .filter((f) => f.startsWith('callgrind.out'))
+    .map((f) => path.join(dir, f))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  const m = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(dumps[0]!, 'utf8'));
+  if (!m) throw new Error(`no totals in ${dumps[0]}`);
+  if (process.env.REEF_BENCH_CALLGRIND_KEEP) fs.copyFileSync(dumps[0]!, process.env.REEF_BENCH_CALLGRIND_KEEP);
+  const n = f1 - f0;
+  console.log(
+    `\n   gateway under callgrind: ${n} proxied requests (${cfg.clients} clients × ${cfg.window} in flight) after a warm-up window: ${Math.round(Number(m[1]) / n).toLocaleString('en-US')} instructions per proxied request (the whole process: every thread, the store included)`,
+  );
+}
+
+/** --instructions: this bench again, under callgrind (children at full speed); resolves with its exit code. */
+function underCallgrind(): Promise<number> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-gw-cg-'));
+  const child = spawn(
+    'valgrind',
+    ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${path.join(dir, 'callgrind.out')}`, '--dump-instr=no', process.execPath, ...process.execArgv, ...process.argv.slice(1)],
+    {
+      stdio: ['ignore', 'inherit', 'ignore'],
+      env: { ...process.env, REEF_BENCH_CALLGRIND_DIR: dir },
+    },
+  );
+  return new Promise((resolve) =>
+    child.once('exit', (code) => {
+      fs.rmSync(dir, { recursive: true, force: true });
+      resolve(code ?? 1);
+    }),
+  );
+}
+
 async function startFleet(base: string, count: number, gwPort: number, period: number, keyFile: string, allowDirect: boolean): Promise<ChildProcess> {
   const child = spawn(process.execPath, [...childArgs(), process.argv[1]!, '--fleet', base, String(count), String(gwPort), String(period), keyFile, String(allowDirect)], {
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
@@ -437,7 +498,17 @@ async function genChild(cfg: GenConfig): Promise<void> {
 const fi = process.argv.indexOf('--fleet');
 const gi = process.argv.indexOf('--gen');
 const a = (k: number) => process.argv[fi + k]!;
-(fi > 0 ? fleetChild(a(1), Number(a(2)), Number(a(3)), Number(a(4)), a(5), a(6) === 'true') : gi > 0 ? genChild(JSON.parse(process.argv[gi + 1]!) as GenConfig) : main()).then(
+const outer = INSTRUCTIONS && !process.env.REEF_BENCH_CALLGRIND_DIR;
+(fi > 0
+  ? fleetChild(a(1), Number(a(2)), Number(a(3)), Number(a(4)), a(5), a(6) === 'true')
+  : gi > 0
+    ? genChild(JSON.parse(process.argv[gi + 1]!) as GenConfig)
+    : outer
+      ? underCallgrind().then((code) => {
+          if (code !== 0) throw new Error(`the bench under callgrind exited ${code}`);
+        })
+      : main()
+).then(
   () => process.exit(0),
   (e) => {
     console.error(e);

@@ -9,6 +9,7 @@ import dns from 'node:dns';
 import { EventEmitter } from 'node:events';
 import { isIP } from 'node:net';
 import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
+import { Deadlines } from './deadlines.ts';
 import { ACK, classifyDatagram, CoapMessage, CoapOption, CON, emptyMessage, getUintOption, NON, parseMessage, responseTo, RST, serializeMessage, uintOption, uriOptions } from './message.ts';
 import { Option, RECOGNIZED_OPTIONS } from './options.ts';
 import { derivedTimes, DerivedTimes, initialTimeout, TransmissionParams, transmissionParams } from './timing.ts';
@@ -39,8 +40,17 @@ export interface ResponseSpec {
   payload?: Buffer;
 }
 
-/** Returns the response, or undefined for none (a CON then gets an empty ACK, a NON nothing). */
-export type RequestHandler = (req: CoapMessage, peer: Peer) => ResponseSpec | undefined | Promise<ResponseSpec | undefined>;
+/** A handler's promise to answer later through `reply` (once), without a Promise per request. */
+export const DEFER: unique symbol = Symbol('defer');
+
+/**
+ * Returns the response, or undefined for none (a CON then gets an empty ACK, a NON nothing), or a
+ * promise of either, or DEFER after which it calls `reply` once with either.
+ */
+export type RequestHandler = (req: CoapMessage, peer: Peer, reply: (r: ResponseSpec | undefined) => void) => ResponseSpec | undefined | Promise<ResponseSpec | undefined> | typeof DEFER;
+
+/** Called once with a request's response, or with the error that ended it. */
+export type ExchangeCallback = (err: Error | undefined, res?: CoapMessage) => void;
 
 export interface EndpointOptions {
   transmission?: Partial<TransmissionParams>;
@@ -111,10 +121,13 @@ interface Transaction {
 }
 
 interface Pending {
+  key: string;
   peer: Peer;
-  resolve: (m: CoapMessage) => void;
-  reject: (e: Error) => void;
-  deadline: NodeJS.Timeout | undefined;
+  done: ExchangeCallback;
+  /** Whether the application deadline still runs (until the first response). */
+  timed: boolean;
+  due: number;
+  lane: number;
   /** Observe: keeps the token alive across notifications. */
   onNotify?: (m: CoapMessage) => void;
   answered: boolean;
@@ -185,6 +198,12 @@ export class CoapEndpoint extends EventEmitter {
   private readonly acceptFn: EndpointOptions['accept'];
   private readonly transactions = new Map<string, Transaction>();
   private readonly pending = new Map<string, Pending>();
+  /** The application deadlines of requests waiting for their first response (one timer for all). */
+  private readonly deadlines = new Deadlines<Pending>((p) => {
+    p.timed = false;
+    if (this.pending.get(p.key) === p) this.pending.delete(p.key);
+    p.done(new CoapTimeoutError());
+  });
   private readonly seen: RecentMap<Remembered>;
   /** MIDs of NON messages we sent recently (→ when they expire), so a RST to one can be reported (RFC 7641 §3.6). */
   private readonly sentNon: RecentMap<number>;
@@ -298,18 +317,24 @@ export class CoapEndpoint extends EventEmitter {
 
   /** Client request; resolves with the response (piggy-backed or separate), matched by token. */
   request(peer: Peer, o: RequestOptions): Promise<CoapMessage> {
-    return this.startRequest(peer, o).promise;
+    return new Promise((resolve, reject) => this.startRequest(peer, o, (e, m) => (e ? reject(e) : resolve(m!))));
+  }
+
+  /** request() with a callback, called once, instead of a promise (a proxy's many forwards). */
+  exchange(peer: Peer, o: RequestOptions, done: ExchangeCallback): void {
+    this.startRequest(peer, o, done);
   }
 
   /** Registers an observation (RFC 7641 §3.1): GET with Observe=0; onNotify sees every later notification. */
   observe(peer: Peer, o: Omit<RequestOptions, 'method'> & { method?: number }, onNotify: (m: CoapMessage) => void): Observation {
     const token = o.token ?? this.newToken();
     const options = [...(o.options ?? []).filter((x) => x.number !== Option.OBSERVE), uintOption(Option.OBSERVE, 0)];
-    const { promise } = this.startRequest(peer, { ...o, method: o.method ?? Code.GET, token, options }, onNotify);
+    const promise = new Promise<CoapMessage>((resolve, reject) => this.startRequest(peer, { ...o, method: o.method ?? Code.GET, token, options }, (e, m) => (e ? reject(e) : resolve(m!)), onNotify));
     const key = `${peerKey(peer)}|${token.toString('hex')}`;
     const forget = (): void => {
       const p = this.pending.get(key);
-      if (p?.deadline) clearTimeout(p.deadline);
+      if (!p) return;
+      this.untime(p);
       this.pending.delete(key);
     };
     return {
@@ -328,7 +353,7 @@ export class CoapEndpoint extends EventEmitter {
     };
   }
 
-  private startRequest(peer: Peer, o: RequestOptions, onNotify?: (m: CoapMessage) => void): { promise: Promise<CoapMessage> } {
+  private startRequest(peer: Peer, o: RequestOptions, done: ExchangeCallback, onNotify?: (m: CoapMessage) => void): void {
     const token = o.token ?? this.newToken();
     const confirmable = o.confirmable ?? true;
     const msg: CoapMessage = {
@@ -340,17 +365,15 @@ export class CoapEndpoint extends EventEmitter {
       payload: o.payload ?? Buffer.alloc(0),
     };
     const key = `${peerKey(peer)}|${token.toString('hex')}`;
-    const promise = new Promise<CoapMessage>((resolve, reject) => {
-      const p: Pending = { peer, resolve, reject, deadline: undefined, answered: false };
-      if (onNotify) p.onNotify = onNotify;
-      const limit = o.timeoutMs ?? (confirmable ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs);
-      p.deadline = setTimeout(() => {
-        this.pending.delete(key);
-        reject(new CoapTimeoutError());
-      }, limit);
-      this.pending.get(key)?.reject(new CoapResetError('superseded by a request with the same token'));
-      this.pending.set(key, p);
-    });
+    const p: Pending = { key, peer, done, timed: true, due: 0, lane: 0, answered: false };
+    if (onNotify) p.onNotify = onNotify;
+    const prior = this.pending.get(key);
+    this.pending.set(key, p);
+    if (prior) {
+      this.untime(prior);
+      prior.done(new CoapResetError('superseded by a request with the same token'));
+    }
+    this.deadlines.add(p, o.timeoutMs ?? (confirmable ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
     if (confirmable) {
       void this.sendCon(peer, msg).then(({ result }) => {
         const p = this.pending.get(key);
@@ -361,15 +384,20 @@ export class CoapEndpoint extends EventEmitter {
     } else {
       this.sendNon(peer, msg);
     }
-    return { promise };
+  }
+
+  private untime(p: Pending): void {
+    if (!p.timed) return;
+    p.timed = false;
+    this.deadlines.remove(p);
   }
 
   private fail(key: string, e: Error): void {
     const p = this.pending.get(key);
     if (!p) return;
-    if (p.deadline) clearTimeout(p.deadline);
+    this.untime(p);
     this.pending.delete(key);
-    p.reject(e);
+    p.done(e);
   }
 
   close(): Promise<void> {
@@ -377,6 +405,7 @@ export class CoapEndpoint extends EventEmitter {
     this.closed = true;
     for (const t of this.transactions.values()) t.done('timeout');
     for (const key of [...this.pending.keys()]) this.fail(key, new CoapTimeoutError('endpoint closed'));
+    this.deadlines.clear();
     return new Promise((resolve) => this.socket.close(() => resolve()));
   }
 
@@ -477,12 +506,20 @@ export class CoapEndpoint extends EventEmitter {
       if (m.type === CON) this.sendRaw(peer, emptyMessage(RST, m.mid));
       return;
     }
-    let out: ResponseSpec | undefined | Promise<ResponseSpec | undefined>;
+    let out: ResponseSpec | undefined | Promise<ResponseSpec | undefined> | typeof DEFER;
+    let replied = false;
+    const reply = (r: ResponseSpec | undefined): void => {
+      if (replied) return;
+      replied = true;
+      this.respond(m, peer, entry, r);
+    };
     try {
-      out = handler(m, peer);
+      out = handler(m, peer, reply);
     } catch (e) {
       out = { code: Code.INTERNAL_SERVER_ERROR, payload: Buffer.from(String((e as Error).message ?? e).slice(0, 64)) };
     }
+    if (out === DEFER) return;
+    replied = true;
     if (out instanceof Promise) {
       out.then(
         (r) => this.respond(m, peer, entry, r),
@@ -541,10 +578,10 @@ export class CoapEndpoint extends EventEmitter {
       return true;
     }
     p.answered = true;
-    if (p.deadline) clearTimeout(p.deadline);
+    this.untime(p);
     // An observation stays registered while responses carry Observe and are successful (RFC 7641 §3.2).
     if (!(p.onNotify && getUintOption(m, Option.OBSERVE) !== undefined && codeClass(m.code) === 2)) this.pending.delete(key);
-    p.resolve(m);
+    p.done(undefined, m);
     return true;
   }
 }

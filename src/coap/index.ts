@@ -9,3 +9,4 @@ export * from './time-tlv.ts';
 export * from './timing.ts';
 export * from './announce.ts';
 export * from './endpoint.ts';
+export * from './deadlines.ts';

@@ -14,6 +14,7 @@
 // gateway holds.
 import dgram from 'node:dgram';
 import {
+  Deadlines,
   ACK,
   Announcement,
   announcementOptions,
@@ -92,9 +93,11 @@ export interface ModuleOptions {
 }
 
 interface Forward {
+  key: string;
   resolve: (m: CoapMessage | undefined) => void;
-  /** performance.now() past which the application processor's answer is given up (5.04). */
+  /** performance.now() past which the application processor's answer is given up (5.04); set by Deadlines. */
   due: number;
+  lane: number;
   localMid: number;
 }
 
@@ -116,10 +119,13 @@ export class NetworkModule {
   readonly stats = { forwarded: 0, wrongPrefix: 0, timeouts: 0, notifications: 0, upstream: 0, announcements: 0, tooLarge: 0, withheld: 0, observeRefused: 0 };
   private localMid = Math.floor(Math.random() * 0x10000);
   private localToken = Math.floor(Math.random() * 0xffffffff);
-  /** In-flight requests by local token, oldest first (all share one timeout, so also by due time). */
+  /** In-flight requests by local token. */
   private readonly forwards = new Map<string, Forward>();
-  /** One timer for every forward's deadline (the oldest one's), not one per request. */
-  private sweepTimer: NodeJS.Timeout | undefined;
+  /** Their deadlines, one timer for all (each given up is answered 5.04 by serve()). */
+  private readonly deadlines = new Deadlines<Forward>((f) => {
+    if (this.forwards.get(f.key) === f) this.forwards.delete(f.key);
+    f.resolve(undefined);
+  });
   /** (peer, client token) → mapping; local token → mapping. */
   private readonly byClient = new Map<string, Mapping>();
   private readonly byLocal = new Map<string, Mapping>();
@@ -178,8 +184,7 @@ export class NetworkModule {
 
   async stop(): Promise<void> {
     if (this.announceTimer) clearInterval(this.announceTimer);
-    if (this.sweepTimer) clearTimeout(this.sweepTimer);
-    this.sweepTimer = undefined;
+    this.deadlines.clear();
     for (const f of this.forwards.values()) f.resolve(undefined);
     this.forwards.clear();
     await this.endpoint?.close();
@@ -366,12 +371,16 @@ export class NetworkModule {
       const prior = this.forwards.get(key);
       if (prior) {
         this.forwards.delete(key);
+        this.deadlines.remove(prior);
         prior.resolve(undefined);
       }
-      this.forwards.set(key, { resolve, due: performance.now() + this.o.forwardTimeoutMs, localMid });
-      this.scheduleSweep();
+      const f: Forward = { key, resolve, due: 0, lane: 0, localMid };
+      this.forwards.set(key, f);
+      this.deadlines.add(f, this.o.forwardTimeoutMs);
     });
     if (!this.toLink(fwd)) {
+      const f = this.forwards.get(key);
+      if (f) this.deadlines.remove(f);
       this.forwards.delete(key);
       if (!map.observing) this.unmap(map);
       this.stats.tooLarge++;
@@ -392,26 +401,6 @@ export class NetworkModule {
     }
     if (res.code === Code.EMPTY) return undefined;
     return { code: res.code, options: res.options, payload: res.payload };
-  }
-
-  /** Arms the one timer for the oldest forward's deadline, if not armed. */
-  private scheduleSweep(): void {
-    if (this.sweepTimer) return;
-    const head = this.forwards.values().next();
-    if (head.done) return;
-    this.sweepTimer = setTimeout(() => this.sweep(), Math.max(0, head.value.due - performance.now()));
-  }
-
-  /** Gives up the forwards past their deadline (each answered 5.04 by serve()). */
-  private sweep(): void {
-    this.sweepTimer = undefined;
-    const now = performance.now();
-    for (const [key, f] of this.forwards) {
-      if (f.due > now) break;
-      this.forwards.delete(key);
-      f.resolve(undefined);
-    }
-    this.scheduleSweep();
   }
 
   private gatewayObserves(resource: string): boolean {
@@ -435,6 +424,7 @@ export class NetworkModule {
     const f = this.forwards.get(key);
     if (f && (m.type !== ACK || m.mid === f.localMid)) {
       this.forwards.delete(key);
+      this.deadlines.remove(f);
       f.resolve(m);
       return;
     }

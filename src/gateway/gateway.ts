@@ -24,6 +24,7 @@ import {
   CoapResetError,
   CoapTimeoutError,
   CON,
+  DEFER,
   ContentFormat,
   codeClass,
   codeToString,
@@ -31,6 +32,8 @@ import {
   decodeTimeTlv,
   encodeAnnouncementAck,
   encodeTimeTlv,
+  EMPTY_BUFFER,
+  type ExchangeCallback,
   getOption,
   getUintOption,
   isAnnouncement,
@@ -141,8 +144,8 @@ export class Gateway {
   };
   /** Shared upstream observations of kit resources and who subscribes to them. */
   readonly relay: ObserveRelay;
-  /** (client address, port, token) → the answer in progress: a re-sent request is not forwarded twice. */
-  private readonly inflight = new Map<string, Promise<ResponseSpec>>();
+  /** (client address, port, token, request) → who waits for the answer in progress: a re-sent request is not forwarded twice. */
+  private readonly inflight = new Map<string, ((r: ResponseSpec) => void)[]>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
   /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
   private readonly targets = new Map<string, { mac: string; path: string[]; query: string[] }>();
@@ -216,7 +219,7 @@ export class Gateway {
         // keep the default
       }
     }
-    this.front.handle((req, peer) => this.onFront(req, peer));
+    this.front.handle((req, peer, reply) => this.onFront(req, peer, reply));
     this.front.on('reset', (mid: number, peer: Peer) => this.relay.clientReset(mid, peer));
     this.front.on('error', (e: Error) => this.log.warn({ err: e }, 'gateway socket error'));
     this.back.on('error', (e: Error) => this.log.warn({ err: e }, 'gateway upstream socket error'));
@@ -253,10 +256,17 @@ export class Gateway {
 
   // ---- the client-facing endpoint -------------------------------------------------------------
 
-  private onFront(req: CoapMessage, peer: Peer): ResponseSpec | undefined | Promise<ResponseSpec | undefined> {
+  private onFront(req: CoapMessage, peer: Peer, reply: (r: ResponseSpec) => void): ResponseSpec | undefined | Promise<ResponseSpec | undefined> | typeof DEFER {
     this.stats.requests++;
     try {
-      if (isProxyRequest(req)) return this.answer(req, peer, this.proxy(req, peer));
+      if (isProxyRequest(req)) {
+        // The usual request, a NON from a client with a cached session, is answered through `reply`
+        // when the kit's answer comes: no promise, no timer of its own (answer() needs both for a CON).
+        const session = req.type === CON ? undefined : this.sessions.cachedCheck(peer);
+        if (!session) return this.answer(req, peer, this.proxy(req, peer));
+        this.proxyFor(req, peer, session, reply);
+        return DEFER;
+      }
       const path = uriPath(req);
       if (path.length === 1 && path[0] === 'sessions') return this.sessionRequest(req, peer);
       if (isAnnouncement(req)) return this.onAnnouncement(req, peer);
@@ -349,9 +359,9 @@ export class Gateway {
    * the kit's device record): no wait before the request leaves for the kit. Anything not cached,
    * or not valid, takes the checking path, which also says why.
    */
-  private proxy(req: CoapMessage, peer: Peer): ResponseSpec | Promise<ResponseSpec> {
+  private proxy(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
     const session = this.sessions.cachedCheck(peer);
-    return session ? this.proxyFor(req, peer, session) : this.proxyChecked(req, peer);
+    return session ? new Promise((done) => this.proxyFor(req, peer, session, done)) : this.proxyChecked(req, peer);
   }
 
   private async proxyChecked(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
@@ -364,10 +374,11 @@ export class Gateway {
       if (isReefError(e)) return this.small(req, peer, e);
       throw e;
     }
-    return this.proxyFor(req, peer, session);
+    return new Promise((done) => this.proxyFor(req, peer, session, done));
   }
 
-  private proxyFor(req: CoapMessage, peer: Peer, session: Session): ResponseSpec | Promise<ResponseSpec> {
+  /** Forwards a proxied request of a live session; `done` is called once with the client's answer (at once for a refusal). */
+  private proxyFor(req: CoapMessage, peer: Peer, session: Session, done: (r: ResponseSpec) => void): void {
     let mac: string;
     let path: string[];
     let query: string[];
@@ -379,51 +390,54 @@ export class Gateway {
     } catch (e) {
       if (!(e instanceof TargetError)) throw e;
       this.stats.refusedTarget++;
-      return failure(new ReefError(e.kind === 'malformed' ? 'VALIDATION_FAILED' : 'PROXYING_NOT_SUPPORTED', e.message));
+      return done(failure(new ReefError(e.kind === 'malformed' ? 'VALIDATION_FAILED' : 'PROXYING_NOT_SUPPORTED', e.message)));
     }
     const d = this.cachedDevice(mac);
     if (d === undefined) {
-      return this.authorize(session.groupId, mac).then(
-        (k) => this.proxyTo(req, peer, session, k, path, query),
-        (e: unknown) => {
-          if (isReefError(e)) return failure(e);
-          throw e;
-        },
+      this.authorize(session.groupId, mac).then(
+        (k) => this.proxyTo(req, peer, session, k, path, query, done),
+        (e: unknown) => done(isReefError(e) ? failure(e) : this.internal(e)),
       );
+      return;
     }
     let k: KitEntry;
     try {
       k = this.authorizeDevice(d, session.groupId, mac);
     } catch (e) {
-      if (isReefError(e)) return failure(e);
-      throw e;
+      return done(isReefError(e) ? failure(e) : this.internal(e));
     }
-    return this.proxyTo(req, peer, session, k, path, query);
+    this.proxyTo(req, peer, session, k, path, query, done);
   }
 
-  private proxyTo(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, path: string[], query: string[]): Promise<ResponseSpec> {
+  private internal(e: unknown): ResponseSpec {
+    this.log.error({ err: e }, 'gateway request failed');
+    return failure(new ReefError('INTERNAL', 'internal error'));
+  }
+
+  private proxyTo(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, path: string[], query: string[], done: (r: ResponseSpec) => void): void {
     const token = req.token.toString('hex');
     const observe = getUintOption(req, Option.OBSERVE);
-    const options = req.options.filter((o) => FORWARD_REQUEST.has(o.number));
-    if (observe === 0 && req.code === Code.GET) return this.relay.observeForClient(k, session.key, peer, req, path, query);
+    if (observe === 0 && req.code === Code.GET) {
+      this.relay.observeForClient(k, session.key, peer, req, path, query).then(done, (e: unknown) => done(this.internal(e)));
+      return;
+    }
     // Any other request with the token of a subscription of this client ends it (RFC 7641 §3.6).
     this.relay.dropClient(peer, token, 'deregistered');
     // Keyed by the request too: a client that reuses one token for different requests is not merged.
     const fkey = `${peerKey(peer)}|${token}|${req.code}|${path.join('/')}?${query.join('&')}`;
     const prior = this.inflight.get(fkey);
-    if (prior) return prior;
-    const work = this.forward(k, { method: req.code, path, query, options, payload: req.payload }).then(
-      (m) => {
-        this.inflight.delete(fkey);
-        return this.relay.relayed(m);
-      },
-      (e) => {
-        this.inflight.delete(fkey);
-        return this.upstreamError(e);
-      },
-    );
-    this.inflight.set(fkey, work);
-    return work;
+    if (prior) {
+      prior.push(done);
+      return;
+    }
+    this.inflight.set(fkey, [done]);
+    const options = req.options.filter((o) => FORWARD_REQUEST.has(o.number));
+    this.send(k, { method: req.code, path, query, options, payload: req.payload }, (e, m) => {
+      const waiting = this.inflight.get(fkey) ?? [];
+      this.inflight.delete(fkey);
+      const spec = e ? this.upstreamError(e) : this.relay.relayed(m!);
+      for (const w of waiting) w(spec);
+    });
   }
 
   /**
@@ -484,6 +498,11 @@ export class Gateway {
 
   /** Sends one request to a kit under the application deadline; rejects CoapTimeoutError / CoapResetError. */
   forward(kit: KitEntry, r: KitRequest): Promise<CoapMessage> {
+    return new Promise((resolve, reject) => this.send(kit, r, (e, m) => (e ? reject(e) : resolve(m!))));
+  }
+
+  /** forward() with a callback, called once. */
+  private send(kit: KitEntry, r: KitRequest, done: ExchangeCallback): void {
     this.stats.forwarded++;
     let uri = this.uriOptionCache.get(r.path);
     if (!uri || uri.prefix !== kit.prefix || uri.query !== r.query) {
@@ -491,22 +510,12 @@ export class Gateway {
       this.uriOptionCache.set(r.path, uri);
     }
     const options: CoapOption[] = r.options?.length ? [...uri.options, ...r.options] : uri.options;
-    const answer = this.back.request(kit.peer, {
-      method: r.method,
-      options,
-      payload: r.payload ?? Buffer.alloc(0),
-      confirmable: this.o.confirmableUpstream,
-      timeoutMs: this.o.deadlineMs,
+    const path = this.deps.payloads && r.method === Code.GET ? kitPath(kit, r.path) : undefined;
+    const bubble = path !== undefined && isTempPath(path);
+    this.back.exchange(kit.peer, { method: r.method, options, payload: r.payload ?? EMPTY_BUFFER, confirmable: this.o.confirmableUpstream, timeoutMs: this.o.deadlineMs }, (e, m) => {
+      if (bubble && m && codeClass(m.code) === 2) this.bubble(kit.mac, m, { path });
+      done(e, m);
     });
-    if (this.deps.payloads && r.method === Code.GET) {
-      const path = kitPath(kit, r.path);
-      if (isTempPath(path))
-        answer.then(
-          (m) => codeClass(m.code) === 2 && this.bubble(kit.mac, m, { path }),
-          () => undefined,
-        );
-    }
-    return answer;
   }
 
   private upstreamError(e: unknown): ResponseSpec {
