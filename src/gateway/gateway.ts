@@ -394,10 +394,12 @@ export class Gateway {
     }
     const d = this.cachedDevice(mac);
     if (d === undefined) {
-      this.authorize(session.groupId, mac).then(
-        (k) => this.proxyTo(req, peer, session, k, path, query, done),
-        (e: unknown) => done(isReefError(e) ? failure(e) : this.internal(e)),
-      );
+      this.authorize(session.groupId, mac)
+        .then(
+          (k) => this.proxyTo(req, peer, session, k, path, query, done),
+          (e: unknown) => done(isReefError(e) ? failure(e) : this.internal(e)),
+        )
+        .catch((e: unknown) => done(this.internal(e)));
       return;
     }
     let k: KitEntry;
@@ -418,7 +420,10 @@ export class Gateway {
     const token = req.token.toString('hex');
     const observe = getUintOption(req, Option.OBSERVE);
     if (observe === 0 && req.code === Code.GET) {
-      this.relay.observeForClient(k, session.key, peer, req, path, query).then(done, (e: unknown) => done(this.internal(e)));
+      this.relay
+        .observeForClient(k, session.key, peer, req, path, query)
+        .then(done, (e: unknown) => done(this.internal(e)))
+        .catch((e: unknown) => done(this.internal(e)));
       return;
     }
     // Any other request with the token of a subscription of this client ends it (RFC 7641 §3.6).
@@ -435,7 +440,13 @@ export class Gateway {
     this.send(k, { method: req.code, path, query, options, payload: req.payload }, (e, m) => {
       const waiting = this.inflight.get(fkey) ?? [];
       this.inflight.delete(fkey);
-      const spec = e ? this.upstreamError(e) : this.relay.relayed(m!);
+      // Called from the endpoint's receive path: a throw here must become an answer, not escape.
+      let spec: ResponseSpec;
+      try {
+        spec = e ? this.upstreamError(e) : this.relay.relayed(m!);
+      } catch (err) {
+        spec = this.internal(err);
+      }
       for (const w of waiting) w(spec);
     });
   }
