@@ -135,10 +135,21 @@ interface Pending {
 
 interface Remembered {
   expires: number;
-  /** The message's token: a copy of a message repeats it, a new message reusing the MID does not. */
-  token: Buffer;
-  /** The serialized response, once there is one (a duplicate then gets it again). */
+  /** The message's token (tokenId): a copy of a message repeats it, a new message reusing the MID does not. */
+  token: number | string;
+  /** The serialized response to a CON, once there is one (a duplicate then gets it again). */
   reply?: Buffer;
+}
+
+/**
+ * A token as a value to remember and compare: a number for up to 6 bytes (its length in the top
+ * bits, so 00 and 0000 differ), else hex. Remembering the Buffer itself, a view into the received
+ * datagram, would keep every remembered datagram's memory alive for EXCHANGE_LIFETIME.
+ */
+export function tokenId(t: Buffer): number | string {
+  const n = t.length;
+  if (n === 0) return 0;
+  return n <= 6 ? t.readUIntBE(0, n) + n * 2 ** 48 : t.toString('hex');
 }
 
 export interface Observation {
@@ -361,7 +372,8 @@ export class CoapEndpoint extends EventEmitter {
       code: o.method,
       mid: this.nextMid(),
       token,
-      options: [...(o.uri !== undefined ? uriOptions(o.uri) : []), ...(o.options ?? [])],
+      // Never written to afterwards, so a caller's array is used as it is (a proxy's cached Uri-* options).
+      options: o.uri !== undefined ? [...uriOptions(o.uri), ...(o.options ?? [])] : (o.options ?? []),
       payload: o.payload ?? Buffer.alloc(0),
     };
     const key = `${peerKey(peer)}|${token.toString('hex')}`;
@@ -491,7 +503,7 @@ export class CoapEndpoint extends EventEmitter {
   private receiveRequest(m: CoapMessage, peer: Peer): void {
     const dkey = `${peerKey(peer)}|${m.mid}`;
     const prior = this.seen.get(dkey);
-    if (prior && prior.expires > Date.now() && prior.token.equals(m.token)) {
+    if (prior && prior.expires > Date.now() && prior.token === tokenId(m.token)) {
       // §4.5: a duplicate CON gets the same answer again; a duplicate NON is ignored, as is a
       // duplicate whose answer is still being worked on.
       this.stats.duplicates++;
@@ -499,7 +511,7 @@ export class CoapEndpoint extends EventEmitter {
       return;
     }
     const life = m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs;
-    const entry: Remembered = { expires: Date.now() + life, token: m.token };
+    const entry: Remembered = { expires: Date.now() + life, token: tokenId(m.token) };
     this.seen.set(dkey, entry);
     const handler = this.handler;
     if (!handler) {
@@ -538,8 +550,13 @@ export class CoapEndpoint extends EventEmitter {
       msg = responseTo(req, r.code, () => this.nextMid(), r.options, r.payload);
     }
     const data = serializeMessage(msg);
-    entry.reply = data;
-    if (msg.type === NON && this.listenerCount('reset') > 0) this.sentNon.set(`${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
+    // Only a duplicate CON is answered again (§4.5); a duplicate NON is ignored.
+    if (req.type === CON) entry.reply = data;
+    // A RST matters for a response that starts notifications (RFC 7641 §3.6: it cancels them); to a
+    // plain NON response it says nothing anyone acts on, so only the former is remembered.
+    if (msg.type === NON && this.listenerCount('reset') > 0 && msg.options.some((o) => o.number === Option.OBSERVE)) {
+      this.sentNon.set(`${peerKey(peer)}|${msg.mid}`, Date.now() + this.times.nonLifetimeMs);
+    }
     this.write(peer, data, msg);
   }
 
@@ -553,12 +570,12 @@ export class CoapEndpoint extends EventEmitter {
     if (m.type === RST) return;
     const dkey = `${peerKey(peer)}|${m.mid}`;
     const prior = this.seen.get(dkey);
-    if (prior && prior.expires > Date.now() && prior.token.equals(m.token)) {
+    if (prior && prior.expires > Date.now() && prior.token === tokenId(m.token)) {
       this.stats.duplicates++;
       if (prior.reply) this.write(peer, prior.reply);
       return;
     }
-    const entry: Remembered = { expires: Date.now() + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs), token: m.token };
+    const entry: Remembered = { expires: Date.now() + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs), token: tokenId(m.token) };
     this.seen.set(dkey, entry);
     const known = this.deliver(m, peer);
     // §5.3.2: a separate response or notification nobody waits for is rejected with RST, which

@@ -110,6 +110,14 @@ export interface KitRequest {
 const FORWARD_REQUEST = new Set<number>([Option.IF_MATCH, Option.ETAG, Option.IF_NONE_MATCH, Option.CONTENT_FORMAT, Option.ACCEPT, Option.BLOCK2, Option.BLOCK1, Option.SIZE2, Option.SIZE1]);
 
 const TEMP_PATH = ['arduino', 'temp'];
+
+/** The kit and resource a proxied request names; `resource` is path and query as one string, a key. */
+interface Target {
+  mac: string;
+  path: string[];
+  query: string[];
+  resource: string;
+}
 const SEPARATE = Symbol('separate');
 
 // Moved to their own modules; re-exported for existing callers.
@@ -148,7 +156,7 @@ export class Gateway {
   private readonly inflight = new Map<string, ((r: ResponseSpec) => void)[]>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
   /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
-  private readonly targets = new Map<string, { mac: string; path: string[]; query: string[] }>();
+  private readonly targets = new Map<string, Target>();
   /** Encoded Uri-Path and Uri-Query options of a (cached, shared) path array, for the kit prefix they were made for. */
   private readonly uriOptionCache = new WeakMap<string[], { prefix: string; query: string[]; options: CoapOption[] }>();
   /** The last reading timestamp per kit MAC (see stamp()). */
@@ -379,24 +387,20 @@ export class Gateway {
 
   /** Forwards a proxied request of a live session; `done` is called once with the client's answer (at once for a refusal). */
   private proxyFor(req: CoapMessage, peer: Peer, session: Session, done: (r: ResponseSpec) => void): void {
-    let mac: string;
-    let path: string[];
-    let query: string[];
+    let t: Target;
     try {
-      const t = this.target(req);
-      mac = t.mac;
-      path = t.path;
-      query = t.query;
+      t = this.target(req);
     } catch (e) {
       if (!(e instanceof TargetError)) throw e;
       this.stats.refusedTarget++;
       return done(failure(new ReefError(e.kind === 'malformed' ? 'VALIDATION_FAILED' : 'PROXYING_NOT_SUPPORTED', e.message)));
     }
+    const mac = t.mac;
     const d = this.cachedDevice(mac);
     if (d === undefined) {
       this.authorize(session.groupId, mac)
         .then(
-          (k) => this.proxyTo(req, peer, session, k, path, query, done),
+          (k) => this.proxyTo(req, peer, session, k, t, done),
           (e: unknown) => done(isReefError(e) ? failure(e) : this.internal(e)),
         )
         .catch((e: unknown) => done(this.internal(e)));
@@ -408,7 +412,7 @@ export class Gateway {
     } catch (e) {
       return done(isReefError(e) ? failure(e) : this.internal(e));
     }
-    this.proxyTo(req, peer, session, k, path, query, done);
+    this.proxyTo(req, peer, session, k, t, done);
   }
 
   private internal(e: unknown): ResponseSpec {
@@ -416,7 +420,8 @@ export class Gateway {
     return failure(new ReefError('INTERNAL', 'internal error'));
   }
 
-  private proxyTo(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, path: string[], query: string[], done: (r: ResponseSpec) => void): void {
+  private proxyTo(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, t: Target, done: (r: ResponseSpec) => void): void {
+    const { path, query } = t;
     const token = req.token.toString('hex');
     const observe = getUintOption(req, Option.OBSERVE);
     if (observe === 0 && req.code === Code.GET) {
@@ -429,7 +434,7 @@ export class Gateway {
     // Any other request with the token of a subscription of this client ends it (RFC 7641 §3.6).
     this.relay.dropClient(peer, token, 'deregistered');
     // Keyed by the request too: a client that reuses one token for different requests is not merged.
-    const fkey = `${peerKey(peer)}|${token}|${req.code}|${path.join('/')}?${query.join('&')}`;
+    const fkey = `${peerKey(peer)}|${token}|${req.code}|${t.resource}`;
     const prior = this.inflight.get(fkey);
     if (prior) {
       prior.push(done);
@@ -457,7 +462,7 @@ export class Gateway {
    * and its arrays are shared (never written to). A Proxy-Uri that comes with Uri-* options is
    * refused every time (§5.10.2), before the cache is looked at.
    */
-  private target(req: CoapMessage): { mac: string; path: string[]; query: string[] } {
+  private target(req: CoapMessage): Target {
     const pu = getOption(req, Option.PROXY_URI);
     let key: string | undefined;
     if (pu !== undefined && !req.options.some((o) => o.number === Option.URI_HOST || o.number === Option.URI_PORT || o.number === Option.URI_PATH || o.number === Option.URI_QUERY)) {
@@ -466,7 +471,7 @@ export class Gateway {
       if (hit) return hit;
     }
     const t = requestTarget(req);
-    const v = { mac: kitMac(t, this.o.meshDomain), path: t.path, query: t.query };
+    const v: Target = { mac: kitMac(t, this.o.meshDomain), path: t.path, query: t.query, resource: `${t.path.join('/')}?${t.query.join('&')}` };
     if (key !== undefined) {
       if (this.targets.size >= 4096) this.targets.clear();
       this.targets.set(key, v);
