@@ -440,20 +440,26 @@ export class Gateway {
       prior.push(done);
       return;
     }
-    this.inflight.set(fkey, [done]);
     const options = req.options.filter((o) => FORWARD_REQUEST.has(o.number));
-    this.send(k, { method: req.code, path, query, options, payload: req.payload }, (e, m) => {
-      const waiting = this.inflight.get(fkey) ?? [];
+    this.inflight.set(fkey, [done]);
+    try {
+      this.send(k, { method: req.code, path, query, options, payload: req.payload }, (e, m) => {
+        const waiting = this.inflight.get(fkey) ?? [];
+        this.inflight.delete(fkey);
+        // Called from the endpoint's receive path: a throw here must become an answer, not escape.
+        let spec: ResponseSpec;
+        try {
+          spec = e ? this.upstreamError(e) : this.relay.relayed(m!);
+        } catch (err) {
+          spec = this.internal(err);
+        }
+        for (const w of waiting) w(spec);
+      });
+    } catch (e) {
+      // Not sent (it could not be encoded): later requests must not wait on its entry; the caller answers this one.
       this.inflight.delete(fkey);
-      // Called from the endpoint's receive path: a throw here must become an answer, not escape.
-      let spec: ResponseSpec;
-      try {
-        spec = e ? this.upstreamError(e) : this.relay.relayed(m!);
-      } catch (err) {
-        spec = this.internal(err);
-      }
-      for (const w of waiting) w(spec);
-    });
+      throw e;
+    }
   }
 
   /**
