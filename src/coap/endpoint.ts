@@ -179,7 +179,8 @@ class RecentMap<V> {
   }
 
   set(key: string, value: V): void {
-    this.previous.delete(key);
+    // An older entry of the key left in `previous` is shadowed by this one (get() looks here first)
+    // and dropped with it; removing it would cost a second hash lookup for every message.
     this.current.set(key, value);
     if (this.current.size >= this.capacity) {
       this.previous = this.current;

@@ -33,7 +33,8 @@ export function upstreamFailure(e: unknown, deadlineMs: number): ReefError {
 
 /** The kit's response as the client's: every option but Observe passes (Block2, Size2, Max-Age, ETag...). */
 export function relayed(m: CoapMessage, seq?: number): ResponseSpec {
-  const options = m.options.filter((o) => o.number !== Option.OBSERVE);
+  // The usual answer carries no Observe: its options pass as they are (never written to).
+  const options = seq === undefined && !m.options.some((o) => o.number === Option.OBSERVE) ? m.options : m.options.filter((o) => o.number !== Option.OBSERVE);
   if (seq !== undefined) options.push(uintOption(Option.OBSERVE, seq));
   return { code: m.code, options, payload: m.payload };
 }
