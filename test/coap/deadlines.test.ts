@@ -10,7 +10,7 @@ interface Item extends Timed {
 const item = (name: string): Item => ({ name, due: 0, lane: 0 });
 
 function queue() {
-  const clock = testClock();
+  const clock = testClock(0);
   const expired: string[] = [];
   const d = new Deadlines<Item>((i) => expired.push(i.name), clock.now);
   /** Moves the clock and the timers on together. */
@@ -52,7 +52,7 @@ test('items fall due in time order across durations, each once, and a removed on
 test('an item added from expire() gets its own deadline; clear() forgets everything', (t) => {
   mock.timers.enable({ apis: ['setTimeout'] });
   t.after(() => mock.timers.reset());
-  const clock = testClock();
+  const clock = testClock(0);
   const expired: string[] = [];
   const d: Deadlines<Item> = new Deadlines<Item>((i) => {
     expired.push(i.name);

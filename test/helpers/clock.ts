@@ -5,10 +5,11 @@ export interface TestClock {
   advance(ms: number): void;
 }
 
-export function testClock(): TestClock {
+/** With `start`, the clock stands still at it until advanced (for code that reads it twice and must see one time). */
+export function testClock(start?: number): TestClock {
   let offset = 0;
   return {
-    now: () => Date.now() + offset,
+    now: () => (start === undefined ? Date.now() : start) + offset,
     advance(ms: number) {
       offset += ms;
     },
