@@ -26,7 +26,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { arg, fmt, machine, percentile, reefCli, request, serve, threadCpuSeconds } from './lib.ts';
+import { arg, callgrindTotal, fmt, machine, percentile, reefCli, request, serve, threadCpuSeconds } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '300000'));
 const DEVICES = Number(arg('devices', '1000'));
@@ -184,14 +184,7 @@ async function instructions(n: Node): Promise<number> {
   // Evaluation of the last batch runs just after its answer: give it time (both servers alike).
   await new Promise((r) => setTimeout(r, 3000));
   execFileSync('callgrind_control', ['-d', pid]);
-  const dumps = fs
-    .readdirSync(n.dir)
-    .filter((f) => f.startsWith('callgrind.out'))
-    .map((f) => path.join(n.dir, f))
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-  const m = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(dumps[0]!, 'utf8'));
-  if (!m) throw new Error(`no totals in ${dumps[0]}`);
-  return Number(m[1]);
+  return callgrindTotal(n.dir);
 }
 
 /** Uploads a reading that breaks the probe rule; resolves when its webhook has arrived (ms). */

@@ -16,7 +16,7 @@
 // --instructions: instead, the gateway's CPU instructions per proxied request, counted by valgrind's
 // callgrind (this bench re-runs itself under it; the kit and the generator run at full speed): one
 // warm-up window of --seconds (default 20 here), then the counters are zeroed, one more window runs,
-// and the counters are dumped: stable on a shared machine where CPU times are not.
+// and the counters are dumped: stable on a shared machine where CPU times are not. --keep FILE: the dump.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -32,7 +32,7 @@ import { Gateway, proxyUri } from '../src/gateway/gateway.ts';
 import { openServices } from '../src/server.ts';
 import { provisionKit } from '../src/service/devices.ts';
 import type { ObservationRecord } from '../src/core/types.ts';
-import { arg, cpuTimes, percentileOf } from './lib.ts';
+import { arg, callgrindTotal, cpuTimes, percentileOf } from './lib.ts';
 
 const INSTRUCTIONS = process.argv.includes('--instructions');
 const REQUESTS = Number(arg('requests', '3000'));
@@ -335,18 +335,10 @@ async function countInstructions(gateway: Gateway, cfg: GenConfig, kitPid: numbe
   await generate(cfg, kitPid);
   const f1 = gateway.stats.forwarded;
   await callgrindControl('-d');
-  const dir = process.env.REEF_BENCH_CALLGRIND_DIR!;
-  const dumps = fs
-    .readdirSync(dir)
-    .filter((f) => f.startsWith('callgrind.out'))
-    .map((f) => path.join(dir, f))
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-  const m = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(dumps[0]!, 'utf8'));
-  if (!m) throw new Error(`no totals in ${dumps[0]}`);
-  if (process.env.REEF_BENCH_CALLGRIND_KEEP) fs.copyFileSync(dumps[0]!, process.env.REEF_BENCH_CALLGRIND_KEEP);
+  const total = callgrindTotal(process.env.REEF_BENCH_CALLGRIND_DIR!, arg('keep', ''));
   const n = f1 - f0;
   console.log(
-    `\n   gateway under callgrind: ${n} proxied requests (${cfg.clients} clients × ${cfg.window} in flight) after a warm-up window: ${Math.round(Number(m[1]) / n).toLocaleString('en-US')} instructions per proxied request (the whole process: every thread, the store included)`,
+    `\n   gateway under callgrind: ${n} proxied requests (${cfg.clients} clients × ${cfg.window} in flight) after a warm-up window: ${Math.round(total / n).toLocaleString('en-US')} instructions per proxied request (the whole process: every thread, the store included)`,
   );
 }
 

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { arg, fmt, ingestPlan, reefCli, request, serve } from './lib.ts';
+import { arg, callgrindTotal, fmt, ingestPlan, reefCli, request, serve } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '20000'));
 const DEVICES = Number(arg('devices', '100'));
@@ -59,17 +59,8 @@ try {
     execFileSync('callgrind_control', ['-z', String(pid)]);
     await work();
     execFileSync('callgrind_control', ['-d', String(pid)]);
-    const dumps = fs
-      .readdirSync(dir)
-      .filter((f) => f.startsWith('callgrind.out'))
-      .map((f) => path.join(dir, f))
-      .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-    const text = fs.readFileSync(dumps[0]!, 'utf8');
-    const m = /^(?:summary|totals): (\d+)/m.exec(text);
-    if (!m) throw new Error(`no totals in ${dumps[0]}`);
-    // --keep FILE: the dump, for callgrind_annotate (which functions the instructions went to).
-    if (keep) fs.copyFileSync(dumps[0]!, keep);
-    return Number(m[1]);
+    // --keep FILE: the dump, for callgrind_annotate.
+    return callgrindTotal(dir, keep);
   };
   const ir = await counted(() => post(measured), arg('keep', ''));
   console.log(`bench:instructions — ${fmt(TOTAL)} observations after ${fmt(WARMUP)} to warm up, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight, server under callgrind`);

@@ -72,6 +72,22 @@ export async function serve(env: Record<string, string>, args: string[] = [], wr
   };
 }
 
+/**
+ * The instruction total of the newest callgrind dump in `dir` (after `callgrind_control -d`);
+ * `keep`: a copy of that dump, for callgrind_annotate (which functions the instructions went to).
+ */
+export function callgrindTotal(dir: string, keep = ''): number {
+  const dumps = fs
+    .readdirSync(dir)
+    .filter((f) => f.startsWith('callgrind.out'))
+    .map((f) => path.join(dir, f))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  const m = /^(?:summary|totals): (\d+)/m.exec(fs.readFileSync(dumps[0]!, 'utf8'));
+  if (!m) throw new Error(`no totals in ${dumps[0]}`);
+  if (keep) fs.copyFileSync(dumps[0]!, keep);
+  return Number(m[1]);
+}
+
 /** CPU seconds a process has used so far, user and system apart (/proc/<pid>/stat utime, stime; USER_HZ = 100). */
 export function cpuTimes(pid: number): { user: number; sys: number } {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
