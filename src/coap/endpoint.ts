@@ -124,8 +124,7 @@ interface Pending {
   key: string;
   peer: Peer;
   done: ExchangeCallback;
-  /** Whether the application deadline still runs (until the first response). */
-  timed: boolean;
+  /** Its application deadline, which runs until the first response (Deadlines). */
   due: number;
   lane: number;
   /** Observe: keeps the token alive across notifications. */
@@ -146,7 +145,7 @@ interface Remembered {
  * bits, so 00 and 0000 differ), else hex. Remembering the Buffer itself, a view into the received
  * datagram, would keep every remembered datagram's memory alive for EXCHANGE_LIFETIME.
  */
-export function tokenId(t: Buffer): number | string {
+function tokenId(t: Buffer): number | string {
   const n = t.length;
   if (n === 0) return 0;
   return n <= 6 ? t.readUIntBE(0, n) + n * 2 ** 48 : t.toString('hex');
@@ -212,7 +211,6 @@ export class CoapEndpoint extends EventEmitter {
   private readonly pending = new Map<string, Pending>();
   /** The application deadlines of requests waiting for their first response (one timer for all). */
   private readonly deadlines = new Deadlines<Pending>((p) => {
-    p.timed = false;
     if (this.pending.get(p.key) === p) this.pending.delete(p.key);
     p.done(new CoapTimeoutError());
   });
@@ -346,7 +344,7 @@ export class CoapEndpoint extends EventEmitter {
     const forget = (): void => {
       const p = this.pending.get(key);
       if (!p) return;
-      this.untime(p);
+      this.deadlines.remove(p);
       this.pending.delete(key);
     };
     return {
@@ -378,12 +376,12 @@ export class CoapEndpoint extends EventEmitter {
       payload: o.payload ?? Buffer.alloc(0),
     };
     const key = `${peerKey(peer)}|${token.toString('hex')}`;
-    const p: Pending = { key, peer, done, timed: true, due: 0, lane: 0, answered: false };
+    const p: Pending = { key, peer, done, due: 0, lane: 0, answered: false };
     if (onNotify) p.onNotify = onNotify;
     const prior = this.pending.get(key);
     this.pending.set(key, p);
     if (prior) {
-      this.untime(prior);
+      this.deadlines.remove(prior);
       prior.done(new CoapResetError('superseded by a request with the same token'));
     }
     this.deadlines.add(p, o.timeoutMs ?? (confirmable ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
@@ -399,16 +397,10 @@ export class CoapEndpoint extends EventEmitter {
     }
   }
 
-  private untime(p: Pending): void {
-    if (!p.timed) return;
-    p.timed = false;
-    this.deadlines.remove(p);
-  }
-
   private fail(key: string, e: Error): void {
     const p = this.pending.get(key);
     if (!p) return;
-    this.untime(p);
+    this.deadlines.remove(p);
     this.pending.delete(key);
     p.done(e);
   }
@@ -596,7 +588,7 @@ export class CoapEndpoint extends EventEmitter {
       return true;
     }
     p.answered = true;
-    this.untime(p);
+    this.deadlines.remove(p);
     // An observation stays registered while responses carry Observe and are successful (RFC 7641 §3.2).
     if (!(p.onNotify && getUintOption(m, Option.OBSERVE) !== undefined && codeClass(m.code) === 2)) this.pending.delete(key);
     p.done(undefined, m);

@@ -267,14 +267,7 @@ export class Gateway {
   private onFront(req: CoapMessage, peer: Peer, reply: (r: ResponseSpec) => void): ResponseSpec | undefined | Promise<ResponseSpec | undefined> | typeof DEFER {
     this.stats.requests++;
     try {
-      if (isProxyRequest(req)) {
-        // The usual request, a NON from a client with a cached session, is answered through `reply`
-        // when the kit's answer comes: no promise, no timer of its own (answer() needs both for a CON).
-        const session = req.type === CON ? undefined : this.sessions.cachedCheck(peer);
-        if (!session) return this.answer(req, peer, this.proxy(req, peer));
-        this.proxyFor(req, peer, session, reply);
-        return DEFER;
-      }
+      if (isProxyRequest(req)) return this.proxy(req, peer, reply);
       const path = uriPath(req);
       if (path.length === 1 && path[0] === 'sessions') return this.sessionRequest(req, peer);
       if (isAnnouncement(req)) return this.onAnnouncement(req, peer);
@@ -302,8 +295,8 @@ export class Gateway {
   }
 
   /** CON: piggy-backed when quick, else empty ACK now and a CON separate response later; NON: a NON answer. */
-  private answer(req: CoapMessage, peer: Peer, work: ResponseSpec | Promise<ResponseSpec>): ResponseSpec | Promise<ResponseSpec | undefined> {
-    if (req.type !== CON || !(work instanceof Promise)) return work;
+  private answer(req: CoapMessage, peer: Peer, work: Promise<ResponseSpec>): Promise<ResponseSpec | undefined> {
+    if (req.type !== CON) return work;
     let timer: NodeJS.Timeout | undefined;
     const early = new Promise<typeof SEPARATE>((resolve) => {
       timer = setTimeout(() => resolve(SEPARATE), this.o.piggybackMs);
@@ -367,9 +360,16 @@ export class Gateway {
    * the kit's device record): no wait before the request leaves for the kit. Anything not cached,
    * or not valid, takes the checking path, which also says why.
    */
-  private proxy(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
+  private proxy(req: CoapMessage, peer: Peer, reply: (r: ResponseSpec) => void): Promise<ResponseSpec | undefined> | typeof DEFER {
     const session = this.sessions.cachedCheck(peer);
-    return session ? new Promise((done) => this.proxyFor(req, peer, session, done)) : this.proxyChecked(req, peer);
+    if (!session) return this.answer(req, peer, this.proxyChecked(req, peer));
+    // The usual request, a NON, is answered through `reply` when the kit's answer comes: no promise,
+    // no timer of its own (answer() needs both for a CON: piggy-backed or separate).
+    if (req.type !== CON) {
+      this.proxyFor(req, peer, session, reply);
+      return DEFER;
+    }
+    return this.answer(req, peer, new Promise((done) => this.proxyFor(req, peer, session, done)));
   }
 
   private async proxyChecked(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
