@@ -1,33 +1,36 @@
-// A small CoAP endpoint over node:dgram (RFC 7252 §4, §5): Message ID allocation, CON
+// A small CoAP endpoint over UDP (RFC 7252 §4, §5): Message ID allocation, CON
 // retransmission with exponential back-off (§4.2, §4.8), de-duplication of received CON/NON by
 // (peer, MID) for EXCHANGE_LIFETIME / NON_LIFETIME (§4.5), request/response matching by token
 // (§5.3.2), piggy-backed and separate responses, the RFC answers to malformed datagrams
 // (classifyDatagram), and a client-side observe (RFC 7641 §3). Used by the kit's network module,
 // by tests and by the gateway.
-import dgram from 'node:dgram';
-import dns from 'node:dns';
 import { EventEmitter } from 'node:events';
-import { isIP } from 'node:net';
 import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
+import { type Datagrams, openDatagrams } from './datagrams.ts';
 import { Deadlines } from './deadlines.ts';
-import { ACK, classifyDatagram, CoapMessage, CoapOption, CON, emptyMessage, getUintOption, NON, parseMessage, responseTo, RST, serializeMessage, uintOption, uriOptions } from './message.ts';
+import {
+  ACK,
+  classifyDatagram,
+  CoapMessage,
+  CoapOption,
+  CON,
+  emptyMessage,
+  getUintOption,
+  NON,
+  parseMessage,
+  responseTo,
+  RST,
+  serializeMessage,
+  SUGGESTED_MAX_MESSAGE_SIZE,
+  uintOption,
+  uriOptions,
+} from './message.ts';
 import { Option, RECOGNIZED_OPTIONS } from './options.ts';
 import { derivedTimes, DerivedTimes, initialTimeout, TransmissionParams, transmissionParams } from './timing.ts';
 
 export interface Peer {
   address: string;
   port: number;
-}
-
-/**
- * The address lookup of the endpoint's socket: an IP literal (every peer address a datagram came
- * from) is its own answer, given at once, so a send goes out in the caller's turn instead of after
- * the asynchronous dns.lookup() node:dgram otherwise does for every datagram; names still resolve.
- */
-function literalLookup(address: string, family: unknown, callback: (err: Error | null, address: string, family: number) => void): void {
-  const v = isIP(address);
-  if (v !== 0) return callback(null, address, v);
-  dns.lookup(address, family as number, callback as (err: NodeJS.ErrnoException | null, address: string, family: number) => void);
 }
 
 export function peerKey(p: Peer): string {
@@ -194,7 +197,7 @@ class RecentMap<V> {
 }
 
 export class CoapEndpoint extends EventEmitter {
-  readonly socket: dgram.Socket;
+  readonly socket: Datagrams;
   readonly params: TransmissionParams;
   readonly times: DerivedTimes;
   readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0, filtered: 0 };
@@ -219,7 +222,7 @@ export class CoapEndpoint extends EventEmitter {
   private readonly sentNon: RecentMap<number>;
   private closed = false;
 
-  constructor(socket: dgram.Socket, opts: EndpointOptions = {}) {
+  constructor(socket: Datagrams, opts: EndpointOptions = {}) {
     super();
     this.socket = socket;
     this.params = transmissionParams(opts.transmission);
@@ -227,34 +230,30 @@ export class CoapEndpoint extends EventEmitter {
     this.random = opts.random ?? Math.random;
     this.mid = Math.floor(this.random() * 0x10000);
     this.recognized = opts.recognizedOptions ?? RECOGNIZED_OPTIONS;
-    this.maxSize = opts.maxMessageSize ?? 1152;
+    this.maxSize = opts.maxMessageSize ?? SUGGESTED_MAX_MESSAGE_SIZE;
     this.dedupCap = opts.dedupCapacity ?? 8192;
     this.seen = new RecentMap(this.dedupCap);
     this.sentNon = new RecentMap(this.dedupCap);
     this.traceFn = opts.trace;
     this.refusedFn = opts.onRefused;
     this.acceptFn = opts.accept;
-    socket.on('message', (buf, rinfo) => this.receive(buf, { address: rinfo.address, port: rinfo.port }));
-    socket.on('error', (e) => this.emit('error', e));
+    socket.listen(
+      (buf, address, port) => this.receive(buf, { address, port }),
+      (e) => this.emit('error', e),
+    );
   }
 
-  /** Binds a new UDP socket (port 0 for an ephemeral one) and wraps it. */
-  static async create(opts: EndpointOptions & { port?: number; host?: string } = {}): Promise<CoapEndpoint> {
-    const host = opts.host ?? '127.0.0.1';
-    const socket = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', lookup: literalLookup });
-    await new Promise<void>((resolve, reject) => {
-      socket.once('error', reject);
-      socket.bind(opts.port ?? 0, host, () => {
-        socket.off('error', reject);
-        resolve();
-      });
-    });
+  /**
+   * Binds a new UDP socket (port 0 for an ephemeral one) and wraps it; `batched` asks for the
+   * batched socket (src/coap/datagrams.ts), for a server carrying many requests.
+   */
+  static async create(opts: EndpointOptions & { port?: number; host?: string; batched?: boolean } = {}): Promise<CoapEndpoint> {
+    const socket = await openDatagrams({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0, batched: opts.batched, maxMessageSize: opts.maxMessageSize ?? SUGGESTED_MAX_MESSAGE_SIZE });
     return new CoapEndpoint(socket, opts);
   }
 
   address(): Peer {
-    const a = this.socket.address();
-    return { address: a.address, port: a.port };
+    return this.socket.address();
   }
 
   /** Installs the server-side request handler. */
@@ -411,7 +410,7 @@ export class CoapEndpoint extends EventEmitter {
     for (const t of this.transactions.values()) t.done('timeout');
     for (const key of [...this.pending.keys()]) this.fail(key, new CoapTimeoutError('endpoint closed'));
     this.deadlines.clear();
-    return new Promise((resolve) => this.socket.close(() => resolve()));
+    return this.socket.close();
   }
 
   // ---- receiving ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// The shared CoAP library of Reef (device and gateway). Everything here uses node built-ins only.
+// The shared CoAP library of Reef (device and gateway). Everything here uses node built-ins only,
+// and the gateway's batched socket the project's own addon (native/udp-batch.c, src/coap/datagrams.ts).
 export * from './codes.ts';
 export * from './options.ts';
 export * from './message.ts';
@@ -8,5 +9,6 @@ export * from './reading.ts';
 export * from './time-tlv.ts';
 export * from './timing.ts';
 export * from './announce.ts';
+export * from './datagrams.ts';
 export * from './endpoint.ts';
 export * from './deadlines.ts';

@@ -51,6 +51,9 @@ export class CoapFormatError extends Error {
 /** A zero-length buffer shared by every empty token, option value and payload (it cannot be written to). */
 export const EMPTY_BUFFER: Buffer = Buffer.alloc(0);
 
+/** The largest message an endpoint accepts unless told otherwise (RFC 7252 §4.6). */
+export const SUGGESTED_MAX_MESSAGE_SIZE = 1152;
+
 /** Upper bound this codec accepts; RFC 7252 §4.6 suggests 1152 bytes; larger is a caller's 4.13. */
 export const MAX_MESSAGE_SIZE = 65507;
 

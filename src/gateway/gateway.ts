@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   ACK,
+  batchedUnavailable,
   Code,
   CoapEndpoint,
   CoapMessage,
@@ -215,9 +216,12 @@ export class Gateway {
     this.front = await CoapEndpoint.create({
       host: this.o.host,
       port: this.o.port,
+      batched: true,
       onRefused: (reason, peer, action) => this.log.debug({ peer: peerKey(peer), action }, `gateway refused a datagram: ${reason}`),
     });
-    this.back = await CoapEndpoint.create({ host: this.o.host.includes(':') ? '::' : '0.0.0.0', port: 0 });
+    this.back = await CoapEndpoint.create({ host: this.o.host.includes(':') ? '::' : '0.0.0.0', port: 0, batched: true });
+    const unbatched = batchedUnavailable();
+    if (unbatched) this.log.warn(`gateway: batched UDP unavailable (${unbatched}); using node:dgram, one system call per datagram`);
     // Bursts (a fleet announcing after a power cut, notifications of thousands of kits) overflow the
     // default ~200 KiB socket buffer; ask for more, as far as the OS allows (net.core.rmem_max).
     for (const e of [this.front, this.back]) {

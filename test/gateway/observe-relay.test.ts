@@ -129,8 +129,10 @@ describe('observe relay and proxy behaviour', () => {
     };
     const replies: Buffer[] = [];
     // Take the socket over from the endpoint for this raw exchange.
-    sock.removeAllListeners('message');
-    sock.on('message', (b) => replies.push(b));
+    sock.listen(
+      (b) => replies.push(b),
+      () => undefined,
+    );
     const before = h.kits[0]!.module.stats.forwarded;
     const data = serializeMessage(msg);
     sock.send(data, h.addr.port, h.addr.address);

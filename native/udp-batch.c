@@ -1,0 +1,514 @@
+// Batched UDP datagram I/O for the CoAP gateway (src/coap/datagrams.ts is its only user).
+//
+// Why it exists: node:dgram makes one system call and one JavaScript callback per datagram, and
+// allocates a receive buffer and an address object for each. The gateway receives and sends two
+// datagrams per proxied request, so that per-datagram cost is most of what it spends (docs/
+// benchmarks.md, "Seventh session"). Here one readiness callback drains the socket with
+// recvmmsg(2) (up to SLOTS datagrams per call), copies the datagrams into one Buffer and hands them
+// to JavaScript in one call; datagrams queued during that call go out with sendmmsg(2) in one
+// system call. Elsewhere than Linux the same interface loops over recvmsg(2)/sendmsg(2).
+//
+// Rules kept from node:dgram: a datagram larger than the receive slot is cut to the slot (the
+// caller sizes the slot one byte over its largest message, so a cut one is seen as too big);
+// sends that meet a full socket buffer (EAGAIN) are not lost but wait for the socket to become
+// writable; an IPv6 socket reaches IPv4 peers through v4-mapped addresses.
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <node_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define SLOTS 64
+// int32 words per received datagram in the shared meta array: offset, length, port, family,
+// then the address (IPv4: one word in network order; IPv6: four).
+#define META 8
+#define NOT_LITERAL (-1)
+
+typedef struct {
+  napi_env env;
+  int fd;
+  int v6;
+  size_t slot;
+  char *arena;
+  struct mmsghdr msgs[SLOTS];
+  struct iovec iov[SLOTS];
+  struct sockaddr_in6 peers[SLOTS];
+  uv_poll_t poll;
+  int events;
+  int closed;
+  napi_ref self;
+  napi_ref on_batch;
+  napi_ref on_writable;
+  napi_ref meta_ref;
+  int32_t *meta;
+  napi_ref status_ref;
+  int32_t *status;
+  napi_async_context actx;
+  napi_value close_done;
+} Sock;
+
+#define CHECK(call)                                                   \
+  do {                                                                \
+    if ((call) != napi_ok) {                                          \
+      napi_throw_error(env, NULL, "udp-batch: N-API call failed");    \
+      return NULL;                                                    \
+    }                                                                 \
+  } while (0)
+
+static napi_value throw_errno(napi_env env, const char *syscall, int err, const char *host, int port) {
+  const char *name = uv_err_name(uv_translate_sys_error(err));
+  char msg[256];
+  if (host)
+    snprintf(msg, sizeof msg, "%s %s %s:%d", syscall, name, host, port);
+  else
+    snprintf(msg, sizeof msg, "%s %s", syscall, name);
+  napi_value code, message, error, v;
+  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &code);
+  napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &message);
+  napi_create_error(env, code, message, &error);
+  napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &v);
+  napi_set_named_property(env, error, "syscall", v);
+  napi_create_int32(env, -err, &v);
+  napi_set_named_property(env, error, "errno", v);
+  if (host) {
+    napi_create_string_utf8(env, host, NAPI_AUTO_LENGTH, &v);
+    napi_set_named_property(env, error, "address", v);
+    napi_create_int32(env, port, &v);
+    napi_set_named_property(env, error, "port", v);
+  }
+  napi_throw(env, error);
+  return NULL;
+}
+
+/** Parses an IP literal into `to` for this socket's family; 0 when it is not one. */
+static int to_sockaddr(Sock *s, const char *address, int port, struct sockaddr_in6 *to, socklen_t *len) {
+  memset(to, 0, sizeof *to);
+  if (s->v6) {
+    to->sin6_family = AF_INET6;
+    to->sin6_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET6, address, &to->sin6_addr) != 1) {
+      struct in_addr a4;
+      if (inet_pton(AF_INET, address, &a4) != 1) return 0;
+      // ::ffff:a.b.c.d reaches an IPv4 peer from a dual-stack socket.
+      to->sin6_addr.s6_addr[10] = 0xff;
+      to->sin6_addr.s6_addr[11] = 0xff;
+      memcpy(&to->sin6_addr.s6_addr[12], &a4, 4);
+    }
+    *len = sizeof(struct sockaddr_in6);
+  } else {
+    struct sockaddr_in *t4 = (struct sockaddr_in *)to;
+    t4->sin_family = AF_INET;
+    t4->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, address, &t4->sin_addr) != 1) return 0;
+    *len = sizeof(struct sockaddr_in);
+  }
+  return 1;
+}
+
+static void call_js(Sock *s, napi_ref fn_ref, size_t argc, napi_value *argv) {
+  napi_env env = s->env;
+  napi_value fn, recv, result;
+  napi_get_reference_value(env, fn_ref, &fn);
+  napi_get_global(env, &recv);  // napi_make_callback needs an object as `this`
+  // napi_make_callback, like node's own I/O callbacks, runs process.nextTick callbacks and
+  // promise reactions when the call returns, so the sends they queue leave in the same flush.
+  if (napi_make_callback(env, s->actx, recv, fn, argc, argv, &result) == napi_pending_exception) {
+    napi_value err;
+    napi_get_and_clear_last_exception(env, &err);
+    napi_fatal_exception(env, err);
+  }
+}
+
+static void read_batches(Sock *s) {
+  napi_env env = s->env;
+  // A bounded number of rounds per readiness event, so one busy socket cannot starve the loop.
+  for (int round = 0; round < 8 && !s->closed; round++) {
+    for (int i = 0; i < SLOTS; i++) {
+      s->iov[i].iov_base = s->arena + (size_t)i * s->slot;
+      s->iov[i].iov_len = s->slot;
+      struct msghdr *h = &s->msgs[i].msg_hdr;
+      h->msg_name = &s->peers[i];
+      h->msg_namelen = sizeof s->peers[i];
+      h->msg_iov = &s->iov[i];
+      h->msg_iovlen = 1;
+      h->msg_control = NULL;
+      h->msg_controllen = 0;
+      h->msg_flags = 0;
+      s->msgs[i].msg_len = 0;
+    }
+#ifdef __linux__
+    int n = recvmmsg(s->fd, s->msgs, SLOTS, MSG_DONTWAIT, NULL);
+#else
+    int n = 0;
+    while (n < SLOTS) {
+      ssize_t r = recvmsg(s->fd, &s->msgs[n].msg_hdr, MSG_DONTWAIT);
+      if (r < 0) break;
+      s->msgs[n++].msg_len = (unsigned int)r;
+    }
+    if (n == 0) n = -1;
+#endif
+    if (n <= 0) return;  // EAGAIN: drained. Other errors on an unconnected socket carry no datagram.
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += s->msgs[i].msg_len;
+    napi_handle_scope scope;
+    napi_open_handle_scope(env, &scope);
+    napi_value buf, count;
+    void *data;
+    napi_create_buffer(env, total > 0 ? total : 1, &data, &buf);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+      size_t len = s->msgs[i].msg_len;
+      memcpy((char *)data + off, s->iov[i].iov_base, len);
+      int32_t *m = s->meta + i * META;
+      m[0] = (int32_t)off;
+      m[1] = (int32_t)len;
+      struct sockaddr_in6 *p = &s->peers[i];
+      if (p->sin6_family == AF_INET6) {
+        m[2] = ntohs(p->sin6_port);
+        m[3] = 6;
+        memcpy(&m[4], &p->sin6_addr, 16);
+      } else {
+        struct sockaddr_in *p4 = (struct sockaddr_in *)p;
+        m[2] = ntohs(p4->sin_port);
+        m[3] = 4;
+        memcpy(&m[4], &p4->sin_addr, 4);
+      }
+      off += len;
+    }
+    napi_create_int32(env, n, &count);
+    napi_value argv[2] = {buf, count};
+    call_js(s, s->on_batch, 2, argv);
+    napi_close_handle_scope(env, scope);
+    if (n < SLOTS) return;
+  }
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  Sock *s = h->data;
+  if (s->closed || status < 0) return;
+  if (events & UV_WRITABLE) {
+    s->events &= ~UV_WRITABLE;
+    uv_poll_start(&s->poll, s->events, on_poll);
+    napi_handle_scope scope;
+    napi_open_handle_scope(s->env, &scope);
+    call_js(s, s->on_writable, 0, NULL);
+    napi_close_handle_scope(s->env, scope);
+  }
+  if (!s->closed && (events & UV_READABLE)) read_batches(s);
+}
+
+static void finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  Sock *s = data;
+  free(s->arena);
+  free(s);
+}
+
+static Sock *unwrap(napi_env env, napi_value v) {
+  Sock *s = NULL;
+  if (napi_get_value_external(env, v, (void **)&s) != napi_ok || s == NULL) {
+    napi_throw_type_error(env, NULL, "udp-batch: not a socket");
+    return NULL;
+  }
+  return s;
+}
+
+// open(v6, host, port, slot, meta: Int32Array, status: Int32Array, onBatch, onWritable) → external
+static napi_value js_open(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  bool v6;
+  char host[64];
+  size_t hostLen;
+  uint32_t port, slot;
+  CHECK(napi_get_value_bool(env, argv[0], &v6));
+  CHECK(napi_get_value_string_latin1(env, argv[1], host, sizeof host, &hostLen));
+  CHECK(napi_get_value_uint32(env, argv[2], &port));
+  CHECK(napi_get_value_uint32(env, argv[3], &slot));
+  napi_typedarray_type tt;
+  size_t metaLen, statusLen;
+  void *metaData, *statusData;
+  napi_value ab;
+  size_t abOff;
+  CHECK(napi_get_typedarray_info(env, argv[4], &tt, &metaLen, &metaData, &ab, &abOff));
+  if (tt != napi_int32_array || metaLen < SLOTS * META) {
+    napi_throw_range_error(env, NULL, "udp-batch: meta must be an Int32Array of SLOTS * META");
+    return NULL;
+  }
+  CHECK(napi_get_typedarray_info(env, argv[5], &tt, &statusLen, &statusData, &ab, &abOff));
+  if (tt != napi_int32_array || statusLen < 1) {
+    napi_throw_range_error(env, NULL, "udp-batch: status must be an Int32Array");
+    return NULL;
+  }
+  Sock *s = calloc(1, sizeof *s);
+  if (!s) return throw_errno(env, "malloc", ENOMEM, NULL, 0);
+  s->env = env;
+  s->v6 = v6;
+  s->slot = slot < 64 ? 64 : slot;
+  s->arena = malloc(s->slot * SLOTS);
+  if (!s->arena) {
+    free(s);
+    return throw_errno(env, "malloc", ENOMEM, NULL, 0);
+  }
+  s->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s->fd < 0) {
+    int e = errno;
+    finalize(env, s, NULL);
+    return throw_errno(env, "socket", e, NULL, 0);
+  }
+  struct sockaddr_in6 addr;
+  socklen_t addrLen;
+  if (v6) {
+    int off = 0;  // dual-stack, as node:dgram's udp6 sockets are unless ipv6Only
+    setsockopt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  }
+  if (!to_sockaddr(s, host, (int)port, &addr, &addrLen)) {
+    close(s->fd);
+    finalize(env, s, NULL);
+    return throw_errno(env, "bind", EINVAL, host, (int)port);
+  }
+  if (bind(s->fd, (struct sockaddr *)&addr, addrLen) < 0) {
+    int e = errno;
+    close(s->fd);
+    finalize(env, s, NULL);
+    return throw_errno(env, "bind", e, host, (int)port);
+  }
+  uv_loop_t *loop;
+  CHECK(napi_get_uv_event_loop(env, &loop));
+  napi_value ext, name;
+  CHECK(napi_create_external(env, s, finalize, NULL, &ext));
+  CHECK(napi_create_reference(env, ext, 1, &s->self));
+  CHECK(napi_create_reference(env, argv[4], 1, &s->meta_ref));
+  s->meta = metaData;
+  CHECK(napi_create_reference(env, argv[5], 1, &s->status_ref));
+  s->status = statusData;
+  CHECK(napi_create_reference(env, argv[6], 1, &s->on_batch));
+  CHECK(napi_create_reference(env, argv[7], 1, &s->on_writable));
+  CHECK(napi_create_string_utf8(env, "UDPBATCH", NAPI_AUTO_LENGTH, &name));
+  CHECK(napi_async_init(env, ext, name, &s->actx));
+  uv_poll_init(loop, &s->poll, s->fd);
+  s->poll.data = s;
+  s->events = UV_READABLE;
+  uv_poll_start(&s->poll, s->events, on_poll);
+  return ext;
+}
+
+// send(sock, queue: [buf, port, address, ...], from, to) → index of the first datagram not sent.
+// status[0] is then 0 (all sent), EAGAIN (the socket buffer is full: the rest waits for the
+// writable callback), NOT_LITERAL (that datagram's address is a name to resolve) or the errno
+// that refused that datagram.
+static napi_value js_send(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  Sock *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  uint32_t from, to;
+  CHECK(napi_get_value_uint32(env, argv[2], &from));
+  CHECK(napi_get_value_uint32(env, argv[3], &to));
+  struct mmsghdr msgs[SLOTS];
+  struct iovec iov[SLOTS];
+  struct sockaddr_in6 addrs[SLOTS];
+  uint32_t i = from;
+  s->status[0] = 0;
+  while (i < to && !s->closed) {
+    int n = 0;
+    int stop = 0;
+    while (n < SLOTS && i + (uint32_t)n < to) {
+      napi_value v;
+      uint32_t k = (i + (uint32_t)n) * 3;
+      void *data;
+      size_t len;
+      uint32_t port;
+      char address[64];
+      size_t alen;
+      CHECK(napi_get_element(env, argv[1], k, &v));
+      CHECK(napi_get_buffer_info(env, v, &data, &len));
+      CHECK(napi_get_element(env, argv[1], k + 1, &v));
+      CHECK(napi_get_value_uint32(env, v, &port));
+      CHECK(napi_get_element(env, argv[1], k + 2, &v));
+      CHECK(napi_get_value_string_latin1(env, v, address, sizeof address, &alen));
+      socklen_t slen;
+      if (!to_sockaddr(s, address, (int)port, &addrs[n], &slen)) {
+        stop = NOT_LITERAL;
+        break;
+      }
+      iov[n].iov_base = data;
+      iov[n].iov_len = len;
+      memset(&msgs[n], 0, sizeof msgs[n]);
+      msgs[n].msg_hdr.msg_name = &addrs[n];
+      msgs[n].msg_hdr.msg_namelen = slen;
+      msgs[n].msg_hdr.msg_iov = &iov[n];
+      msgs[n].msg_hdr.msg_iovlen = 1;
+      n++;
+    }
+    int sent = 0;
+    while (sent < n) {
+#ifdef __linux__
+      int r = sendmmsg(s->fd, msgs + sent, (unsigned int)(n - sent), MSG_DONTWAIT);
+#else
+      int r = sendmsg(s->fd, &msgs[sent].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1;
+#endif
+      if (r < 0) {
+        int e = errno;
+        if (e == EINTR) continue;
+        i += (uint32_t)sent;
+        if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) {
+          s->status[0] = EAGAIN;
+          if (!(s->events & UV_WRITABLE)) {
+            s->events |= UV_WRITABLE;
+            uv_poll_start(&s->poll, s->events, on_poll);
+          }
+        } else {
+          s->status[0] = e;
+        }
+        napi_value out;
+        napi_create_uint32(env, i, &out);
+        return out;
+      }
+      sent += r;
+    }
+    i += (uint32_t)n;
+    if (stop) {
+      s->status[0] = stop;
+      break;
+    }
+  }
+  napi_value out;
+  napi_create_uint32(env, i, &out);
+  return out;
+}
+
+// address(sock) → [address, port]
+static napi_value js_address(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  Sock *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  struct sockaddr_in6 a;
+  socklen_t len = sizeof a;
+  if (getsockname(s->fd, (struct sockaddr *)&a, &len) < 0) return throw_errno(env, "getsockname", errno, NULL, 0);
+  char text[INET6_ADDRSTRLEN];
+  int port;
+  if (a.sin6_family == AF_INET6) {
+    inet_ntop(AF_INET6, &a.sin6_addr, text, sizeof text);
+    port = ntohs(a.sin6_port);
+  } else {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&a;
+    inet_ntop(AF_INET, &a4->sin_addr, text, sizeof text);
+    port = ntohs(a4->sin_port);
+  }
+  napi_value out, v;
+  CHECK(napi_create_array_with_length(env, 2, &out));
+  CHECK(napi_create_string_latin1(env, text, NAPI_AUTO_LENGTH, &v));
+  CHECK(napi_set_element(env, out, 0, v));
+  CHECK(napi_create_int32(env, port, &v));
+  CHECK(napi_set_element(env, out, 1, v));
+  return out;
+}
+
+// setRecvBufferSize(sock, bytes)
+static napi_value js_set_rcvbuf(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  Sock *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  int32_t bytes;
+  CHECK(napi_get_value_int32(env, argv[1], &bytes));
+  if (setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) < 0) return throw_errno(env, "setsockopt", errno, NULL, 0);
+  return NULL;
+}
+
+// ntop6(meta: Int32Array, k) → the IPv6 address in meta[k..k+4) as text (inet_ntop's form, as
+// node:dgram reports addresses). IPv4 addresses are formatted, and cached, in JavaScript.
+static napi_value js_ntop6(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  napi_typedarray_type tt;
+  size_t len, off;
+  void *data;
+  napi_value ab;
+  uint32_t k;
+  CHECK(napi_get_typedarray_info(env, argv[0], &tt, &len, &data, &ab, &off));
+  CHECK(napi_get_value_uint32(env, argv[1], &k));
+  if (tt != napi_int32_array || (size_t)k + 4 > len) {
+    napi_throw_range_error(env, NULL, "udp-batch: ntop6 outside meta");
+    return NULL;
+  }
+  char text[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, (int32_t *)data + k, text, sizeof text);
+  napi_value out;
+  CHECK(napi_create_string_latin1(env, text, NAPI_AUTO_LENGTH, &out));
+  return out;
+}
+
+// errname(errno) → its name ('EINVAL', …), for errors reported from JavaScript.
+static napi_value js_errname(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t e;
+  CHECK(napi_get_value_int32(env, argv[0], &e));
+  napi_value out;
+  CHECK(napi_create_string_utf8(env, uv_err_name(uv_translate_sys_error(e)), NAPI_AUTO_LENGTH, &out));
+  return out;
+}
+
+static void on_closed(uv_handle_t *h) {
+  Sock *s = h->data;
+  napi_env env = s->env;
+  close(s->fd);
+  s->fd = -1;
+  napi_delete_reference(env, s->on_batch);
+  napi_delete_reference(env, s->on_writable);
+  napi_delete_reference(env, s->meta_ref);
+  napi_delete_reference(env, s->status_ref);
+  napi_async_destroy(env, s->actx);
+  // Last: the external may now be collected, and its finalizer frees s.
+  napi_delete_reference(env, s->self);
+}
+
+// close(sock): stops reading at once; the descriptor is closed when libuv has let go of it.
+static napi_value js_close(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  Sock *s = unwrap(env, argv[0]);
+  if (!s) return NULL;
+  if (s->closed) return NULL;
+  s->closed = 1;
+  uv_poll_stop(&s->poll);
+  uv_close((uv_handle_t *)&s->poll, on_closed);
+  return NULL;
+}
+
+NAPI_MODULE_INIT() {
+  napi_property_descriptor props[] = {
+      {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
+      {"send", NULL, js_send, NULL, NULL, NULL, napi_default, NULL},
+      {"address", NULL, js_address, NULL, NULL, NULL, napi_default, NULL},
+      {"setRecvBufferSize", NULL, js_set_rcvbuf, NULL, NULL, NULL, napi_default, NULL},
+      {"close", NULL, js_close, NULL, NULL, NULL, napi_default, NULL},
+      {"ntop6", NULL, js_ntop6, NULL, NULL, NULL, napi_default, NULL},
+      {"errname", NULL, js_errname, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value slots, meta;
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  napi_create_int32(env, SLOTS, &slots);
+  napi_set_named_property(env, exports, "SLOTS", slots);
+  napi_create_int32(env, META, &meta);
+  napi_set_named_property(env, exports, "META", meta);
+  return exports;
+}
