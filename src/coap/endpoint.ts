@@ -8,6 +8,7 @@ import { EventEmitter } from 'node:events';
 import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
 import { type Datagrams, openDatagrams } from './datagrams.ts';
 import { Deadlines } from './deadlines.ts';
+import { type MemoryRef, MessageMemory } from './memory.ts';
 import {
   ACK,
   classifyDatagram,
@@ -135,25 +136,6 @@ interface Pending {
   answered: boolean;
 }
 
-interface Remembered {
-  expires: number;
-  /** The message's token (tokenId): a copy of a message repeats it, a new message reusing the MID does not. */
-  token: number | string;
-  /** The serialized response to a CON, once there is one (a duplicate then gets it again). */
-  reply?: Buffer;
-}
-
-/**
- * A token as a value to remember and compare: a number for up to 6 bytes (its length in the top
- * bits, so 00 and 0000 differ), else hex. Remembering the Buffer itself, a view into the received
- * datagram, would keep every remembered datagram's memory alive for EXCHANGE_LIFETIME.
- */
-function tokenId(t: Buffer): number | string {
-  const n = t.length;
-  if (n === 0) return 0;
-  return n <= 6 ? t.readUIntBE(0, n) + n * 2 ** 48 : t.toString('hex');
-}
-
 export interface Observation {
   token: Buffer;
   /** The registration's first response. */
@@ -217,7 +199,8 @@ export class CoapEndpoint extends EventEmitter {
     if (this.pending.get(p.key) === p) this.pending.delete(p.key);
     p.done(new CoapTimeoutError());
   });
-  private readonly seen: RecentMap<Remembered>;
+  /** Received messages, for duplicates (§4.5). */
+  private readonly seen: MessageMemory;
   /** MIDs of NON messages we sent recently (→ when they expire), so a RST to one can be reported (RFC 7641 §3.6). */
   private readonly sentNon: RecentMap<number>;
   private closed = false;
@@ -232,7 +215,7 @@ export class CoapEndpoint extends EventEmitter {
     this.recognized = opts.recognizedOptions ?? RECOGNIZED_OPTIONS;
     this.maxSize = opts.maxMessageSize ?? SUGGESTED_MAX_MESSAGE_SIZE;
     this.dedupCap = opts.dedupCapacity ?? 8192;
-    this.seen = new RecentMap(this.dedupCap);
+    this.seen = new MessageMemory(2 * this.dedupCap);
     this.sentNon = new RecentMap(this.dedupCap);
     this.traceFn = opts.trace;
     this.refusedFn = opts.onRefused;
@@ -493,18 +476,19 @@ export class CoapEndpoint extends EventEmitter {
   }
 
   private receiveRequest(m: CoapMessage, peer: Peer): void {
-    const dkey = `${peerKey(peer)}|${m.mid}`;
-    const prior = this.seen.get(dkey);
-    if (prior && prior.expires > Date.now() && prior.token === tokenId(m.token)) {
+    const now = Date.now();
+    const dkey = this.seen.key(peer.address, peer.port, m.mid);
+    const prior = this.seen.find(dkey, m.token, now);
+    if (prior >= 0) {
       // §4.5: a duplicate CON gets the same answer again; a duplicate NON is ignored, as is a
       // duplicate whose answer is still being worked on.
       this.stats.duplicates++;
-      if (prior.reply && m.type === CON) this.write(peer, prior.reply);
+      const again = this.seen.reply(prior);
+      if (again && m.type === CON) this.write(peer, again);
       return;
     }
     const life = m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs;
-    const entry: Remembered = { expires: Date.now() + life, token: tokenId(m.token) };
-    this.seen.set(dkey, entry);
+    const entry = this.seen.remember(dkey, m.token, now + life);
     const handler = this.handler;
     if (!handler) {
       if (m.type === CON) this.sendRaw(peer, emptyMessage(RST, m.mid));
@@ -532,7 +516,7 @@ export class CoapEndpoint extends EventEmitter {
     } else this.respond(m, peer, entry, out);
   }
 
-  private respond(req: CoapMessage, peer: Peer, entry: Remembered, r: ResponseSpec | undefined): void {
+  private respond(req: CoapMessage, peer: Peer, entry: MemoryRef, r: ResponseSpec | undefined): void {
     if (this.closed) return;
     let msg: CoapMessage;
     if (r === undefined) {
@@ -543,7 +527,7 @@ export class CoapEndpoint extends EventEmitter {
     }
     const data = serializeMessage(msg);
     // Only a duplicate CON is answered again (§4.5); a duplicate NON is ignored.
-    if (req.type === CON) entry.reply = data;
+    if (req.type === CON) this.seen.setReply(entry, data);
     // A RST matters for a response that starts notifications (RFC 7641 §3.6: it cancels them); to a
     // plain NON response it says nothing anyone acts on, so only the former is remembered.
     if (msg.type === NON && this.listenerCount('reset') > 0 && msg.options.some((o) => o.number === Option.OBSERVE)) {
@@ -560,22 +544,24 @@ export class CoapEndpoint extends EventEmitter {
       return;
     }
     if (m.type === RST) return;
-    const dkey = `${peerKey(peer)}|${m.mid}`;
-    const prior = this.seen.get(dkey);
-    if (prior && prior.expires > Date.now() && prior.token === tokenId(m.token)) {
+    const now = Date.now();
+    const dkey = this.seen.key(peer.address, peer.port, m.mid);
+    const prior = this.seen.find(dkey, m.token, now);
+    if (prior >= 0) {
       this.stats.duplicates++;
-      if (prior.reply) this.write(peer, prior.reply);
+      const again = this.seen.reply(prior);
+      if (again) this.write(peer, again);
       return;
     }
-    const entry: Remembered = { expires: Date.now() + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs), token: tokenId(m.token) };
-    this.seen.set(dkey, entry);
+    const entry = this.seen.remember(dkey, m.token, now + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
     const known = this.deliver(m, peer);
     // §5.3.2: a separate response or notification nobody waits for is rejected with RST, which
     // also ends an unwanted observation (RFC 7641 §3.6); a wanted CON one is acknowledged.
     const reply = emptyMessage(known ? ACK : RST, m.mid);
     if (known && m.type === NON) return;
-    entry.reply = serializeMessage(reply);
-    this.sendRaw(peer, reply);
+    const data = serializeMessage(reply);
+    this.seen.setReply(entry, data);
+    this.write(peer, data, reply);
   }
 
   private deliver(m: CoapMessage, peer: Peer): boolean {
