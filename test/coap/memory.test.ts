@@ -32,7 +32,7 @@ describe('MessageMemory', () => {
   it('tells apart tokens of every length, 0 to 8 bytes', () => {
     const m = new MessageMemory(64);
     const tokens = Array.from({ length: 9 }, (_, n) => token(Array.from({ length: n }, (_, i) => 0xf0 + i)));
-    tokens.forEach((t, mid) => m.remember(m.key('::1', 1, mid), t, 10));
+    for (const [mid, t] of tokens.entries()) m.remember(m.key('::1', 1, mid), t, 10);
     tokens.forEach((t, mid) => {
       assert.notEqual(m.find(m.key('::1', 1, mid), t, 0), -1);
       for (const other of tokens) if (other !== t) assert.equal(m.find(m.key('::1', 1, mid), other, 0), -1);
