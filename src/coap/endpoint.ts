@@ -34,8 +34,13 @@ export interface Peer {
   port: number;
 }
 
+/** A peer as the endpoint hands it out: one object per address and port, its key made once. */
+interface KnownPeer extends Peer {
+  readonly key: string;
+}
+
 export function peerKey(p: Peer): string {
-  return `${p.address}|${p.port}`;
+  return (p as Partial<KnownPeer>).key ?? `${p.address}|${p.port}`;
 }
 
 export interface ResponseSpec {
@@ -204,6 +209,8 @@ export class CoapEndpoint extends EventEmitter {
   /** MIDs of NON messages we sent recently (→ when they expire), so a RST to one can be reported (RFC 7641 §3.6). */
   private readonly sentNon: RecentMap<number>;
   private closed = false;
+  private readonly peers = new Map<string, Map<number, KnownPeer>>();
+  private peerCount = 0;
 
   constructor(socket: Datagrams, opts: EndpointOptions = {}) {
     super();
@@ -221,7 +228,7 @@ export class CoapEndpoint extends EventEmitter {
     this.refusedFn = opts.onRefused;
     this.acceptFn = opts.accept;
     socket.listen(
-      (buf, address, port) => this.receive(buf, { address, port }),
+      (buf, address, port) => this.receive(buf, this.peerOf(address, port)),
       (e) => this.emit('error', e),
     );
   }
@@ -237,6 +244,30 @@ export class CoapEndpoint extends EventEmitter {
 
   address(): Peer {
     return this.socket.address();
+  }
+
+  /**
+   * The same Peer object for every datagram of an address and port, so the maps keyed by peer (the
+   * gateway's sessions, pending requests) hash a string made once, not one built per datagram.
+   * Bounded: past 65,536 peers (forged sources) it starts again.
+   */
+  private peerOf(address: string, port: number): Peer {
+    let ports = this.peers.get(address);
+    if (ports === undefined) {
+      if (this.peerCount >= 65_536) {
+        this.peers.clear();
+        this.peerCount = 0;
+      }
+      ports = new Map();
+      this.peers.set(address, ports);
+    }
+    let p = ports.get(port);
+    if (p === undefined) {
+      p = { address, port, key: `${address}|${port}` };
+      ports.set(port, p);
+      this.peerCount++;
+    }
+    return p;
   }
 
   /** Installs the server-side request handler. */
