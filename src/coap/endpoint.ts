@@ -130,7 +130,9 @@ interface Transaction {
 }
 
 interface Pending {
-  key: string;
+  /** Where it is in the pending table: the peer's key and the token's (tokenKey). */
+  peerKey: string;
+  token: TokenKey;
   peer: Peer;
   done: ExchangeCallback;
   /** Its application deadline, which runs until the first response (Deadlines). */
@@ -149,6 +151,44 @@ export interface Observation {
   cancel(): Promise<CoapMessage | undefined>;
   /** Forget the token locally; the next notification is answered RST (reactive cancellation). */
   forget(): void;
+}
+
+type TokenKey = number | string;
+
+/** A token as a key: a 4-byte one (the endpoint's own) as a small integer, any other as hex. */
+function tokenKey(t: Buffer): TokenKey {
+  return t.length === 4 ? t.readInt32BE(0) : t.toString('hex');
+}
+
+/**
+ * Requests waiting for a response, by peer and token (RFC 7252 §5.3.2): a map per peer, by the
+ * token as a number when the endpoint made it, so no key string is built per request or response.
+ */
+class PendingTable {
+  private readonly byPeer = new Map<string, Map<TokenKey, Pending>>();
+
+  get(peer: string, token: TokenKey): Pending | undefined {
+    return this.byPeer.get(peer)?.get(token);
+  }
+
+  set(p: Pending): void {
+    let mine = this.byPeer.get(p.peerKey);
+    if (mine === undefined) {
+      // Peers come and go (clients' ephemeral ports): drop the emptied maps now and then.
+      if (this.byPeer.size >= 4096) for (const [k, v] of this.byPeer) if (v.size === 0) this.byPeer.delete(k);
+      mine = new Map();
+      this.byPeer.set(p.peerKey, mine);
+    }
+    mine.set(p.token, p);
+  }
+
+  delete(peer: string, token: TokenKey): void {
+    this.byPeer.get(peer)?.delete(token);
+  }
+
+  all(): Pending[] {
+    return [...this.byPeer.values()].flatMap((m) => [...m.values()]);
+  }
 }
 
 /**
@@ -198,10 +238,10 @@ export class CoapEndpoint extends EventEmitter {
   private readonly refusedFn: EndpointOptions['onRefused'];
   private readonly acceptFn: EndpointOptions['accept'];
   private readonly transactions = new Map<string, Transaction>();
-  private readonly pending = new Map<string, Pending>();
+  private readonly pending = new PendingTable();
   /** The application deadlines of requests waiting for their first response (one timer for all). */
   private readonly deadlines = new Deadlines<Pending>((p) => {
-    if (this.pending.get(p.key) === p) this.pending.delete(p.key);
+    if (this.pending.get(p.peerKey, p.token) === p) this.pending.delete(p.peerKey, p.token);
     p.done(new CoapTimeoutError());
   });
   /** Received messages, for duplicates (§4.5). */
@@ -353,12 +393,13 @@ export class CoapEndpoint extends EventEmitter {
     const token = o.token ?? this.newToken();
     const options = [...(o.options ?? []).filter((x) => x.number !== Option.OBSERVE), uintOption(Option.OBSERVE, 0)];
     const promise = new Promise<CoapMessage>((resolve, reject) => this.startRequest(peer, { ...o, method: o.method ?? Code.GET, token, options }, (e, m) => (e ? reject(e) : resolve(m!)), onNotify));
-    const key = `${peerKey(peer)}|${token.toString('hex')}`;
+    const pk = peerKey(peer);
+    const tk = tokenKey(token);
     const forget = (): void => {
-      const p = this.pending.get(key);
+      const p = this.pending.get(pk, tk);
       if (!p) return;
       this.deadlines.remove(p);
-      this.pending.delete(key);
+      this.pending.delete(pk, tk);
     };
     return {
       token,
@@ -388,11 +429,12 @@ export class CoapEndpoint extends EventEmitter {
       options: o.uri !== undefined ? [...uriOptions(o.uri), ...(o.options ?? [])] : (o.options ?? []),
       payload: o.payload ?? Buffer.alloc(0),
     };
-    const key = `${peerKey(peer)}|${token.toString('hex')}`;
-    const p: Pending = { key, peer, done, due: 0, lane: 0, answered: false };
+    const pk = peerKey(peer);
+    const tk = tokenKey(token);
+    const p: Pending = { peerKey: pk, token: tk, peer, done, due: 0, lane: 0, answered: false };
     if (onNotify) p.onNotify = onNotify;
-    const prior = this.pending.get(key);
-    this.pending.set(key, p);
+    const prior = this.pending.get(pk, tk);
+    this.pending.set(p);
     if (prior) {
       this.deadlines.remove(prior);
       prior.done(new CoapResetError('superseded by a request with the same token'));
@@ -400,21 +442,19 @@ export class CoapEndpoint extends EventEmitter {
     this.deadlines.add(p, o.timeoutMs ?? (confirmable ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
     if (confirmable) {
       void this.sendCon(peer, msg).then(({ result }) => {
-        const p = this.pending.get(key);
+        const p = this.pending.get(pk, tk);
         if (!p || p.answered) return;
-        if (result === 'reset') this.fail(key, new CoapResetError());
-        else if (result === 'timeout') this.fail(key, new CoapTimeoutError('no ACK after MAX_RETRANSMIT retransmissions'));
+        if (result === 'reset') this.fail(p, new CoapResetError());
+        else if (result === 'timeout') this.fail(p, new CoapTimeoutError('no ACK after MAX_RETRANSMIT retransmissions'));
       });
     } else {
       this.sendNon(peer, msg);
     }
   }
 
-  private fail(key: string, e: Error): void {
-    const p = this.pending.get(key);
-    if (!p) return;
+  private fail(p: Pending, e: Error): void {
     this.deadlines.remove(p);
-    this.pending.delete(key);
+    this.pending.delete(p.peerKey, p.token);
     p.done(e);
   }
 
@@ -422,7 +462,7 @@ export class CoapEndpoint extends EventEmitter {
     if (this.closed) return Promise.resolve();
     this.closed = true;
     for (const t of this.transactions.values()) t.done('timeout');
-    for (const key of [...this.pending.keys()]) this.fail(key, new CoapTimeoutError('endpoint closed'));
+    for (const p of this.pending.all()) this.fail(p, new CoapTimeoutError('endpoint closed'));
     this.deadlines.clear();
     return this.socket.close();
   }
@@ -596,8 +636,9 @@ export class CoapEndpoint extends EventEmitter {
   }
 
   private deliver(m: CoapMessage, peer: Peer): boolean {
-    const key = `${peerKey(peer)}|${m.token.toString('hex')}`;
-    const p = this.pending.get(key);
+    const pk = peerKey(peer);
+    const tk = tokenKey(m.token);
+    const p = this.pending.get(pk, tk);
     if (!p) return false;
     if (p.onNotify && p.answered) {
       p.onNotify(m);
@@ -606,7 +647,7 @@ export class CoapEndpoint extends EventEmitter {
     p.answered = true;
     this.deadlines.remove(p);
     // An observation stays registered while responses carry Observe and are successful (RFC 7641 §3.2).
-    if (!(p.onNotify && getUintOption(m, Option.OBSERVE) !== undefined && codeClass(m.code) === 2)) this.pending.delete(key);
+    if (!(p.onNotify && getUintOption(m, Option.OBSERVE) !== undefined && codeClass(m.code) === 2)) this.pending.delete(pk, tk);
     p.done(undefined, m);
     return true;
   }
