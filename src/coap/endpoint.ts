@@ -9,6 +9,7 @@ import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
 import { type Datagrams, openDatagrams } from './datagrams.ts';
 import { Deadlines } from './deadlines.ts';
 import { type MemoryRef, MessageMemory } from './memory.ts';
+import { PeerTokenMap, type TokenKey, tokenKey } from './peer-token-map.ts';
 import {
   ACK,
   classifyDatagram,
@@ -130,7 +131,7 @@ interface Transaction {
 }
 
 interface Pending {
-  /** Where it is in the pending table: the peer's key and the token's (tokenKey). */
+  /** Where it is among the pending: the peer's key and the token's (tokenKey). */
   peerKey: string;
   token: TokenKey;
   peer: Peer;
@@ -151,44 +152,6 @@ export interface Observation {
   cancel(): Promise<CoapMessage | undefined>;
   /** Forget the token locally; the next notification is answered RST (reactive cancellation). */
   forget(): void;
-}
-
-type TokenKey = number | string;
-
-/** A token as a key: a 4-byte one (the endpoint's own) as a small integer, any other as hex. */
-function tokenKey(t: Buffer): TokenKey {
-  return t.length === 4 ? t.readInt32BE(0) : t.toString('hex');
-}
-
-/**
- * Requests waiting for a response, by peer and token (RFC 7252 §5.3.2): a map per peer, by the
- * token as a number when the endpoint made it, so no key string is built per request or response.
- */
-class PendingTable {
-  private readonly byPeer = new Map<string, Map<TokenKey, Pending>>();
-
-  get(peer: string, token: TokenKey): Pending | undefined {
-    return this.byPeer.get(peer)?.get(token);
-  }
-
-  set(p: Pending): void {
-    let mine = this.byPeer.get(p.peerKey);
-    if (mine === undefined) {
-      // Peers come and go (clients' ephemeral ports): drop the emptied maps now and then.
-      if (this.byPeer.size >= 4096) for (const [k, v] of this.byPeer) if (v.size === 0) this.byPeer.delete(k);
-      mine = new Map();
-      this.byPeer.set(p.peerKey, mine);
-    }
-    mine.set(p.token, p);
-  }
-
-  delete(peer: string, token: TokenKey): void {
-    this.byPeer.get(peer)?.delete(token);
-  }
-
-  all(): Pending[] {
-    return [...this.byPeer.values()].flatMap((m) => [...m.values()]);
-  }
 }
 
 /**
@@ -238,7 +201,8 @@ export class CoapEndpoint extends EventEmitter {
   private readonly refusedFn: EndpointOptions['onRefused'];
   private readonly acceptFn: EndpointOptions['accept'];
   private readonly transactions = new Map<string, Transaction>();
-  private readonly pending = new PendingTable();
+  /** Requests waiting for a response, by peer and token (§5.3.2). */
+  private readonly pending = new PeerTokenMap<Pending>();
   /** The application deadlines of requests waiting for their first response (one timer for all). */
   private readonly deadlines = new Deadlines<Pending>((p) => {
     if (this.pending.get(p.peerKey, p.token) === p) this.pending.delete(p.peerKey, p.token);
@@ -434,7 +398,7 @@ export class CoapEndpoint extends EventEmitter {
     const p: Pending = { peerKey: pk, token: tk, peer, done, due: 0, lane: 0, answered: false };
     if (onNotify) p.onNotify = onNotify;
     const prior = this.pending.get(pk, tk);
-    this.pending.set(p);
+    this.pending.set(pk, tk, p);
     if (prior) {
       this.deadlines.remove(prior);
       prior.done(new CoapResetError('superseded by a request with the same token'));
@@ -462,7 +426,7 @@ export class CoapEndpoint extends EventEmitter {
     if (this.closed) return Promise.resolve();
     this.closed = true;
     for (const t of this.transactions.values()) t.done('timeout');
-    for (const p of this.pending.all()) this.fail(p, new CoapTimeoutError('endpoint closed'));
+    for (const p of this.pending.values()) this.fail(p, new CoapTimeoutError('endpoint closed'));
     this.deadlines.clear();
     return this.socket.close();
   }

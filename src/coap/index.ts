@@ -11,4 +11,5 @@ export * from './timing.ts';
 export * from './announce.ts';
 export * from './datagrams.ts';
 export * from './endpoint.ts';
+export * from './peer-token-map.ts';
 export * from './deadlines.ts';

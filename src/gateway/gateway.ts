@@ -18,6 +18,8 @@ import type { Logger } from 'pino';
 import {
   ACK,
   batchedUnavailable,
+  PeerTokenMap,
+  tokenKey,
   Code,
   CoapEndpoint,
   CoapMessage,
@@ -125,6 +127,14 @@ const SEPARATE = Symbol('separate');
 export { kitPath } from './kits.ts';
 export type { Subscriber };
 
+/** A forward on its way to a kit, and the clients' answers waiting for it. */
+interface Inflight {
+  code: number;
+  mac: string;
+  resource: string;
+  waiting: ((r: ResponseSpec) => void)[];
+}
+
 export class Gateway {
   front!: CoapEndpoint;
   back!: CoapEndpoint;
@@ -154,7 +164,7 @@ export class Gateway {
   /** Shared upstream observations of kit resources and who subscribes to them. */
   readonly relay: ObserveRelay;
   /** (client address, port, token, request) → who waits for the answer in progress: a re-sent request is not forwarded twice. */
-  private readonly inflight = new Map<string, ((r: ResponseSpec) => void)[]>();
+  private readonly inflight = new PeerTokenMap<Inflight>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
   /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
   private readonly targets = new Map<string, Target>();
@@ -313,7 +323,7 @@ export class Gateway {
         if (this.stopping) return;
         const msg: CoapMessage = { type: CON, code: spec.code, mid: this.front.nextMid(), token: req.token, options: spec.options ?? [], payload: spec.payload ?? Buffer.alloc(0) };
         void this.front.sendCon(peer, msg).then(({ result }) => {
-          if (result !== 'ack') this.relay.dropClient(peer, req.token.toString('hex'), `separate response ${result}`);
+          if (result !== 'ack') this.relay.dropClient(peer, req.token, `separate response ${result}`);
         });
       });
       return undefined;
@@ -426,7 +436,6 @@ export class Gateway {
 
   private proxyTo(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, t: Target, done: (r: ResponseSpec) => void): void {
     const { path, query } = t;
-    const token = req.token.toString('hex');
     const observe = getUintOption(req, Option.OBSERVE);
     if (observe === 0 && req.code === Code.GET) {
       this.relay
@@ -436,20 +445,23 @@ export class Gateway {
       return;
     }
     // Any other request with the token of a subscription of this client ends it (RFC 7641 §3.6).
-    this.relay.dropClient(peer, token, 'deregistered');
-    // Keyed by the request too: a client that reuses one token for different requests is not merged.
-    const fkey = `${peerKey(peer)}|${token}|${req.code}|${t.resource}`;
-    const prior = this.inflight.get(fkey);
-    if (prior) {
-      prior.push(done);
+    this.relay.dropClient(peer, req.token, 'deregistered');
+    // The same request again from the same client with the same token (a client's own retry with
+    // a new Message ID) waits for the answer already on its way. Only the very same request: a
+    // client that reuses one token for another kit, resource or method is not merged.
+    const pk = peerKey(peer);
+    const tk = tokenKey(req.token);
+    const prior = this.inflight.get(pk, tk);
+    if (prior && prior.code === req.code && prior.mac === t.mac && prior.resource === t.resource) {
+      prior.waiting.push(done);
       return;
     }
     const options = req.options.filter((o) => FORWARD_REQUEST.has(o.number));
-    this.inflight.set(fkey, [done]);
+    const entry: Inflight | undefined = prior ? undefined : { code: req.code, mac: t.mac, resource: t.resource, waiting: [done] };
+    if (entry) this.inflight.set(pk, tk, entry);
     try {
       this.send(k, { method: req.code, path, query, options, payload: req.payload }, (e, m) => {
-        const waiting = this.inflight.get(fkey) ?? [];
-        this.inflight.delete(fkey);
+        if (entry && this.inflight.get(pk, tk) === entry) this.inflight.delete(pk, tk);
         // Called from the endpoint's receive path: a throw here must become an answer, not escape.
         let spec: ResponseSpec;
         try {
@@ -457,11 +469,12 @@ export class Gateway {
         } catch (err) {
           spec = this.internal(err);
         }
-        for (const w of waiting) w(spec);
+        if (entry) for (const w of entry.waiting) w(spec);
+        else done(spec);
       });
     } catch (e) {
       // Not sent (it could not be encoded): later requests must not wait on its entry; the caller answers this one.
-      this.inflight.delete(fkey);
+      if (entry) this.inflight.delete(pk, tk);
       throw e;
     }
   }

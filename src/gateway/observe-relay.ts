@@ -331,7 +331,7 @@ export class ObserveRelay {
   async observeForClient(kit: KitEntry, sessionKey: string, peer: Peer, req: CoapMessage, path: string[], query: string[]): Promise<ResponseSpec> {
     const token = req.token.toString('hex');
     // RFC 7641 §4.1: a registration with the same token replaces the client's earlier one.
-    this.dropClient(peer, token, 'replaced');
+    this.dropClient(peer, req.token, 'replaced');
     const con = req.type === CON;
     const front = this.d.front();
     const sub: Subscriber = {
@@ -377,8 +377,9 @@ export class ObserveRelay {
   }
 
   /** Ends the subscription of a client's token (deregistration, a new request with the token, RST). */
-  dropClient(peer: Peer, token: string, why: string): void {
+  dropClient(peer: Peer, t: Buffer, why: string): void {
     if (this.clientSubs.size === 0) return;
+    const token = t.toString('hex');
     const hit = this.clientSubs.get(`${peerKey(peer)}|${token}`);
     if (!hit) return;
     this.d.log.debug({ peer: peerKey(peer), token, why }, 'gateway observer removed');

@@ -198,4 +198,33 @@ describe('observe relay and proxy behaviour', () => {
     assert.equal(h.gw.gateway.stats.forwarded - fw, 1);
     sink.close();
   });
+
+  it('one token toward two kits at once is two forwards, each answered: only identical requests are merged', async () => {
+    const MAC2 = '00000000000002a2';
+    await h.kit(alice.tenantId, MAC2);
+    const c = await client();
+    const answers: Buffer[] = [];
+    c.socket.listen(
+      (b) => answers.push(b),
+      () => undefined,
+    );
+    const before = h.gw.gateway.stats.forwarded;
+    for (const [i, mac] of [MAC, MAC2].entries()) {
+      const msg: CoapMessage = {
+        type: NON,
+        code: Code.GET,
+        mid: 900 + i,
+        token: Buffer.from('twin'),
+        options: [stringOption(Option.PROXY_URI, proxyUri(mac, DOMAIN, SENS))],
+        payload: Buffer.alloc(0),
+      };
+      c.socket.send(serializeMessage(msg), h.addr.port, h.addr.address);
+    }
+    await until(() => answers.length >= 2, 'both answers');
+    assert.equal(h.gw.gateway.stats.forwarded - before, 2, 'each kit asked');
+    assert.deepEqual(
+      answers.map((b) => b[1]),
+      [Code.CONTENT, Code.CONTENT],
+    );
+  });
 });
