@@ -51,7 +51,7 @@ typedef struct {
   napi_ref status_ref;
   int32_t *status;
   napi_async_context actx;
-  napi_value close_done;
+  napi_ref on_closed;
 } Sock;
 
 #define CHECK(call)                                                   \
@@ -471,6 +471,14 @@ static void on_closed(uv_handle_t *h) {
   napi_env env = s->env;
   close(s->fd);
   s->fd = -1;
+  if (s->on_closed) {
+    // The port is free now: a caller that awaits close() may bind it again at once.
+    napi_handle_scope scope;
+    napi_open_handle_scope(env, &scope);
+    call_js(s, s->on_closed, 0, NULL);
+    napi_close_handle_scope(env, scope);
+    napi_delete_reference(env, s->on_closed);
+  }
   napi_delete_reference(env, s->on_batch);
   napi_delete_reference(env, s->on_writable);
   napi_delete_reference(env, s->meta_ref);
@@ -480,15 +488,17 @@ static void on_closed(uv_handle_t *h) {
   napi_delete_reference(env, s->self);
 }
 
-// close(sock): stops reading at once; the descriptor is closed when libuv has let go of it.
+// close(sock, done): stops reading at once; the descriptor is closed when libuv has let go of
+// it, and then done() is called.
 static napi_value js_close(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
+  size_t argc = 2;
+  napi_value argv[2];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   Sock *s = unwrap(env, argv[0]);
   if (!s) return NULL;
   if (s->closed) return NULL;
   s->closed = 1;
+  if (argc >= 2) CHECK(napi_create_reference(env, argv[1], 1, &s->on_closed));
   uv_poll_stop(&s->poll);
   uv_close((uv_handle_t *)&s->poll, on_closed);
   return NULL;

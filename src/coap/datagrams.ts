@@ -111,7 +111,7 @@ interface BatchBinding {
   send(sock: unknown, queue: (Buffer | number | string)[], from: number, to: number): number;
   address(sock: unknown): [string, number];
   setRecvBufferSize(sock: unknown, bytes: number): void;
-  close(sock: unknown): void;
+  close(sock: unknown, done: () => void): void;
   ntop6(meta: Int32Array, k: number): string;
   errname(errno: number): string;
 }
@@ -150,6 +150,7 @@ class BatchedDatagrams implements Datagrams {
   private flushing = false;
   private blocked = false;
   private closed = false;
+  private closing: Promise<void> | undefined;
   private onMessage: OnDatagram = () => undefined;
   private onError: (e: Error) => void = () => undefined;
   /** IPv4 peer addresses as text, by their 32-bit value: built once per peer, not per datagram. */
@@ -266,12 +267,12 @@ class BatchedDatagrams implements Datagrams {
   }
 
   close(): Promise<void> {
-    if (!this.closed) {
-      this.closed = true;
-      this.queue = [];
-      this.native.close(this.sock);
-    }
-    return Promise.resolve();
+    if (this.closed) return this.closing ?? Promise.resolve();
+    this.closed = true;
+    this.queue = [];
+    // Resolved once the descriptor is closed, so the port can be bound again at once.
+    this.closing = new Promise((resolve) => this.native.close(this.sock, resolve));
+    return this.closing;
   }
 }
 

@@ -68,7 +68,7 @@ export interface EndpointOptions {
   random?: () => number;
   /** Larger datagrams are refused: 4.13 with Size1 for a request, dropped otherwise (RFC 7252 §4.6, §5.9.2.9). */
   maxMessageSize?: number;
-  /** Bound on remembered (peer, MID) pairs (the newest this many, at most twice as many), so a flood of distinct MIDs cannot grow memory without end. */
+  /** Bound on remembered (peer, MID) pairs (received messages: the newest twice this many; sent NON MIDs: the newest this many, at most twice as many), so a flood of distinct MIDs cannot grow memory without end. */
   dedupCapacity?: number;
   /** Called for every message sent and received, for debug traces. */
   trace?: (dir: 'in' | 'out', msg: CoapMessage, peer: Peer) => void;
@@ -155,7 +155,7 @@ export interface Observation {
 }
 
 /**
- * What an endpoint remembers for a while (received MIDs, sent NON MIDs): the newest `capacity`
+ * What an endpoint remembers for a while of the NON messages it sent (received ones: MessageMemory): the newest `capacity`
  * entries at least, twice that at most, in two generations of maps, the older dropped whole when
  * the newer reaches `capacity`. O(1)
  * per message, where evicting the oldest entry of one Map one at a time walks the deleted slots V8

@@ -137,6 +137,15 @@ for (const batched of [false, true]) {
       assert.deepEqual(got, ['one', 'two']);
     });
 
+    it('once close() has resolved the port can be bound again (a gateway restarting on its port)', async () => {
+      const d = await socket();
+      const port = d.address().port;
+      await d.close();
+      const again = await openDatagrams({ host: '127.0.0.1', port, batched, maxMessageSize: 1152 });
+      open.push(again);
+      assert.equal(again.address().port, port);
+    });
+
     it('binding a port in use fails with EADDRINUSE, as node:dgram does', async () => {
       const d = await socket();
       await assert.rejects(openDatagrams({ host: '127.0.0.1', port: d.address().port, batched, maxMessageSize: 1152 }), { code: 'EADDRINUSE' });
