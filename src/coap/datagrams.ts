@@ -138,6 +138,7 @@ export function batchedUnavailable(): string | undefined {
 }
 
 const EAGAIN = 11;
+const EINVAL = 22;
 const NOT_LITERAL = -1;
 
 class BatchedDatagrams implements Datagrams {
@@ -253,7 +254,10 @@ class BatchedDatagrams implements Datagrams {
   private resolveAndSend(data: Buffer, port: number, name: string): void {
     dns.lookup(name, { family: this.v6 ? 0 : 4 }, (err, address) => {
       if (err) this.onError(err);
-      else if (isIP(address) !== 0) this.send(data, port, address);
+      // An address this socket cannot use (a scoped IPv6 one, an IPv6 one on an IPv4 socket)
+      // resolves to itself: refused once, not looked up again for ever.
+      else if (address === name || isIP(address) === 0) this.onError(sendError(this.native, EINVAL, name, port));
+      else this.send(data, port, address);
     });
   }
 
