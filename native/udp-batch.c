@@ -221,6 +221,15 @@ static Sock *unwrap(napi_env env, napi_value v) {
   return s;
 }
 
+/** The arguments of a call whose first one is a socket: the socket, or NULL with a JS exception. */
+static Sock *socket_args(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv) {
+  if (napi_get_cb_info(env, info, argc, argv, NULL, NULL) != napi_ok || *argc < 1) {
+    napi_throw_type_error(env, NULL, "udp-batch: a socket is the first argument");
+    return NULL;
+  }
+  return unwrap(env, argv[0]);
+}
+
 // open(v6, host, port, slot, meta: Int32Array, status: Int32Array, onBatch, onWritable) → external
 static napi_value js_open(napi_env env, napi_callback_info info) {
   size_t argc = 8;
@@ -309,8 +318,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
 static napi_value js_send(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  Sock *s = unwrap(env, argv[0]);
+  Sock *s = socket_args(env, info, &argc, argv);
   if (!s) return NULL;
   uint32_t from, to;
   CHECK(napi_get_value_uint32(env, argv[2], &from));
@@ -392,8 +400,7 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
 static napi_value js_address(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  Sock *s = unwrap(env, argv[0]);
+  Sock *s = socket_args(env, info, &argc, argv);
   if (!s) return NULL;
   struct sockaddr_in6 a;
   socklen_t len = sizeof a;
@@ -421,8 +428,7 @@ static napi_value js_address(napi_env env, napi_callback_info info) {
 static napi_value js_set_rcvbuf(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  Sock *s = unwrap(env, argv[0]);
+  Sock *s = socket_args(env, info, &argc, argv);
   if (!s) return NULL;
   int32_t bytes;
   CHECK(napi_get_value_int32(env, argv[1], &bytes));
@@ -493,8 +499,7 @@ static void on_closed(uv_handle_t *h) {
 static napi_value js_close(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  Sock *s = unwrap(env, argv[0]);
+  Sock *s = socket_args(env, info, &argc, argv);
   if (!s) return NULL;
   if (s->closed) return NULL;
   s->closed = 1;
