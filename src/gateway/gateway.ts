@@ -163,7 +163,7 @@ export class Gateway {
   };
   /** Shared upstream observations of kit resources and who subscribes to them. */
   readonly relay: ObserveRelay;
-  /** (client address, port, token, request) → who waits for the answer in progress: a re-sent request is not forwarded twice. */
+  /** (client, token) → the forward on its way and who waits for its answer: the same request re-sent is not forwarded twice. */
   private readonly inflight = new PeerTokenMap<Inflight>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
   /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
