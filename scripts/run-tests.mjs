@@ -14,7 +14,9 @@ const filters = process.argv.slice(2).filter((a) => a !== '--unit');
 /** The pure tests: code and documents only. A new pure test file goes here. */
 const UNIT = [
   'test/core/',
-  'test/coap/',
+  'test/coap/codec.test.ts',
+  'test/coap/deadlines.test.ts',
+  'test/coap/memory.test.ts',
   'test/config/',
   'test/errors-doc.test.ts',
   'test/readme-config.test.ts',
