@@ -27,9 +27,12 @@
 
 #define SLOTS 64
 // int32 words per received datagram in the shared meta array: offset, length, port, family,
-// then the address (IPv4: one word in network order; IPv6: four).
+// then the address (IPv4: one word, the address as a number; IPv6: its 16 bytes).
 #define META 8
+// status[0] after send() besides 0 and an errno: the address is a name to resolve, or the socket
+// buffer is full (the rest waits for the writable callback).
 #define NOT_LITERAL (-1)
+#define BLOCKED (-2)
 
 typedef struct {
   napi_env env;
@@ -178,7 +181,7 @@ static void read_batches(Sock *s) {
         struct sockaddr_in *p4 = (struct sockaddr_in *)p;
         m[2] = ntohs(p4->sin_port);
         m[3] = 4;
-        memcpy(&m[4], &p4->sin_addr, 4);
+        m[4] = (int32_t)ntohl(p4->sin_addr.s_addr);  // a.b.c.d as the number (a << 24) | … | d
       }
       off += len;
     }
@@ -312,7 +315,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
 }
 
 // send(sock, queue: [buf, port, address, ...], from, to) → index of the first datagram not sent.
-// status[0] is then 0 (all sent), EAGAIN (the socket buffer is full: the rest waits for the
+// status[0] is then 0 (all sent), BLOCKED (the socket buffer is full: the rest waits for the
 // writable callback), NOT_LITERAL (that datagram's address is a name to resolve) or the errno
 // that refused that datagram.
 static napi_value js_send(napi_env env, napi_callback_info info) {
@@ -371,7 +374,7 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
         if (e == EINTR) continue;
         i += (uint32_t)sent;
         if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) {
-          s->status[0] = EAGAIN;
+          s->status[0] = BLOCKED;
           if (!(s->events & UV_WRITABLE)) {
             s->events |= UV_WRITABLE;
             uv_poll_start(&s->poll, s->events, on_poll);
@@ -519,8 +522,10 @@ NAPI_MODULE_INIT() {
       {"ntop6", NULL, js_ntop6, NULL, NULL, NULL, napi_default, NULL},
       {"errname", NULL, js_errname, NULL, NULL, NULL, napi_default, NULL},
   };
-  napi_value slots, meta;
+  napi_value slots, meta, einval;
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  napi_create_int32(env, EINVAL, &einval);
+  napi_set_named_property(env, exports, "EINVAL", einval);
   napi_create_int32(env, SLOTS, &slots);
   napi_set_named_property(env, exports, "SLOTS", slots);
   napi_create_int32(env, META, &meta);

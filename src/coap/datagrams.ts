@@ -107,6 +107,7 @@ class DgramDatagrams implements Datagrams {
 interface BatchBinding {
   SLOTS: number;
   META: number;
+  EINVAL: number;
   open(v6: boolean, host: string, port: number, slot: number, meta: Int32Array, status: Int32Array, onBatch: (buf: Buffer, n: number) => void, onWritable: () => void): unknown;
   send(sock: unknown, queue: (Buffer | number | string)[], from: number, to: number): number;
   address(sock: unknown): [string, number];
@@ -137,9 +138,9 @@ export function batchedUnavailable(): string | undefined {
   return batchBinding() ? undefined : (bindingError?.message ?? 'not built');
 }
 
-const EAGAIN = 11;
-const EINVAL = 22;
+/** send()'s status besides 0 and an errno (native/udp-batch.c). */
 const NOT_LITERAL = -1;
+const BLOCKED = -2;
 
 class BatchedDatagrams implements Datagrams {
   readonly kind = 'batched';
@@ -200,8 +201,8 @@ class BatchedDatagrams implements Datagrams {
   private ipv4(word: number): string {
     let s = this.names.get(word);
     if (s === undefined) {
-      // The word holds the address's four bytes in network order, read on a little-endian host.
-      s = `${word & 255}.${(word >>> 8) & 255}.${(word >>> 16) & 255}.${word >>> 24}`;
+      // The word is the address as a number: a.b.c.d is (a << 24) | (b << 16) | (c << 8) | d.
+      s = `${word >>> 24}.${(word >>> 16) & 255}.${(word >>> 8) & 255}.${word & 255}`;
       if (this.names.size >= 65_536) this.names.clear();
       this.names.set(word, s);
     }
@@ -231,7 +232,7 @@ class BatchedDatagrams implements Datagrams {
         from = at;
         continue;
       }
-      if (status === EAGAIN) {
+      if (status === BLOCKED) {
         // The socket buffer is full: the rest waits for the writable callback, in order.
         this.blocked = true;
         this.queue = q.slice(at * 3);
@@ -256,7 +257,7 @@ class BatchedDatagrams implements Datagrams {
       if (err) this.onError(err);
       // An address this socket cannot use (a scoped IPv6 one, an IPv6 one on an IPv4 socket)
       // resolves to itself: refused once, not looked up again for ever.
-      else if (address === name || isIP(address) === 0) this.onError(sendError(this.native, EINVAL, name, port));
+      else if (address === name || isIP(address) === 0) this.onError(sendError(this.native, this.native.EINVAL, name, port));
       else this.send(data, port, address);
     });
   }
