@@ -44,13 +44,13 @@ export class MessageMemory {
     this.mask = this.index.length - 1;
   }
 
-  /** The key of a (peer, Message ID): exact below 2^52, as address numbers stay below 2^20. */
+  /** The key of a (peer, Message ID): an exact integer, as address numbers stay below 2^16 (65,536 addresses, then it starts again). */
   key(address: string, port: number, mid: number): number {
     let a = this.addresses.get(address);
     if (a === undefined) {
       // A flood of forged source addresses: start numbering again, and forget what was keyed by
       // the old numbers (a duplicate arriving just then is taken for a new message).
-      if (this.addresses.size >= 1 << 20) this.clear();
+      if (this.addresses.size >= 1 << 16) this.clear();
       a = this.addresses.size;
       this.addresses.set(address, a);
     }

@@ -63,6 +63,20 @@ describe('MessageMemory', () => {
     assert.equal(m.reply(second), undefined);
   });
 
+  it('past 65,536 peer addresses (forged sources) it starts again, forgetting, and still works', () => {
+    const m = new MessageMemory(64);
+    const k = m.key('10.0.0.1', 1, 1);
+    m.remember(k, token([1]), 100);
+    for (let i = 0; i < 65_536; i++) m.key(`192.168.${i >> 8}.${i & 255}`, 1, 1);
+    assert.equal(m.find(m.key('10.0.0.1', 1, 1), token([1]), 0), -1, 'forgotten with the numbering');
+    // The address numbered first after the restart must not inherit what the old first one sent.
+    assert.equal(m.find(m.key('192.168.255.255', 1, 1), token([1]), 0), -1);
+    const k2 = m.key('10.0.0.2', 1, 1);
+    m.remember(k2, token([2]), 100);
+    assert.notEqual(m.find(k2, token([2]), 0), -1);
+    assert.equal(m.find(m.key('10.0.0.3', 1, 1), token([2]), 0), -1, 'another address is another key');
+  });
+
   for (const seed of [1, 2, 3]) {
     it(`agrees with a model over 60,000 random messages (seed ${seed})`, () => {
       const rnd = random(seed);
