@@ -11,7 +11,7 @@ import { isIP } from 'node:net';
 export type OnDatagram = (buf: Buffer, address: string, port: number) => void;
 
 export interface Datagrams {
-  /** Which implementation this is (operators see it in the gateway's start-up log). */
+  /** Which implementation this is (the gateway warns at start when it did not get the batched one). */
   readonly kind: 'dgram' | 'batched';
   /** Where received datagrams and socket errors go; a later call replaces an earlier one. */
   listen(onMessage: OnDatagram, onError: (e: Error) => void): void;

@@ -230,8 +230,7 @@ export class Gateway {
       onRefused: (reason, peer, action) => this.log.debug({ peer: peerKey(peer), action }, `gateway refused a datagram: ${reason}`),
     });
     this.back = await CoapEndpoint.create({ host: this.o.host.includes(':') ? '::' : '0.0.0.0', port: 0, batched: true });
-    const unbatched = batchedUnavailable();
-    if (unbatched) this.log.warn(`gateway: batched UDP unavailable (${unbatched}); using node:dgram, one system call per datagram`);
+    if (this.front.socket.kind !== 'batched') this.log.warn(`gateway: batched UDP unavailable (${batchedUnavailable()}); using node:dgram, one system call per datagram`);
     // Bursts (a fleet announcing after a power cut, notifications of thousands of kits) overflow the
     // default ~200 KiB socket buffer; ask for more, as far as the OS allows (net.core.rmem_max).
     for (const e of [this.front, this.back]) {
