@@ -511,10 +511,19 @@ export class CoapEndpoint extends EventEmitter {
   }
 
   private receiveRequest(m: CoapMessage, peer: Peer): void {
-    // §4.5: a duplicate CON gets the same answer again; a duplicate NON is ignored, as is a
-    // duplicate whose answer is still being worked on.
-    const entry = this.firstSeen(m, peer, m.type === CON);
-    if (entry === undefined) return;
+    const now = Date.now();
+    const dkey = this.seen.key(peer.address, peer.port, m.mid);
+    const prior = this.seen.find(dkey, m.token, now);
+    if (prior >= 0) {
+      // §4.5: a duplicate CON gets the same answer again; a duplicate NON is ignored, as is a
+      // duplicate whose answer is still being worked on.
+      this.stats.duplicates++;
+      const again = this.seen.reply(prior);
+      if (again && m.type === CON) this.write(peer, again);
+      return;
+    }
+    const life = m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs;
+    const entry = this.seen.remember(dkey, m.token, now + life);
     const handler = this.handler;
     if (!handler) {
       if (m.type === CON) this.sendRaw(peer, emptyMessage(RST, m.mid));
@@ -540,24 +549,6 @@ export class CoapEndpoint extends EventEmitter {
         (e) => this.respond(m, peer, entry, { code: Code.INTERNAL_SERVER_ERROR, payload: Buffer.from(String((e as Error)?.message ?? e).slice(0, 64)) }),
       );
     } else this.respond(m, peer, entry, out);
-  }
-
-  /**
-   * A received CON or NON met for the first time: remembered for its lifetime (§4.5), and its
-   * place in the memory returned. A duplicate is counted, answered again when `answerAgain` and
-   * there is a kept answer, and gets undefined.
-   */
-  private firstSeen(m: CoapMessage, peer: Peer, answerAgain: boolean): MemoryRef | undefined {
-    const now = Date.now();
-    const key = this.seen.key(peer.address, peer.port, m.mid);
-    const prior = this.seen.find(key, m.token, now);
-    if (prior >= 0) {
-      this.stats.duplicates++;
-      const again = answerAgain ? this.seen.reply(prior) : undefined;
-      if (again) this.write(peer, again);
-      return undefined;
-    }
-    return this.seen.remember(key, m.token, now + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
   }
 
   private respond(req: CoapMessage, peer: Peer, entry: MemoryRef, r: ResponseSpec | undefined): void {
@@ -588,8 +579,16 @@ export class CoapEndpoint extends EventEmitter {
       return;
     }
     if (m.type === RST) return;
-    const entry = this.firstSeen(m, peer, true);
-    if (entry === undefined) return;
+    const now = Date.now();
+    const dkey = this.seen.key(peer.address, peer.port, m.mid);
+    const prior = this.seen.find(dkey, m.token, now);
+    if (prior >= 0) {
+      this.stats.duplicates++;
+      const again = this.seen.reply(prior);
+      if (again) this.write(peer, again);
+      return;
+    }
+    const entry = this.seen.remember(dkey, m.token, now + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
     const known = this.deliver(m, peer);
     // §5.3.2: a separate response or notification nobody waits for is rejected with RST, which
     // also ends an unwanted observation (RFC 7641 §3.6); a wanted CON one is acknowledged.
