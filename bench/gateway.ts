@@ -25,7 +25,22 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { createAccount } from '../src/auth/accounts.ts';
-import { Code, CoapEndpoint, CON, NON, Option, openDatagrams, serializeMessage, stringOption, SUGGESTED_MAX_MESSAGE_SIZE, uriOptions, type CoapMessage, type CoapOption, type Datagrams, type Peer } from '../src/coap/index.ts';
+import {
+  Code,
+  CoapEndpoint,
+  CON,
+  NON,
+  Option,
+  openDatagrams,
+  serializeMessage,
+  stringOption,
+  SUGGESTED_MAX_MESSAGE_SIZE,
+  uriOptions,
+  type CoapMessage,
+  type CoapOption,
+  type Datagrams,
+  type Peer,
+} from '../src/coap/index.ts';
 import { testConfig } from '../src/config/config.ts';
 import { loadDeviceConfig } from '../src/device/config.ts';
 import { Fleet } from '../src/device/fleet.ts';
@@ -161,7 +176,11 @@ async function main(): Promise<void> {
     await new Promise((res) => setTimeout(res, 50));
   }
   if (INSTRUCTIONS) {
-    await countInstructions(gateway, { host: '127.0.0.1', port: gw.port, proxy: proxyUri(mac, DOMAIN, PATH), token, clients: CLIENTS, window: WINDOW, seconds: TP_SECONDS, dgram: GEN_DGRAM }, kitChild.pid!);
+    await countInstructions(
+      gateway,
+      { host: '127.0.0.1', port: gw.port, proxy: proxyUri(mac, DOMAIN, PATH), token, clients: CLIENTS, window: WINDOW, seconds: TP_SECONDS, dgram: GEN_DGRAM },
+      kitChild.pid!,
+    );
     await client.close();
     kitChild.kill('SIGTERM');
     await gateway.stop();
@@ -450,7 +469,12 @@ async function genChild(cfg: GenConfig): Promise<void> {
     sock.setRecvBufferSize(1 << 20);
     if (cfg.proxy) {
       // The client's session: POST /sessions with the access token, from this very socket.
-      const created = new Promise<void>((resolve) => sock.listen(() => resolve(), () => undefined));
+      const created = new Promise<void>((resolve) =>
+        sock.listen(
+          () => resolve(),
+          () => undefined,
+        ),
+      );
       sock.send(serializeMessage({ type: CON, code: Code.POST, mid: ++mid, token: Buffer.from([c]), options: uriOptions('/sessions'), payload: Buffer.from(cfg.token) }), cfg.port, cfg.host);
       await created;
     }
