@@ -17,6 +17,11 @@ export interface Datagrams {
   listen(onMessage: OnDatagram, onError: (e: Error) => void): void;
   /** Sends one datagram; never throws (a failure goes to onError, as node:dgram's does). */
   send(data: Buffer, port: number, address: string): void;
+  /**
+   * Datagrams the kernel could not take yet (the socket's send buffer was full: EAGAIN), kept in
+   * order and sent once the socket is writable again: back-pressure, not loss.
+   */
+  queuedSends(): number;
   address(): { address: string; port: number };
   setRecvBufferSize(bytes: number): void;
   close(): Promise<void>;
@@ -86,6 +91,11 @@ class DgramDatagrams implements Datagrams {
       // node:dgram throws for a port or address it refuses before the kernel sees them.
       this.onError(e as Error);
     }
+  }
+
+  queuedSends(): number {
+    // libuv keeps a send that met EAGAIN in its queue and retries it when the socket is writable.
+    return this.socket.getSendQueueCount();
   }
 
   address(): { address: string; port: number } {
@@ -260,6 +270,10 @@ class BatchedDatagrams implements Datagrams {
       else if (address === name || isIP(address) === 0) this.onError(sendError(this.native, this.native.EINVAL, name, port));
       else this.send(data, port, address);
     });
+  }
+
+  queuedSends(): number {
+    return this.blocked ? this.queue.length / 3 : 0;
   }
 
   address(): { address: string; port: number } {
