@@ -450,10 +450,11 @@ async function fleetChild(base: string, count: number, gwPort: number, period: n
  * The load generator shares the two cores with what it measures, and the gateway arm runs three
  * processes where the direct one runs two, so every microsecond it spends per request is taken
  * from the gateway's arm only (the direct arm is bound by the kit's core). It is kept cheap, as
- * load generators are (wrk, coap-bench): the batched socket (recvmmsg/sendmmsg, one JavaScript
- * call per batch of answers), and each request copied from one encoded template with its message
- * ID and token written in, instead of encoding it again. --gen-dgram: node:dgram and encoding per
- * request, the generator of the sixth and seventh sessions (docs/benchmarks.md, "Eighth session").
+ * load generators are (wrk is written in C for this reason): the batched socket (recvmmsg and
+ * sendmmsg, one JavaScript call per batch of answers), and each request copied from one encoded
+ * template with its message ID and token written in, instead of encoding it again. --gen-dgram:
+ * node:dgram and encoding per request, the generator of the sixth and seventh sessions
+ * (docs/benchmarks.md, "Eighth session").
  */
 async function genChild(cfg: GenConfig): Promise<void> {
   const options = cfg.proxy ? [stringOption(Option.PROXY_URI, cfg.proxy)] : uriOptions(PATH);
