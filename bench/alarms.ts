@@ -26,7 +26,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { arg, callgrindTotal, fmt, machine, percentile, reefCli, request, serve, threadCpuSeconds } from './lib.ts';
+import { arg, callgrindTotal, fmt, machine, median, percentile, quantile, reefCli, request, serve, threadCpuSeconds } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '300000'));
 const DEVICES = Number(arg('devices', '1000'));
@@ -96,13 +96,6 @@ interface Node {
 }
 
 /** The q-quantile (0..1) by linear interpolation. */
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const i = (s.length - 1) * q;
-  const lo = Math.floor(i);
-  return s[lo]! + (s[Math.min(lo + 1, s.length - 1)]! - s[lo]!) * (i - lo);
-}
-const median = (xs: number[]) => quantile(xs, 0.5);
 
 /** A server with its devices and rules, ready to ingest. */
 async function setup(rules: number, rx: Awaited<ReturnType<typeof receiver>>): Promise<Node> {

@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Code, CON, parseMessage, serializeMessage, uriOptions } from '../src/coap/index.ts';
-import { cpuTimes, freePort } from './lib.ts';
+import { cpuTimes, freePort, median } from './lib.ts';
 
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 16);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -123,8 +123,6 @@ async function libcoapRound(): Promise<Measured> {
   await once(lib, 'exit');
   return m;
 }
-
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);

@@ -189,6 +189,22 @@ export function request(url: string, opts: { method?: string; headers?: Record<s
   });
 }
 
+/**
+ * The q-quantile (0–1) of a few values in any order, interpolated between the two nearest (so the
+ * median of an even count is the mean of the middle two): for comparing a handful of rounds or
+ * windows, where percentile()'s nearest rank would report the upper middle one.
+ */
+export function quantile(xs: readonly number[], q: number): number {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const i = (s.length - 1) * q;
+  const lo = Math.floor(i);
+  return s[lo]! + (s[Math.min(lo + 1, s.length - 1)]! - s[lo]!) * (i - lo);
+}
+
+export const median = (xs: readonly number[]): number => quantile(xs, 0.5);
+
+/** Nearest-rank percentile of many samples (latencies), sorted ascending. */
 export function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;

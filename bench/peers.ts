@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { uploadBody } from '../src/sdk/index.ts';
-import { agent, arg, fmt, freePort, ingestPlan, latency, machine, percentileOf, reefCli, request, serve, threadCpu, threadSplit, type IngestBatch, type Served } from './lib.ts';
+import { agent, arg, fmt, freePort, ingestPlan, latency, machine, median, reefCli, request, serve, threadCpu, threadSplit, type IngestBatch, type Served } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '1000000'));
 const DEVICES = Number(arg('devices', '1000'));
@@ -275,7 +275,6 @@ try {
     );
     if (i === runs.length - 1) await reads();
   }
-  const median = (xs: number[]) => percentileOf(xs, 50);
   for (const prebuilt of [true, false]) {
     const a = results[`reef/${prebuilt}`]!,
       b = results[`influx/${prebuilt}`]!;

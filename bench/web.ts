@@ -18,6 +18,7 @@ import { startServer } from '../src/server.ts';
 import { webComponent } from '../src/web/component.ts';
 import { createSimulationComponent } from '../src/sim/component.ts';
 import { CHROMIUM, CHROMIUM_ARGS, ensureWebBuilt } from '../test/web/harness.ts';
+import { median } from './lib.ts';
 
 const DAYS = 7;
 const STEP_S = 10;
@@ -25,7 +26,6 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const WALL_MINUTES = Number(process.env.BENCH_WALL_MINUTES ?? 30);
 const WALL_DEVICES = 100;
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const kb = (n: number) => `${(n / 1024).toFixed(1)} KB`;
 
 async function main(): Promise<void> {
