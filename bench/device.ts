@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Code, CON, parseMessage, serializeMessage, uriOptions } from '../src/coap/index.ts';
-import { cpuTimes, freePort, median } from './lib.ts';
+import { cpuTimes, freePort, median, NODE_FLAGS } from './lib.ts';
 
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 16);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -102,8 +102,10 @@ function firstLine(child: ChildProcess): Promise<string> {
 }
 
 async function kitRound(cli: string): Promise<Measured> {
-  // node itself (not the tsx launcher, which runs the kit in a child) so the PID is the kit's.
-  const kitProc = spawn(process.execPath, ['--import', 'tsx', cli, '--port', '0', '--log-level', '0', '--no-monitor', '--monitor-window', '0', '--allow-direct'], {
+  // node itself (not the tsx launcher, which runs the kit in a child) so the PID is the kit's, with
+  // the node options `reef device` runs with (bin/reef.js), then BENCH_NODE_ARGS (e.g. --cpu-prof).
+  const nodeArgs = [...NODE_FLAGS, ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+  const kitProc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', cli, '--port', '0', '--log-level', '0', '--no-monitor', '--monitor-window', '0', '--allow-direct'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const line = await firstLine(kitProc);
