@@ -531,13 +531,14 @@ export class CoapEndpoint extends EventEmitter {
     }
     let out: ResponseSpec | undefined | Promise<ResponseSpec | undefined> | typeof DEFER;
     let replied = false;
-    const reply = (r: ResponseSpec | undefined): void => {
-      if (replied) return;
-      replied = true;
-      this.respond(m, peer, entry, r);
-    };
     try {
-      out = handler(m, peer, reply);
+      // The reply callback is written in the call, not assigned to a name first: tsx's keepNames
+      // names every named closure with Object.defineProperty as it is made, once per request here.
+      out = handler(m, peer, (r: ResponseSpec | undefined): void => {
+        if (replied) return;
+        replied = true;
+        this.respond(m, peer, entry, r);
+      });
     } catch (e) {
       out = { code: Code.INTERNAL_SERVER_ERROR, payload: Buffer.from(String((e as Error).message ?? e).slice(0, 64)) };
     }

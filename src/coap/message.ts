@@ -58,6 +58,15 @@ export const SUGGESTED_MAX_MESSAGE_SIZE = 1152;
 export const MAX_MESSAGE_SIZE = 65507;
 
 /**
+ * parseMessage's refusal. A function of its own, not a closure made in every call: tsx runs the
+ * sources with esbuild's keepNames, which names each such closure with Object.defineProperty as it
+ * is made, on every datagram (docs/benchmarks.md, "Eighth session").
+ */
+function fail(why: string, type: MessageType, mid: number): never {
+  throw new CoapFormatError(why, type === CON || type === NON ? 'reset' : 'ignore', mid, type);
+}
+
+/**
  * Parses one datagram. Throws CoapFormatError on a message format error; reserved code classes
  * (1, 6, 7) and malformed empty messages count as format errors (RFC 7252 §4.1, §12.1).
  */
@@ -74,19 +83,16 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
   if (version !== 1) throw new CoapFormatError(`unknown CoAP version ${version}`, 'ignore', mid, type);
   // §4.2/§4.3: rejecting a CON is a RST; an ACK or RST is never rejected, only ignored; a NON may be
   // rejected by RST too, which also tells an observing sender to stop (RFC 7641 §3.6).
-  const fail = (why: string): never => {
-    throw new CoapFormatError(why, type === CON || type === NON ? 'reset' : 'ignore', mid, type);
-  };
-  if (tkl > 8) fail(`token length ${tkl} is reserved (9-15)`);
+  if (tkl > 8) fail(`token length ${tkl} is reserved (9-15)`, type, mid);
   const cls = codeClass(code);
-  if (cls === 1 || cls === 6 || cls === 7) fail(`code ${codeToString(code)} is in a reserved class`);
+  if (cls === 1 || cls === 6 || cls === 7) fail(`code ${codeToString(code)} is in a reserved class`, type, mid);
   if (code === Code.EMPTY) {
     // §4.1: an Empty message has TKL 0 and nothing after the header.
-    if (tkl !== 0 || b.length !== 4) fail('empty message with token, options or payload');
-    if (type === NON) fail('empty NON message');
+    if (tkl !== 0 || b.length !== 4) fail('empty message with token, options or payload', type, mid);
+    if (type === NON) fail('empty NON message', type, mid);
     return { type, code, mid, token: EMPTY_BUFFER, options: [], payload: EMPTY_BUFFER };
   }
-  if (b.length < 4 + tkl) fail('datagram shorter than its token length');
+  if (b.length < 4 + tkl) fail('datagram shorter than its token length', type, mid);
   // Token, option values and payload are views into the datagram, not copies: a received
   // datagram's buffer is its own and nothing writes into it afterwards.
   const token = tkl === 0 ? EMPTY_BUFFER : b.subarray(4, 4 + tkl);
@@ -98,7 +104,7 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
     const byte = b.readUInt8(i);
     if (byte === 0xff) {
       // §3: a marker followed by a zero-length payload MUST be processed as a format error.
-      if (i + 1 >= b.length) fail('payload marker followed by an empty payload');
+      if (i + 1 >= b.length) fail('payload marker followed by an empty payload', type, mid);
       payload = b.subarray(i + 1);
       break;
     }
@@ -106,27 +112,27 @@ export function parseMessage(buf: Uint8Array): CoapMessage {
     let delta = byte >> 4;
     let len = byte & 0x0f;
     // §3.1: nibble 15 is reserved except as the whole payload-marker byte.
-    if (delta === 15) fail('option delta 15 without a payload marker');
-    if (len === 15) fail('option length 15 is reserved');
+    if (delta === 15) fail('option delta 15 without a payload marker', type, mid);
+    if (len === 15) fail('option length 15 is reserved', type, mid);
     if (delta === 13) {
-      if (i >= b.length) fail('truncated extended option delta');
+      if (i >= b.length) fail('truncated extended option delta', type, mid);
       delta = b.readUInt8(i++) + 13;
     } else if (delta === 14) {
-      if (i + 1 >= b.length) fail('truncated extended option delta');
+      if (i + 1 >= b.length) fail('truncated extended option delta', type, mid);
       delta = b.readUInt16BE(i) + 269;
       i += 2;
     }
     if (len === 13) {
-      if (i >= b.length) fail('truncated extended option length');
+      if (i >= b.length) fail('truncated extended option length', type, mid);
       len = b.readUInt8(i++) + 13;
     } else if (len === 14) {
-      if (i + 1 >= b.length) fail('truncated extended option length');
+      if (i + 1 >= b.length) fail('truncated extended option length', type, mid);
       len = b.readUInt16BE(i) + 269;
       i += 2;
     }
     num += delta;
-    if (num > 0xffff) fail(`option number ${num} exceeds 65535`);
-    if (i + len > b.length) fail(`option ${num} value runs past the end of the datagram`);
+    if (num > 0xffff) fail(`option number ${num} exceeds 65535`, type, mid);
+    if (i + len > b.length) fail(`option ${num} value runs past the end of the datagram`, type, mid);
     options.push({ number: num, value: len === 0 ? EMPTY_BUFFER : b.subarray(i, i + len) });
     i += len;
   }
