@@ -224,6 +224,23 @@ static Sock *unwrap(napi_env env, napi_value v) {
   return s;
 }
 
+/** An Int32Array argument of at least `min` elements: its data, or NULL with an exception thrown. */
+static int32_t *int32_array(napi_env env, napi_value v, size_t min, const char *what) {
+  napi_typedarray_type tt;
+  size_t len, off;
+  void *data;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, v, &tt, &len, &data, &ab, &off) != napi_ok) {
+    napi_throw_error(env, NULL, "udp-batch: N-API call failed");
+    return NULL;
+  }
+  if (tt != napi_int32_array || len < min) {
+    napi_throw_range_error(env, NULL, what);
+    return NULL;
+  }
+  return data;
+}
+
 /** The arguments of a call whose first one is a socket: the socket, or NULL with a JS exception. */
 static Sock *socket_args(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv) {
   if (napi_get_cb_info(env, info, argc, argv, NULL, NULL) != napi_ok || *argc < 1) {
@@ -246,21 +263,10 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_string_latin1(env, argv[1], host, sizeof host, &hostLen));
   CHECK(napi_get_value_uint32(env, argv[2], &port));
   CHECK(napi_get_value_uint32(env, argv[3], &slot));
-  napi_typedarray_type tt;
-  size_t metaLen, statusLen;
-  void *metaData, *statusData;
-  napi_value ab;
-  size_t abOff;
-  CHECK(napi_get_typedarray_info(env, argv[4], &tt, &metaLen, &metaData, &ab, &abOff));
-  if (tt != napi_int32_array || metaLen < SLOTS * META) {
-    napi_throw_range_error(env, NULL, "udp-batch: meta must be an Int32Array of SLOTS * META");
-    return NULL;
-  }
-  CHECK(napi_get_typedarray_info(env, argv[5], &tt, &statusLen, &statusData, &ab, &abOff));
-  if (tt != napi_int32_array || statusLen < 1) {
-    napi_throw_range_error(env, NULL, "udp-batch: status must be an Int32Array");
-    return NULL;
-  }
+  int32_t *metaData = int32_array(env, argv[4], SLOTS * META, "udp-batch: meta must be an Int32Array of SLOTS * META");
+  if (!metaData) return NULL;
+  int32_t *statusData = int32_array(env, argv[5], 1, "udp-batch: status must be an Int32Array");
+  if (!statusData) return NULL;
   Sock *s = calloc(1, sizeof *s);
   if (!s) return throw_errno(env, "malloc", ENOMEM, NULL, 0);
   s->env = env;
@@ -445,19 +451,12 @@ static napi_value js_ntop6(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  napi_typedarray_type tt;
-  size_t len, off;
-  void *data;
-  napi_value ab;
   uint32_t k;
-  CHECK(napi_get_typedarray_info(env, argv[0], &tt, &len, &data, &ab, &off));
   CHECK(napi_get_value_uint32(env, argv[1], &k));
-  if (tt != napi_int32_array || (size_t)k + 4 > len) {
-    napi_throw_range_error(env, NULL, "udp-batch: ntop6 outside meta");
-    return NULL;
-  }
+  int32_t *data = int32_array(env, argv[0], (size_t)k + 4, "udp-batch: ntop6 outside meta");
+  if (!data) return NULL;
   char text[INET6_ADDRSTRLEN];
-  inet_ntop(AF_INET6, (int32_t *)data + k, text, sizeof text);
+  inet_ntop(AF_INET6, data + k, text, sizeof text);
   napi_value out;
   CHECK(napi_create_string_latin1(env, text, NAPI_AUTO_LENGTH, &out));
   return out;
