@@ -12,6 +12,8 @@ export function tokenKey(t: Buffer): TokenKey {
 
 export class PeerTokenMap<V> {
   private readonly byPeer = new Map<string, Map<TokenKey, V>>();
+  /** Peers held when the emptied maps are next dropped: twice what the last pass kept, so each pass is paid for by as many new peers. */
+  private pruneAt = 4096;
 
   get(peer: string, token: TokenKey): V | undefined {
     return this.byPeer.get(peer)?.get(token);
@@ -21,7 +23,10 @@ export class PeerTokenMap<V> {
     let mine = this.byPeer.get(peer);
     if (mine === undefined) {
       // Peers come and go (clients' ephemeral ports): the emptied maps are dropped now and then.
-      if (this.byPeer.size >= 4096) for (const [k, m] of this.byPeer) if (m.size === 0) this.byPeer.delete(k);
+      if (this.byPeer.size >= this.pruneAt) {
+        for (const [k, m] of this.byPeer) if (m.size === 0) this.byPeer.delete(k);
+        this.pruneAt = Math.max(4096, 2 * this.byPeer.size);
+      }
       mine = new Map();
       this.byPeer.set(peer, mine);
     }
