@@ -204,11 +204,12 @@ async function main(): Promise<void> {
   await client.close();
 
   console.log(`\n   pipelined, generator in its own process, ${TP_SECONDS} s per window, direct and through the gateway taking turns:`);
-  const ratios: number[] = [];
-  /** The ratios of each load shape: one client's windows are latency-bound where four clients' are CPU-bound. */
+  /** Each window's ratio, by load shape: one client's windows are latency-bound where four clients' are CPU-bound. */
   const byShape = new Map<number, number[]>();
   const capacity: number[] = [];
   for (const clients of [1, CLIENTS]) {
+    const shape: number[] = [];
+    byShape.set(clients, shape);
     const base: GenConfig = { host: '127.0.0.1', port: 0, proxy: null, token, clients, window: WINDOW, seconds: TP_SECONDS, dgram: GEN_DGRAM };
     for (let round = 0; round < ROUNDS; round++) {
       const d = await generate({ ...base, port: kitPeer.port }, kitChild.pid!);
@@ -219,8 +220,7 @@ async function main(): Promise<void> {
         console.log(
           `   (gateway: requests ${st1.requests - st0.requests}, forwarded ${st1.forwarded - st0.forwarded}, timeouts ${st1.timeouts - st0.timeouts}, no session ${st1.refusedNoSession - st0.refusedNoSession}; front ${JSON.stringify(gateway.front.stats)}; back ${JSON.stringify(gateway.back.stats)})`,
         );
-      ratios.push(g.rps / d.rps);
-      byShape.set(clients, [...(byShape.get(clients) ?? []), g.rps / d.rps]);
+      shape.push(g.rps / d.rps);
       capacity.push(d.kitUs / g.gatewayUs);
       const label = `${clients} client${clients > 1 ? 's' : ''} × ${WINDOW} in flight`;
       console.log(
@@ -228,6 +228,7 @@ async function main(): Promise<void> {
       );
     }
   }
+  const ratios = [...byShape.values()].flat();
   console.log(`   throughput ratio gateway / direct: median ${median(ratios).toFixed(2)}×, min ${Math.min(...ratios).toFixed(2)}× (target ≥ 0.9×)`);
   const shapes = [...byShape].map(([n, r]) => `${n} client${n > 1 ? 's' : ''} median ${median(r).toFixed(2)}×`);
   console.log(`   by load shape: ${shapes.join(', ')}`);
