@@ -190,6 +190,79 @@ describe('postgres: batch writes', () => {
     ]);
   });
 
+  // A device the node has read (as every upload does first) is written in one round trip, its key
+  // checked by PostgreSQL rather than looked up; another node may have changed it meanwhile.
+  describe('a device whose key the node knows', () => {
+    let s2: PostgresStore;
+    const queriesOf = async (f: () => Promise<unknown>): Promise<number> => {
+      let n = 0;
+      const counted = new WeakSet<object>();
+      const count = (c: { query: (...a: unknown[]) => unknown }) => {
+        if (counted.has(c)) return;
+        counted.add(c);
+        const q = c.query.bind(c);
+        c.query = (...a: unknown[]) => {
+          n++;
+          return q(...a);
+        };
+      };
+      s.pool.on('acquire', count);
+      try {
+        await f();
+      } finally {
+        s.pool.off('acquire', count);
+      }
+      return n;
+    };
+    before(async () => {
+      s2 = new PostgresStore({ connectionString: pdb.url });
+      for (const id of ['k-1', 'k-2', 'k-gone']) await s.createDevice({ id, tenantId: 'T', groupId: 'G', solution: id === 'k-2' ? 'k2' : 'k', deviceType: 'VirtualDevice', domainInfo: {} });
+    });
+    after(async () => {
+      await s2.close();
+    });
+
+    it('is written in one query, and a batch repeating stored times still replaces them', async () => {
+      await s.insertObservations('k-1', rows(2, 1)); // warms a connection (PREPARE)
+      assert.ok(await s.getDevice('G', 'k', 'k-1'));
+      let n = 0;
+      for (let i = 0; i < 3 && n !== 1; i++) n = await queriesOf(() => s.insertObservations('k-1', rows(2, 2, T + 10_000 * (i + 1))));
+      assert.equal(n, 1);
+      await s.insertObservations('k-1', rows(3, 7, T + 1000)); // repeats T + 1000: the COPY fails, the batch is merged
+      const got = await stored('k-1');
+      assert.deepEqual(got.slice(0, 4), [
+        [T, 1],
+        [T + 1000, 7],
+        [T + 2000, 7],
+        [T + 3000, 7],
+      ]);
+      assert.equal(new Set(got.map(([ts]) => ts)).size, got.length);
+    });
+
+    it('deleted by another node: the upload is refused and stores nothing', async () => {
+      assert.ok(await s.getDevice('G', 'k', 'k-gone'));
+      assert.equal(await s2.deleteDevice('G', 'k', 'k-gone'), true);
+      await assert.rejects(s.insertObservations('k-gone', rows(2, 1)), { code: 'DEVICE_NOT_FOUND' });
+      const orphans = await s.pool.query('SELECT count(*)::int AS n FROM observations WHERE device_pk NOT IN (SELECT pk FROM devices)');
+      assert.equal(orphans.rows[0].n, 0);
+    });
+
+    it("moved to another tier by another node: the rows go to the device's new tier", async () => {
+      assert.ok(await s.getDevice('G', 'k2', 'k-2'));
+      await s2.setRetention('G', 'k2', 30);
+      assert.deepEqual(await s.insertObservations('k-2', rows(2, 4)), { written: 2 });
+      const r = await s.pool.query("SELECT DISTINCT o.tier FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id = 'k-2'");
+      assert.deepEqual(
+        r.rows.map((x) => x.tier),
+        [30],
+      );
+      assert.deepEqual(await stored('k-2'), [
+        [T, 4],
+        [T + 1000, 4],
+      ]);
+    });
+  });
+
   it('free-form fields and missing temperatures go through COPY and merge alike', async () => {
     const batch = [
       { ts: T + 500_000, temperature: null, extra: { tags: ['a'], n: 1.5, s: 'é' } },

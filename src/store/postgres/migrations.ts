@@ -227,4 +227,19 @@ CREATE INDEX alarm_deliveries_due ON alarm_deliveries (next_at) WHERE status = '
 CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solution, status, created_at DESC, id DESC);
 `,
   },
+  {
+    version: 7,
+    name: 'group keys check',
+    // A group of uploads whose devices' keys the node already knows goes in one round trip: its
+    // head, COPY and COMMIT are sent together, so the head checks the keys itself and fails the
+    // transaction (before the COPY runs) when a device was deleted or moved to another tier
+    // (src/store/postgres/postgres-store.ts, GROUP_HEAD_KNOWN).
+    sql: `CREATE FUNCTION reef_expect_devices(n_found bigint, n_expected integer) RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF n_found <> n_expected THEN
+    RAISE EXCEPTION 'a device of the group was deleted or changed tier' USING ERRCODE = 'RF001';
+  END IF;
+END
+$fn$;`,
+  },
 ];

@@ -143,8 +143,43 @@ SELECT d.i, d.pk, d.tier, EXISTS (SELECT 1 FROM observations o WHERE o.tier = d.
  */
 const BEGIN_WRITE = 'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
 
-/** The group head, prepared once per connection (SQL PREPARE, so that EXECUTE can share a round trip with BEGIN). */
-const PREPARE_HEAD = `PREPARE reef_group_head(text[], bigint[], bigint[], bigint[], float8[], text[]) AS ${GROUP_HEAD}`;
+/**
+ * The head of a group whose devices' keys (pk, tier) the node knows (from the route's device read
+ * or an earlier group): sent in the same query as the COPY and COMMIT, one round trip for the group.
+ * It locks the devices and moves their latest as GROUP_HEAD does, and fails the transaction, before
+ * the COPY runs, when any device is gone or in another tier than the node thought (another node
+ * deleted it or changed its solution's retention): the node forgets those keys and writes the group
+ * the two-round-trip way. It does not ask whether a batch's span is taken: a batch repeating a stored
+ * (device, time) fails the COPY on the unique index, and the group is written again batch by batch,
+ * merging (writeGroup). A free span, the usual upload, pays nothing for the check.
+ */
+const GROUP_HEAD_KNOWN = `
+WITH u AS (
+  SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bigint[], $5::float8[], $6::text[]) AS u(id, pk, tier, nts, nt, nx)
+),
+d AS (
+  SELECT u.pk, u.nts, u.nt, u.nx FROM u JOIN devices v ON v.id = u.id COLLATE "C" AND v.pk = u.pk AND v.tier = u.tier FOR SHARE OF v
+),
+l AS (
+  INSERT INTO latest (device_pk, ts, temperature, extra)
+  SELECT pk, nts, nt, nx::jsonb FROM d ORDER BY pk
+  ON CONFLICT (device_pk) DO UPDATE SET ts = excluded.ts, temperature = excluded.temperature, extra = excluded.extra
+  WHERE excluded.ts >= latest.ts
+)
+SELECT reef_expect_devices((SELECT count(*) FROM d), cardinality($1::text[]))`;
+
+/** The group heads, prepared once per connection (SQL PREPARE, so that EXECUTE can share a round trip with BEGIN). */
+const PREPARE_HEADS = `PREPARE reef_group_head(text[], bigint[], bigint[], bigint[], float8[], text[]) AS ${GROUP_HEAD};
+PREPARE reef_group_head_known(text[], bigint[], int[], bigint[], float8[], text[]) AS ${GROUP_HEAD_KNOWN}`;
+
+/** Device keys (pk, tier) a node remembers for GROUP_HEAD_KNOWN; past this many it starts afresh. */
+const KNOWN_DEVICES = 100_000;
+
+/** A device's key changed since the node learnt it (GROUP_HEAD_KNOWN's check). */
+function isKeyChanged(e: unknown): boolean {
+  const cause = (e instanceof ReefError ? e.cause : e) as { code?: string } | undefined;
+  return cause?.code === 'RF001';
+}
 
 /** Groups in flight at once per node (each on its own pooled connection), and a group's size. */
 const WRITERS = 2;
@@ -579,8 +614,12 @@ export class PostgresStore implements Store {
     return new Map(r.rows.map((row) => [String(row.t), Number(row.n)] as [string, number]));
   }
   async getDevice(groupId: string, solution: string, id: string): Promise<DeviceRecord | null> {
-    const r = await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND id = $3`, [groupId, solution, id], 'get-device');
-    return r.rows[0] ? deviceFromRow(r.rows[0]) : null;
+    const r = await this.q(`SELECT pk, tier, ${DEVICE_COLS} FROM devices WHERE group_id = $1 AND solution = $2 AND id = $3`, [groupId, solution, id], 'get-device');
+    const row = r.rows[0];
+    if (!row) return null;
+    // An upload reads its device first: its group then needs no round trip to learn the key.
+    this.knowKey(id, row.pk as number, row.tier as number);
+    return deviceFromRow(row);
   }
   async getDeviceByMac(mac: string): Promise<DeviceRecord | null> {
     const r = await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE mac = $1`, [mac], 'device-by-mac');
@@ -592,6 +631,7 @@ export class PostgresStore implements Store {
       const r = await c.query('SELECT pk, tier FROM devices WHERE group_id = $1 AND solution = $2 AND id = $3 FOR UPDATE', [groupId, solution, id]);
       const dev = r.rows[0];
       if (!dev) return false;
+      this.keys.delete(id);
       await c.query('DELETE FROM observations WHERE tier = $1 AND device_pk = $2', [dev.tier, dev.pk]);
       await c.query('DELETE FROM latest WHERE device_pk = $1', [dev.pk]);
       await c.query('DELETE FROM devices WHERE pk = $1', [dev.pk]);
@@ -725,13 +765,17 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** Writes a group and settles each of its batches; never rejects. */
-  private async writeGroup(group: Pending[]): Promise<void> {
+  /**
+   * Writes a group and settles each of its batches; never rejects. `fast`: in one round trip when
+   * every device's key is known (writeKnown); a group written again batch by batch after a failure
+   * takes the head's way, which merges a batch into rows already stored.
+   */
+  private async writeGroup(group: Pending[], fast = true): Promise<void> {
     try {
       if (!this.partsLoaded) await this.loadPartitions();
       const missing = this.parts.missing(groupTimestamps(group), Date.now());
       if (missing.length) await this.ensureRanges(missing);
-      const found = await this.writeTx(group, false);
+      const found = (fast && (await this.writeKnown(group))) || (await this.writeTx(group, false));
       await this.learnTiers(group, found);
       for (let i = 0; i < group.length; i++) {
         if (found[i]) group[i]!.resolve({ written: group[i]!.written });
@@ -740,7 +784,7 @@ export class PostgresStore implements Store {
     } catch (e) {
       if (group.length > 1) {
         // One batch's failure must not fail the others: write them one by one.
-        for (const p of group) await this.writeGroup([p]);
+        for (const p of group) await this.writeGroup([p], false);
         return;
       }
       const p = group[0]!;
@@ -756,8 +800,60 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** Connections (pooled clients) on which the group head is prepared: PREPARE lasts a session. */
+  /** Connections (pooled clients) on which the group heads are prepared: PREPARE lasts a session. */
   private readonly headPrepared = new WeakSet<pg.PoolClient>();
+  /** Device id → (pk, tier) as last read: what GROUP_HEAD_KNOWN checks rather than looks up. */
+  private readonly keys = new Map<string, { pk: number; tier: number }>();
+
+  private knowKey(id: string, pk: number, tier: number): void {
+    if (this.keys.size >= KNOWN_DEVICES && !this.keys.has(id)) this.keys.clear();
+    this.keys.set(id, { pk, tier });
+  }
+
+  private async prepareHeads(c: pg.PoolClient): Promise<void> {
+    if (this.headPrepared.has(c)) return;
+    await c.query(PREPARE_HEADS);
+    this.headPrepared.add(c);
+  }
+
+  /**
+   * A group whose every device's key is known, in one round trip: BEGIN, GROUP_HEAD_KNOWN, the COPY
+   * and COMMIT in one simple query, the COPY's data behind it (CopyAndCommit). Undefined, having
+   * written nothing, when a key is unknown or has changed (forgotten then); a row conflict rejects
+   * as the COPY of writeTx does.
+   */
+  private async writeKnown(group: Pending[]): Promise<({ pk: number; tier: number } | undefined)[] | undefined> {
+    const found: { pk: number; tier: number }[] = new Array(group.length);
+    for (let i = 0; i < group.length; i++) {
+      const k = this.keys.get(group[i]!.deviceId);
+      if (!k) return undefined;
+      found[i] = k;
+    }
+    try {
+      await this.tx(
+        async (c) => {
+          await this.prepareHeads(c);
+          const args = [
+            textArray(group.map((p) => p.deviceId)),
+            numArray(found.map((k) => k.pk)),
+            numArray(found.map((k) => k.tier)),
+            numArray(group.map((p) => p.newestTs)),
+            numArray(group.map((p) => p.newestT)),
+            textArray(group.map((p) => p.newestX)),
+          ].map((a) => c.escapeLiteral(a));
+          const tuples = group.map((p, i) => copyTuples(found[i]!.pk, found[i]!.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
+          await copyInAndCommit(c, tuples, `${BEGIN_WRITE}; EXECUTE reef_group_head_known(${args.join(', ')}); `);
+        },
+        null,
+        true,
+      );
+    } catch (e) {
+      if (!isKeyChanged(e)) throw e;
+      for (const p of group) this.keys.delete(p.deviceId);
+      return undefined;
+    }
+    return found;
+  }
 
   /**
    * One transaction: the head, one COPY of the batches whose span is free, a merge for each other
@@ -770,10 +866,7 @@ export class PostgresStore implements Store {
   private writeTx(group: Pending[], merge: boolean): Promise<({ pk: number; tier: number } | undefined)[]> {
     return this.tx(
       async (c) => {
-        if (!this.headPrepared.has(c)) {
-          await c.query(PREPARE_HEAD);
-          this.headPrepared.add(c);
-        }
+        await this.prepareHeads(c);
         const args = [
           textArray(group.map((p) => p.deviceId)),
           numArray(group.map((p) => p.from)),
@@ -790,6 +883,7 @@ export class PostgresStore implements Store {
         for (const d of head.rows as { i: number; pk: number; tier: number; taken: boolean }[]) {
           const p = group[d.i - 1]!;
           found[d.i - 1] = d;
+          this.knowKey(p.deviceId, d.pk, d.tier);
           if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
           else tuples.push(copyTuples(d.pk, d.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
         }
@@ -951,6 +1045,7 @@ export class PostgresStore implements Store {
           [tier, groupId, solution],
         );
         if (moved.rowCount === 0) return;
+        this.keys.clear();
         // The devices' rows change tier: make the new tier's partitions for their times, then let
         // PostgreSQL move the rows (an UPDATE of the partition key moves them between partitions).
         const pks = moved.rows.map((x) => x.pk as number);
@@ -1171,11 +1266,13 @@ class CopyAndCommit implements pg.Submittable {
   constructor(
     private readonly data: Buffer,
     private readonly done: (e: unknown) => void,
+    /** Statements run before the COPY in the same query (writeKnown's BEGIN and head). */
+    private readonly before: string,
   ) {}
   submit(connection: pg.Connection): void {
     // pg's Connection has the copy messages (used by pg-copy-streams too); its types do not list them.
     const c = connection as unknown as { query(text: string): void; sendCopyFromChunk(b: Buffer): void; endCopyFrom(): void };
-    c.query(`${COPY_BATCH}; COMMIT`);
+    c.query(`${this.before}${COPY_BATCH}; COMMIT`);
     c.sendCopyFromChunk(this.data);
     c.endCopyFrom();
   }
@@ -1200,10 +1297,10 @@ class CopyAndCommit implements pg.Submittable {
   handleCopyData(): void {}
 }
 
-/** Writes a group's tuples by binary COPY and commits the transaction (CopyAndCommit). */
-function copyInAndCommit(c: pg.PoolClient, tuples: Buffer[]): Promise<void> {
+/** Writes a group's tuples by binary COPY and commits the transaction (CopyAndCommit), after `before` when given. */
+function copyInAndCommit(c: pg.PoolClient, tuples: Buffer[], before = ''): Promise<void> {
   return new Promise((resolve, reject) => {
-    c.query(new CopyAndCommit(Buffer.concat([COPY_HEADER, ...tuples, COPY_TRAILER]), (e) => (e ? reject(e) : resolve())));
+    c.query(new CopyAndCommit(Buffer.concat([COPY_HEADER, ...tuples, COPY_TRAILER]), (e) => (e ? reject(e) : resolve()), before));
   });
 }
 
