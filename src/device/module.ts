@@ -93,7 +93,7 @@ export interface ModuleOptions {
 }
 
 interface Forward {
-  key: string;
+  key: number;
   resolve: (m: CoapMessage | undefined) => void;
   /** performance.now() past which the application processor's answer is given up (5.04); set by Deadlines. */
   due: number;
@@ -104,7 +104,9 @@ interface Forward {
 interface Mapping {
   peer: Peer;
   token: Buffer;
+  /** The local token the AP sees: 4 bytes, and the same as a number (the maps' key). */
   local: Buffer;
+  localKey: number;
   observing: boolean;
   /** The resource (path?query) the mapping's latest request named: one observe slot each. */
   resource: string;
@@ -119,8 +121,8 @@ export class NetworkModule {
   readonly stats = { forwarded: 0, wrongPrefix: 0, timeouts: 0, notifications: 0, upstream: 0, announcements: 0, tooLarge: 0, withheld: 0, observeRefused: 0 };
   private localMid = Math.floor(Math.random() * 0x10000);
   private localToken = Math.floor(Math.random() * 0xffffffff);
-  /** In-flight requests by local token. */
-  private readonly forwards = new Map<string, Forward>();
+  /** In-flight requests by local token (as a number: every local token is 4 bytes, no string made per request). */
+  private readonly forwards = new Map<number, Forward>();
   /** Their deadlines, one timer for all (each given up is answered 5.04 by serve()). */
   private readonly deadlines = new Deadlines<Forward>((f) => {
     if (this.forwards.get(f.key) === f) this.forwards.delete(f.key);
@@ -128,7 +130,7 @@ export class NetworkModule {
   });
   /** (peer, client token) → mapping; local token → mapping. */
   private readonly byClient = new Map<string, Mapping>();
-  private readonly byLocal = new Map<string, Mapping>();
+  private readonly byLocal = new Map<number, Mapping>();
   /** Module-side MID of a NON notification → the AP's MID, to relay a RST (RFC 7641 §3.6). */
   private readonly nonRelay = new Map<string, number>();
   private announceTimer: NodeJS.Timeout | undefined;
@@ -261,11 +263,9 @@ export class NetworkModule {
     return this.localMid;
   }
 
-  private nextLocalToken(): Buffer {
+  private nextLocalToken(): number {
     this.localToken = (this.localToken + 1) >>> 0;
-    const b = Buffer.alloc(4);
-    b.writeUInt32BE(this.localToken);
-    return b;
+    return this.localToken;
   }
 
   /** The mapping of (peer, token), kept when `keep` (an observe registration) or already there; else a one-off. */
@@ -273,19 +273,23 @@ export class NetworkModule {
     const key = this.byClient.size > 0 || keep ? `${peer.address}|${peer.port}|${token.toString('hex')}` : '';
     let m = key ? this.byClient.get(key) : undefined;
     if (!m) {
-      m = { peer, token, local: this.nextLocalToken(), observing: false, resource: '' };
+      const localKey = this.nextLocalToken();
+      // allocUnsafe: a slice of Node's shared pool, not an ArrayBuffer of its own; every byte is written.
+      const local = Buffer.allocUnsafe(4);
+      local.writeUInt32BE(localKey);
+      m = { peer, token, local, localKey, observing: false, resource: '' };
       if (keep) {
         this.byClient.set(key, m);
-        this.byLocal.set(m.local.toString('hex'), m);
+        this.byLocal.set(localKey, m);
       }
     }
     return m;
   }
 
   private unmap(m: Mapping): void {
-    if (this.byLocal.get(m.local.toString('hex')) !== m) return;
+    if (this.byLocal.get(m.localKey) !== m) return;
     this.byClient.delete(`${m.peer.address}|${m.peer.port}|${m.token.toString('hex')}`);
-    this.byLocal.delete(m.local.toString('hex'));
+    this.byLocal.delete(m.localKey);
   }
 
   private toLink(m: CoapMessage): boolean {
@@ -340,7 +344,7 @@ export class NetworkModule {
     let observe = getUintOption(req, Option.OBSERVE);
     const map = this.mapping(peer, req.token, observe === 0);
     // The resource (path?query) names an observe slot; only observations need it.
-    const mapped = this.byLocal.get(map.local.toString('hex')) === map;
+    const mapped = this.byLocal.get(map.localKey) === map;
     const resource = mapped ? resourceOf(req, skipFirst) : '';
     if (mapped) map.resource = resource;
     const options: CoapOption[] = [];
@@ -366,7 +370,7 @@ export class NetworkModule {
     const fwdOptions = req.code === Code.GET && observe === undefined ? fitBlock2(options, budget - (4 + req.token.length + 1 + RESPONSE_OPTIONS_BYTES)) : options;
     const localMid = this.nextLocalMid();
     const fwd: CoapMessage = { type: req.type === CON ? CON : NON, code: req.code, mid: localMid, token: map.local, options: fwdOptions, payload: req.payload };
-    const key = map.local.toString('hex');
+    const key = map.localKey;
     const answer = new Promise<CoapMessage | undefined>((resolve) => {
       const prior = this.forwards.get(key);
       if (prior) {
@@ -420,7 +424,8 @@ export class NetworkModule {
     if (this.o.log.on(7)) this.o.log.debug(`link rx ${describeMessage(m)}`);
     if (m.code === Code.EMPTY) return; // the AP never starts exchanges that need these
     if (isRequestCode(m.code)) return this.upstream(m);
-    const key = m.token.toString('hex');
+    // Not one of our 4-byte local tokens: no forward or mapping has it.
+    const key = m.token.length === 4 ? m.token.readUInt32BE(0) : -1;
     const f = this.forwards.get(key);
     if (f && (m.type !== ACK || m.mid === f.localMid)) {
       this.forwards.delete(key);
