@@ -296,6 +296,23 @@ function copyTuples(pk: number, tier: number, ts: ArrayLike<number>, temps: Arra
   return buf;
 }
 
+/**
+ * A group head's arguments as SQL literals, comma-separated: the devices, two numbers per batch (its
+ * span for GROUP_HEAD, its device's pk and tier for GROUP_HEAD_KNOWN), then each batch's newest row.
+ */
+function headArgs(c: pg.PoolClient, group: Pending[], second: readonly number[], third: readonly number[]): string {
+  return [
+    textArray(group.map((p) => p.deviceId)),
+    numArray(second),
+    numArray(third),
+    numArray(group.map((p) => p.newestTs)),
+    numArray(group.map((p) => p.newestT)),
+    textArray(group.map((p) => p.newestX)),
+  ]
+    .map((a) => c.escapeLiteral(a))
+    .join(', ');
+}
+
 /** Every timestamp of a group, for the partitions it needs. */
 function* groupTimestamps(group: Pending[]): Generator<number> {
   for (const p of group) yield* p.ts;
@@ -833,16 +850,14 @@ export class PostgresStore implements Store {
       await this.tx(
         async (c) => {
           await this.prepareHeads(c);
-          const args = [
-            textArray(group.map((p) => p.deviceId)),
-            numArray(found.map((k) => k.pk)),
-            numArray(found.map((k) => k.tier)),
-            numArray(group.map((p) => p.newestTs)),
-            numArray(group.map((p) => p.newestT)),
-            textArray(group.map((p) => p.newestX)),
-          ].map((a) => c.escapeLiteral(a));
+          const args = headArgs(
+            c,
+            group,
+            found.map((k) => k.pk),
+            found.map((k) => k.tier),
+          );
           const tuples = group.map((p, i) => copyTuples(found[i]!.pk, found[i]!.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
-          await copyInAndCommit(c, tuples, `${BEGIN_WRITE}; EXECUTE reef_group_head_known(${args.join(', ')}); `);
+          await copyInAndCommit(c, tuples, `${BEGIN_WRITE}; EXECUTE reef_group_head_known(${args}); `);
         },
         null,
         true,
@@ -867,16 +882,14 @@ export class PostgresStore implements Store {
     return this.tx(
       async (c) => {
         await this.prepareHeads(c);
-        const args = [
-          textArray(group.map((p) => p.deviceId)),
-          numArray(group.map((p) => p.from)),
-          numArray(group.map((p) => p.to)),
-          numArray(group.map((p) => p.newestTs)),
-          numArray(group.map((p) => p.newestT)),
-          textArray(group.map((p) => p.newestX)),
-        ].map((a) => c.escapeLiteral(a));
+        const args = headArgs(
+          c,
+          group,
+          group.map((p) => p.from),
+          group.map((p) => p.to),
+        );
         // A simple query of several statements answers one result per statement: the head's is the last.
-        const results = (await c.query(`${BEGIN_WRITE}; EXECUTE reef_group_head(${args.join(', ')})`)) as unknown as pg.QueryResult[];
+        const results = (await c.query(`${BEGIN_WRITE}; EXECUTE reef_group_head(${args})`)) as unknown as pg.QueryResult[];
         const head = results[results.length - 1]!;
         const found: ({ pk: number; tier: number } | undefined)[] = new Array(group.length);
         const tuples: Buffer[] = [];
