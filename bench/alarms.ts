@@ -95,8 +95,6 @@ interface Node {
   perRound: number[];
 }
 
-/** The q-quantile (0..1) by linear interpolation. */
-
 /** A server with its devices and rules, ready to ingest. */
 async function setup(rules: number, rx: Awaited<ReturnType<typeof receiver>>): Promise<Node> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-alarms-'));

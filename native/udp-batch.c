@@ -511,6 +511,12 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static void export_int(napi_env env, napi_value exports, const char *name, int32_t v) {
+  napi_value x;
+  napi_create_int32(env, v, &x);
+  napi_set_named_property(env, exports, name, x);
+}
+
 NAPI_MODULE_INIT() {
   napi_property_descriptor props[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
@@ -521,13 +527,12 @@ NAPI_MODULE_INIT() {
       {"ntop6", NULL, js_ntop6, NULL, NULL, NULL, napi_default, NULL},
       {"errname", NULL, js_errname, NULL, NULL, NULL, napi_default, NULL},
   };
-  napi_value slots, meta, einval;
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
-  napi_create_int32(env, EINVAL, &einval);
-  napi_set_named_property(env, exports, "EINVAL", einval);
-  napi_create_int32(env, SLOTS, &slots);
-  napi_set_named_property(env, exports, "SLOTS", slots);
-  napi_create_int32(env, META, &meta);
-  napi_set_named_property(env, exports, "META", meta);
+  // The constants the JavaScript side reads (src/coap/datagrams.ts), defined here only.
+  export_int(env, exports, "SLOTS", SLOTS);
+  export_int(env, exports, "META", META);
+  export_int(env, exports, "NOT_LITERAL", NOT_LITERAL);
+  export_int(env, exports, "BLOCKED", BLOCKED);
+  export_int(env, exports, "EINVAL", EINVAL);
   return exports;
 }

@@ -117,6 +117,9 @@ class DgramDatagrams implements Datagrams {
 interface BatchBinding {
   SLOTS: number;
   META: number;
+  /** send()'s status besides 0 and an errno: the address is a name to resolve; the socket buffer is full. */
+  NOT_LITERAL: number;
+  BLOCKED: number;
   EINVAL: number;
   open(v6: boolean, host: string, port: number, slot: number, meta: Int32Array, status: Int32Array, onBatch: (buf: Buffer, n: number) => void, onWritable: () => void): unknown;
   send(sock: unknown, queue: (Buffer | number | string)[], from: number, to: number): number;
@@ -147,10 +150,6 @@ function batchBinding(): BatchBinding | null {
 export function batchedUnavailable(): string | undefined {
   return batchBinding() ? undefined : (bindingError?.message ?? 'not built');
 }
-
-/** send()'s status besides 0 and an errno (native/udp-batch.c). */
-const NOT_LITERAL = -1;
-const BLOCKED = -2;
 
 class BatchedDatagrams implements Datagrams {
   readonly kind = 'batched';
@@ -242,7 +241,7 @@ class BatchedDatagrams implements Datagrams {
         from = at;
         continue;
       }
-      if (status === BLOCKED) {
+      if (status === this.native.BLOCKED) {
         // The socket buffer is full: the rest waits for the writable callback, in order.
         this.blocked = true;
         this.queue = q.slice(at * 3);
@@ -251,7 +250,7 @@ class BatchedDatagrams implements Datagrams {
       const data = q[at * 3] as Buffer;
       const port = q[at * 3 + 1] as number;
       const address = q[at * 3 + 2] as string;
-      if (status === NOT_LITERAL) this.resolveAndSend(data, port, address);
+      if (status === this.native.NOT_LITERAL) this.resolveAndSend(data, port, address);
       else this.onError(sendError(this.native, status, address, port));
       from = at + 1;
     }
