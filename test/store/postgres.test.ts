@@ -78,6 +78,20 @@ describe('postgres: migrations and partitions', () => {
     );
   });
 
+  it('a batch running past the end of a partition gets the next one made for its later rows', async () => {
+    // March 2024 exists (made above); April 2024 is neither near now nor made yet.
+    const march = Date.UTC(2024, 2, 31, 23);
+    const april = Date.UTC(2024, 3, 1, 1);
+    assert.equal((await s1.pool.query("SELECT to_regclass('obs_t0_20240401') AS r")).rows[0].r, null);
+    await s1.createDevice({ id: 'q-dev', tenantId: 'T', groupId: 'G', solution: 'p', deviceType: 'VirtualDevice', domainInfo: {} });
+    await s1.insertObservations('q-dev', [
+      { ts: march, temperature: 5, extra: null },
+      { ts: april, temperature: 6, extra: null },
+    ]);
+    assert.equal(await partitionOf('q-dev', march), 'obs_t0_20240301');
+    assert.equal(await partitionOf('q-dev', april), 'obs_t0_20240401');
+  });
+
   it('retention drops whole partitions of its tier, leaving other tiers alone', async () => {
     const now = Date.now();
     await s1.createDevice({ id: 'r-dev', tenantId: 'T', groupId: 'G', solution: 'r', deviceType: 'VirtualDevice', domainInfo: {} });

@@ -92,6 +92,19 @@ export class PartitionMap {
   }
 
   /**
+   * Whether, in every tier, one range holds all of [from, to]: then no timestamp of a batch spanning
+   * it needs a partition made, and `missing` need not look at each one (the usual upload, whose
+   * thousand readings share a month).
+   */
+  holds(from: number, to: number): boolean {
+    for (const tier of this.tiers.keys()) {
+      const r = this.covering(tier, from);
+      if (!r || to >= r.end) return false;
+    }
+    return true;
+  }
+
+  /**
    * The ranges to make, in every tier, so that each timestamp lands in a range partition (those
    * outside the on-demand window are left to the default partition).
    */

@@ -790,7 +790,7 @@ export class PostgresStore implements Store {
   private async writeGroup(group: Pending[], fast = true): Promise<void> {
     try {
       if (!this.partsLoaded) await this.loadPartitions();
-      const missing = this.parts.missing(groupTimestamps(group), Date.now());
+      const missing = group.every((p) => this.parts.holds(p.from, p.to)) ? [] : this.parts.missing(groupTimestamps(group), Date.now());
       if (missing.length) await this.ensureRanges(missing);
       const found = (fast && (await this.writeKnown(group))) || (await this.writeTx(group, false));
       await this.learnTiers(group, found);
