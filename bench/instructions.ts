@@ -8,10 +8,13 @@
 // time, devices in turn, after as many to warm up): instructions per read request.
 //   --keep FILE (the callgrind dump)  --observations N (default 20,000)  --warmup N (default: as many)  --devices N  --batch N  --concurrency N
 //   --reads N (default 200; 0: none)  --read-limit N (default 1,000)
+//   --store postgres: the server on a throw-away PostgreSQL database (test/helpers/pg.ts) instead
+//   of SQLite; only the server's instructions are counted, not PostgreSQL's.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createTestDatabase } from '../test/helpers/pg.ts';
 import { arg, callgrindTotal, fmt, ingestPlan, reefCli, request, serve } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '20000'));
@@ -21,11 +24,18 @@ const CONCURRENCY = Number(arg('concurrency', '4'));
 const WARMUP = Number(arg('warmup', String(TOTAL)));
 const READS = Number(arg('reads', '200'));
 const READ_LIMIT = Number(arg('read-limit', '1000'));
+const STORE = arg('store', 'sqlite');
+if (STORE !== 'sqlite' && STORE !== 'postgres') {
+  console.error(`--store ${STORE}: sqlite or postgres`);
+  process.exit(2);
+}
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-bench-instr-'));
 const out = path.join(dir, 'callgrind.out');
-const creds = JSON.parse(reefCli(['account', 'create', '--name', 'bench', '--json', '--data-dir', dir]));
-const server = await serve({ REEF_DATA_DIR: dir }, [], ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, '--dump-instr=no']);
+const db = STORE === 'postgres' ? await createTestDatabase('reef_bench') : null;
+const env: Record<string, string> = db ? { REEF_DATABASE_URL: db.url } : { REEF_DATA_DIR: dir };
+const creds = JSON.parse(reefCli(['account', 'create', '--name', 'bench', '--json'], env));
+const server = await serve(env, [], ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, '--dump-instr=no']);
 try {
   const pid = server.child.pid!;
   const tok = JSON.parse((await request(`${server.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) })).body).accessToken as string;
@@ -63,7 +73,7 @@ try {
     return callgrindTotal(dir, keep);
   };
   const ir = await counted(() => post(measured), arg('keep', ''));
-  console.log(`bench:instructions — ${fmt(TOTAL)} observations after ${fmt(WARMUP)} to warm up, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight, server under callgrind`);
+  console.log(`bench:instructions — ${fmt(TOTAL)} observations after ${fmt(WARMUP)} to warm up, ${fmt(BATCH)} per request, ${CONCURRENCY} in flight, store ${STORE}, server under callgrind`);
   console.log(`server instructions: ${fmt(ir)} → ${fmt(ir / TOTAL)} per observation`);
   if (READS > 0) {
     // The devices the measured upload wrote to (batch k goes to device k % devices).
@@ -84,5 +94,6 @@ try {
   }
 } finally {
   await server.stop();
+  await db?.drop();
   fs.rmSync(dir, { recursive: true, force: true });
 }
