@@ -115,6 +115,21 @@ describe('postgres: migrations and partitions', () => {
     assert.ok((await s1.queryObservations('p-dev', { limit: 10 })).observations.length === 4, 'forever tier untouched');
   });
 
+  it('a URL naming a socket directory connects through the Unix socket (docs/operations.md)', async () => {
+    const url = new URL(pdb.url);
+    url.hostname = 'localhost';
+    url.port = '';
+    url.searchParams.set('host', '/var/run/postgresql');
+    const local = new PostgresStore({ connectionString: url.toString() });
+    try {
+      assert.equal((await local.pool.query('SELECT inet_client_addr() AS a')).rows[0].a, null, 'no client address: not TCP');
+      await local.insertObservations('q-dev', [{ ts: Date.UTC(2024, 2, 12), temperature: 7, extra: null }]);
+      assert.equal(await partitionOf('q-dev', Date.UTC(2024, 2, 12)), 'obs_t0_20240301');
+    } finally {
+      await local.close();
+    }
+  });
+
   it('connection failures become STORE_UNAVAILABLE with a retry delay', async () => {
     const dead = new PostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMs: 2000 });
     try {
