@@ -790,8 +790,12 @@ export class PostgresStore implements Store {
   private async writeGroup(group: Pending[], fast = true): Promise<void> {
     try {
       if (!this.partsLoaded) await this.loadPartitions();
-      const missing = group.every((p) => this.parts.holds(p.from, p.to)) ? [] : this.parts.missing(groupTimestamps(group), Date.now());
-      if (missing.length) await this.ensureRanges(missing);
+      // Only a batch that no existing range holds whole has timestamps worth looking at one by one.
+      const spill = group.filter((p) => !this.parts.holds(p.from, p.to));
+      if (spill.length) {
+        const missing = this.parts.missing(groupTimestamps(spill), Date.now());
+        if (missing.length) await this.ensureRanges(missing);
+      }
       const found = (fast && (await this.writeKnown(group))) || (await this.writeTx(group, false));
       await this.learnTiers(group, found);
       for (let i = 0; i < group.length; i++) {
