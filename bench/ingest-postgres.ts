@@ -202,8 +202,8 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
   const first = await copyIntoPostgres(plan, o);
   copyLine('COPY into PostgreSQL:   ', first);
   const direct = await throughStore(plan, o);
-  const https: { n: number; http: Awaited<ReturnType<typeof overHttpPostgres>> }[] = [];
-  for (const n of o.nodes) https.push({ n, http: await overHttpPostgres(plan, { ...o, nodes: n }) });
+  const uploads: { n: number; http: Awaited<ReturnType<typeof overHttpPostgres>> }[] = [];
+  for (const n of o.nodes) uploads.push({ n, http: await overHttpPostgres(plan, { ...o, nodes: n }) });
   const last = await copyIntoPostgres(plan, o);
   copyLine('COPY again, at the end: ', last);
   const copyRate = o.total / Math.min(first.secs, last.secs);
@@ -212,7 +212,7 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
   console.log(`  ${perObs(direct.cpu, o.total)} (the store runs in the load generator here)`);
   let one = 0;
   const paper: string[] = [];
-  for (const { n, http } of https) {
+  for (const { n, http } of uploads) {
     const rate = o.total / http.secs;
     if (n === o.nodes[0]) one = rate;
     console.log(
