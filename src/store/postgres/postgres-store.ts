@@ -181,8 +181,14 @@ function isKeyChanged(e: unknown): boolean {
   return cause?.code === 'RF001';
 }
 
-/** Groups in flight at once per node (each on its own pooled connection), and a group's size. */
-const WRITERS = 2;
+/**
+ * Groups in flight at once per node (each on its own pooled connection), and a group's size. Three,
+ * not two: with four uploads in flight on two shared cores, a third group keeps PostgreSQL working
+ * while one commits and the node parses; the machine's cores were busy 1.63–1.70 of 2 against
+ * 1.50–1.60 with two, and uploads were faster in 4 of 5 alternated pairs (docs/benchmarks.md,
+ * "Eleventh session"). Four did no better than three.
+ */
+const WRITERS = 3;
 const GROUP_BATCHES = 64;
 const GROUP_ROWS = 100_000;
 
@@ -753,7 +759,7 @@ export class PostgresStore implements Store {
   /**
    * Starts a group of the waiting batches (call order, one per device) while fewer than WRITERS
    * are in flight: batches that arrive meanwhile join the next group rather than each taking a
-   * transaction. Two in flight keep PostgreSQL busy while the other group waits on its commit
+   * transaction. Several in flight keep PostgreSQL busy while another group waits on its commit
    * (measured: one writer spends less CPU per row but uploads more slowly on a busy machine).
    */
   private pump(): void {
