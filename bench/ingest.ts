@@ -3,6 +3,7 @@
 // inserted straight into SQLite with better-sqlite3 (same schema, same per-batch transaction and
 // durability): the storage limit. Prints both rates and their ratio.
 //   --observations N  --devices N  --batch N  --concurrency N  --store sqlite|postgres  [--nodes 1,2]
+//   [--rounds N: PostgreSQL, one node's uploads and COPY taking turns, default 3]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -132,7 +133,7 @@ console.log(`machine: ${machine()}`);
 if (STORE === 'postgres') {
   // --nodes 1,2: HTTP on one node, then on two behind round robin (bench/ingest-postgres.ts).
   const { runPostgres } = await import('./ingest-postgres.ts');
-  await runPostgres(plan, { total: TOTAL, devices: DEVICES, concurrency: CONCURRENCY, nodes: arg('nodes', '1,2').split(',').map(Number) });
+  await runPostgres(plan, { total: TOTAL, devices: DEVICES, concurrency: CONCURRENCY, nodes: arg('nodes', '1,2').split(',').map(Number), rounds: Number(arg('rounds', '3')) });
   process.exit(0);
 }
 const raw = straightIntoSqlite(plan, 'blocks');
