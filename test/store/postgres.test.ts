@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it, before, after } from 'node:test';
 import { periodStart, widthOf } from '../../src/store/postgres/partitions.ts';
 import { storeConformance } from './conformance.ts';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.ts';
+import { BY_ID_IN_SOLUTION, PostgresStore } from '../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 
 let db: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
@@ -302,5 +302,48 @@ describe('postgres: batch writes', () => {
     await s.insertObservations('w-2', batch); // merge
     assert.deepEqual((await s.queryObservations('w-2', { limit: 2 })).observations, copied);
     assert.deepEqual(copied.reverse(), batch);
+  });
+});
+
+describe('postgres: reads by id', () => {
+  let pdb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let s: PostgresStore;
+  before(async () => {
+    pdb = await createTestDatabase();
+    s = new PostgresStore({ connectionString: pdb.url });
+    await s.migrate();
+  });
+  after(async () => {
+    await s.close();
+    await pdb.drop();
+  });
+
+  it("a device or template is found by its id's unique index, not by reading its whole solution, even before statistics exist", async () => {
+    // A fleet just registered in one solution, not yet analyzed: the state of every new deployment.
+    await s.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
+      SELECT 'dev-' || g, 'T', 'G', 'fleet', 'VirtualDevice', '{}', 0 FROM generate_series(1, 500) g`);
+    await s.pool.query(`INSERT INTO device_templates (id, group_id, solution, name, sensors, created_at, updated_at)
+      SELECT 'tpl-' || g, 'G', 'fleet', 'n', '[]', 0, 0 FROM generate_series(1, 500) g`);
+    const c = await s.pool.connect();
+    try {
+      for (const [table, index] of [
+        ['devices', 'devices_id_key'],
+        ['device_templates', 'device_templates_id_key'],
+      ] as const) {
+        await c.query(`PREPARE by_id_${table}(text, text, text) AS SELECT pk FROM ${table} WHERE ${BY_ID_IN_SOLUTION}`);
+        // The plan a prepared statement gets for its values, and the one it may keep for any values.
+        for (const mode of ['force_custom_plan', 'force_generic_plan']) {
+          await c.query(`SET plan_cache_mode = ${mode}`);
+          const plan = (await c.query(`EXPLAIN (FORMAT JSON) EXECUTE by_id_${table}('G', 'fleet', '${table === 'devices' ? 'dev' : 'tpl'}-7')`)).rows[0]['QUERY PLAN'][0].Plan;
+          assert.equal(plan['Index Name'], index, `${table}, ${mode}: ${JSON.stringify(plan)}`);
+        }
+      }
+    } finally {
+      c.release();
+    }
+    // The group and solution still decide: another group's or solution's id is not found.
+    assert.equal((await s.getDevice('G', 'fleet', 'dev-7'))?.id, 'dev-7');
+    assert.equal(await s.getDevice('H', 'fleet', 'dev-7'), null);
+    assert.equal(await s.getDevice('G', 'other', 'dev-7'), null);
   });
 });
