@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it, before, after } from 'node:test';
 import { periodStart, widthOf } from '../../src/store/postgres/partitions.ts';
 import { storeConformance } from './conformance.ts';
-import { BY_ID_IN_SOLUTION, PostgresStore } from '../../src/store/postgres/postgres-store.ts';
+import { BY_ID_IN_SOLUTION, COUNT_TENANT_DEVICES, PostgresStore } from '../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 
 let db: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
@@ -345,5 +345,25 @@ describe('postgres: reads by id', () => {
     assert.equal((await s.getDevice('G', 'fleet', 'dev-7'))?.id, 'dev-7');
     assert.equal(await s.getDevice('H', 'fleet', 'dev-7'), null);
     assert.equal(await s.getDevice('G', 'other', 'dev-7'), null);
+  });
+
+  it("an account's devices are counted through its own index entries, not by reading every account's devices", async () => {
+    // 20,000 devices of 100 other accounts, analyzed as autovacuum would.
+    await s.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
+      SELECT 'other-' || g, 'Q' || (g % 100), 'H' || (g % 100), 'fleet', 'VirtualDevice', '{}', 0 FROM generate_series(1, 20000) g`);
+    await s.pool.query('ANALYZE devices');
+    assert.equal(await s.countDevices('Q7'), 200);
+    assert.equal(await s.countDevices('nobody'), 0);
+    const c = await s.pool.connect();
+    try {
+      await c.query(`PREPARE count_tenant(text) AS ${COUNT_TENANT_DEVICES}`);
+      for (const mode of ['force_custom_plan', 'force_generic_plan']) {
+        await c.query(`SET plan_cache_mode = ${mode}`);
+        const plan = JSON.stringify((await c.query(`EXPLAIN (FORMAT JSON) EXECUTE count_tenant('Q7')`)).rows[0]['QUERY PLAN']);
+        assert.match(plan, /"Index Name":"devices_by_tenant"/, `${mode}: ${plan}`);
+      }
+    } finally {
+      c.release();
+    }
   });
 });

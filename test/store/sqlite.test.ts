@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { storeConformance } from './conformance.ts';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
+import { COUNT_TENANT_DEVICES, SqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-'));
 
@@ -147,6 +147,29 @@ describe('sqlite: remembered latest of all', () => {
     } finally {
       await other.close();
       await store.close();
+    }
+  });
+});
+
+describe('sqlite: the device quota', () => {
+  it("an account's devices are counted through its own index entries, not by reading every account's devices", async () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-quota-')), 'reef.db');
+    const s = new SqliteStore({ file });
+    await s.migrate();
+    try {
+      for (let i = 0; i < 30; i++) await s.createDevice({ id: `q-${i}`, tenantId: i % 3 ? 'A' : 'B', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      assert.equal(await s.countDevices('A'), 20);
+      assert.equal(await s.countDevices('B'), 10);
+      assert.equal(await s.countDevices('C'), 0);
+      const db = new Database(file, { readonly: true });
+      try {
+        const plan = (db.prepare(`EXPLAIN QUERY PLAN ${COUNT_TENANT_DEVICES}`).all('A') as { detail: string }[]).map((r) => r.detail).join('; ');
+        assert.match(plan, /USING COVERING INDEX devices_by_tenant \(tenant_id=\?\)/, plan);
+      } finally {
+        db.close();
+      }
+    } finally {
+      await s.close();
     }
   });
 });

@@ -118,6 +118,9 @@ const DEVICE_COLS = 'id, tenant_id, group_id, solution, device_type, domain_info
  * only filter the one row found by id; the columns are NOT NULL, so it means `=` here. Templates
  * have the same two indexes.
  */
+/** An account's devices, counted (the device quota) through devices_by_tenant (migration 8). */
+export const COUNT_TENANT_DEVICES = 'SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1';
+
 export const BY_ID_IN_SOLUTION = 'id = $3 AND (group_id, solution) IS NOT DISTINCT FROM ($1, $2)';
 
 // Concurrent uploads are written in groups, one transaction per group (group commit: one WAL
@@ -642,7 +645,7 @@ export class PostgresStore implements Store {
     return r.rows.map(deviceFromRow);
   }
   async countDevices(tenantId: string): Promise<number> {
-    const r = await this.q('SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1', [tenantId], 'count-devices');
+    const r = await this.q(COUNT_TENANT_DEVICES, [tenantId], 'count-devices');
     return (r.rows[0]?.n as number | undefined) ?? 0;
   }
   async countObservationsByTenant(): Promise<Map<string, number>> {

@@ -151,6 +151,9 @@ function translated(e: unknown): unknown {
   }
 }
 
+/** An account's devices, counted (the device quota) through devices_by_tenant (migration 11). */
+export const COUNT_TENANT_DEVICES = 'SELECT count(*) FROM devices WHERE tenant_id = ?';
+
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   private db: Database.Database;
@@ -211,6 +214,7 @@ export class SqliteStore implements Store {
       getDevice: p('SELECT * FROM devices WHERE group_id = ? AND solution = ? AND id = ?'),
       deviceByMac: p('SELECT * FROM devices WHERE mac = ?'),
       devicePk: p('SELECT pk FROM devices WHERE id = ?').pluck(),
+      countTenantDevices: p(COUNT_TENANT_DEVICES).pluck(),
       deleteObs: p('DELETE FROM obs_blocks WHERE device_pk = ?'),
       deleteLatest: p('DELETE FROM latest WHERE device_pk = ?'),
       deleteDevice: p('DELETE FROM devices WHERE pk = ?'),
@@ -458,7 +462,7 @@ export class SqliteStore implements Store {
     });
   }
   countDevices(tenantId: string) {
-    return this.run(() => (this.db.prepare('SELECT count(*) AS n FROM devices WHERE tenant_id = ?').get(tenantId) as { n: number }).n);
+    return this.run(() => this.s.countTenantDevices.get(tenantId) as number);
   }
   /**
    * Device by device, each count one range of the (device_pk, ts) key, yielding to the event loop
