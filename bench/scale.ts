@@ -2,7 +2,8 @@
 // Every point is measured through a real `reef serve` child process over HTTP; each curve's first
 // point (for ingest: the empty store) is the same-run baseline its ratios are taken to.
 //   1. latest of all devices (GET /api/solutions/{s}/observations) at 1,000 / 10,000 / 100,000
-//      devices (each device holding 10 observations);
+//      devices (each device holding 10 observations), and at each size one more device made
+//      (POST /api/solutions/{s}/devices: the device quota counts the account's devices first);
 //   2. one device's newest 1,000 and a 24 h bucketed read (bucket=5m) with 1M / 10M / 100M rows
 //      stored: every device holds the same history (--per-device, 1 s apart, 100,000 ≈ 27.8 h), so
 //      the queries read the same rows at every point and only the file around them grows
@@ -40,6 +41,7 @@ const CONCURRENCY = 4;
 const SOLUTION = 'StudioSimulation';
 const T0 = Date.UTC(2026, 0, 1);
 const DAY = 86_400_000;
+const NEW_DEVICE = JSON.stringify({ deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 45, longitude: 7 } } });
 const SERVER_ENV = { REEF_QUOTA_OBSERVATIONS: '1000000000000000', REEF_QUOTA_DEVICES: '1000000000' };
 
 const started = performance.now();
@@ -100,6 +102,8 @@ function btreeLevels(file: string, table: string): number {
 interface Fleet {
   dir: string;
   creds: NewCredentials;
+  /** A second account with no devices of its own: a small tenant beside the fleet's. */
+  neighbour: NewCredentials;
   ids: string[];
 }
 
@@ -108,8 +112,9 @@ async function newFleet(name: string): Promise<Fleet> {
   const store = new SqliteStore({ file: dbFile(dir), synchronous: 'NORMAL' });
   await store.migrate();
   const creds = await createAccount(store, { name: 'bench' });
+  const neighbour = await createAccount(store, { name: 'neighbour' });
   await store.close();
-  return { dir, creds, ids: [] };
+  return { dir, creds, neighbour, ids: [] };
 }
 
 /**
@@ -180,6 +185,8 @@ async function grow(f: Fleet, devices: number, rows: number, label: string): Pro
 interface Running {
   server: Served;
   h: Record<string, string>;
+  /** The neighbour account's headers. */
+  h2: Record<string, string>;
   /** Seconds from the spawn until "Reef is running" was printed. */
   listenSecs: number;
   /** Seconds from the spawn until the leader's first upkeep (which counts all observations) finished. */
@@ -207,21 +214,26 @@ async function start(f: Fleet): Promise<Running> {
   }
   ro.close();
   const upkeepSecs = (performance.now() - t) / 1000;
-  const tok = await request(`${server.url}/api/tokens`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ clientId: f.creds.clientId, clientSecret: f.creds.clientSecret }),
-  });
-  return { server, h: { authorization: JSON.parse(tok.body).accessToken as string }, listenSecs, upkeepSecs, stallMs };
+  const token = async (c: NewCredentials) => {
+    const tok = await request(`${server.url}/api/tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ clientId: c.clientId, clientSecret: c.clientSecret }),
+    });
+    return { authorization: JSON.parse(tok.body).accessToken as string };
+  };
+  return { server, h: await token(f.creds), h2: await token(f.neighbour), listenSecs, upkeepSecs, stallMs };
 }
 
+/** A GET of the path `nextPath` gives, expected 200. */
+const getOk = (r: Running, nextPath: () => string) => async (): Promise<void> => {
+  const p = nextPath();
+  const res = await request(`${r.server.url}${p}`, { headers: r.h });
+  if (res.status !== 200) throw new Error(`${p}: ${res.status} ${res.body.slice(0, 200)}`);
+};
+
 /** Sequential requests: at least 30 and at most SAMPLES, stopping after 15 s; warm-up: 20 calls and at least 2 s (V8 optimizes the route's code). */
-async function sample(r: Running, nextPath: () => string) {
-  const once = async () => {
-    const p = nextPath();
-    const res = await request(`${r.server.url}${p}`, { headers: r.h });
-    if (res.status !== 200) throw new Error(`${p}: ${res.status} ${res.body.slice(0, 200)}`);
-  };
+async function sample(r: Running, once: () => Promise<void>) {
   const warm = performance.now();
   for (let i = 0; i < 20 || performance.now() - warm < 2000; i++) await once();
   const cpu0 = cpuSeconds(r.server.child.pid!);
@@ -263,16 +275,38 @@ try {
   const latestPoints = [1000, 10_000, 100_000].filter((d) => d <= MAX_DEVICES);
   const fleet1 = await newFleet('latest');
   let base1: Sampled | null = null;
+  const baseCreate: Record<string, Sampled> = {};
   for (const devices of latestPoints) {
     const secs = await grow(fleet1, devices, 10, `${fmt(devices)} devices`);
     running = await start(fleet1);
     const body = (await request(`${running.server.url}/api/solutions/${SOLUTION}/observations`, { headers: running.h })).body;
     const groups = (JSON.parse(body) as unknown[]).length;
     if (groups !== devices) throw new Error(`latest of all returned ${groups} groups, not ${devices}`);
-    const s = await sample(running, () => `/api/solutions/${SOLUTION}/observations`);
+    const s = await sample(
+      running,
+      getOk(running, () => `/api/solutions/${SOLUTION}/observations`),
+    );
     base1 ??= s;
     console.log(`  ${fmt(devices).padStart(7)} devices: ${line(s, base1)}`);
     console.log(`           response ${mib(body.length)}; file ${mib(fileBytes(fleet1.dir))}; devices added in ${fmt(secs, 1)} s; ${startLine(running, devices * 10)}; load ${loadavg()}`);
+    // One more device made at this size (POST, checked against the account's device quota first,
+    // which counts that account's devices), by the fleet's account and by a neighbour with none of
+    // its own; the ones made are removed again, so the next point starts as grown.
+    for (const [who, h] of [
+      ['the fleet', running.h],
+      ['a neighbour', running.h2],
+    ] as const) {
+      const r1 = running;
+      const made: string[] = [];
+      const create = await sample(r1, async () => {
+        const res = await request(`${r1.server.url}/api/solutions/${SOLUTION}/devices`, { method: 'POST', headers: { ...h, 'content-type': 'application/json' }, body: NEW_DEVICE });
+        if (res.status !== 201) throw new Error(`device create: ${res.status} ${res.body.slice(0, 200)}`);
+        made.push(JSON.parse(res.body).id as string);
+      });
+      for (const id of made) await request(`${r1.server.url}/api/solutions/${SOLUTION}/devices/${id}`, { method: 'DELETE', headers: h });
+      const base = (baseCreate[who] ??= create);
+      console.log(`           a device made by ${who.padEnd(11)}: ${line(create, base)}`);
+    }
     await running.server.stop();
     running = null;
   }
@@ -301,8 +335,14 @@ try {
     };
     const covered = first.buckets.reduce((n, b) => n + b.count, 0);
     let i = 0;
-    const newest = await sample(running, () => `/api/solutions/${SOLUTION}/devices/${ids[(i++ * 7919) % devices]}/observations?limit=1000`);
-    const day = await sample(running, () => `/api/solutions/${SOLUTION}/devices/${ids[(i++ * 7919) % devices]}/observations?from=${dayFrom}&to=${dayTo}&bucket=5m`);
+    const newest = await sample(
+      running,
+      getOk(running, () => `/api/solutions/${SOLUTION}/devices/${ids[(i++ * 7919) % devices]}/observations?limit=1000`),
+    );
+    const day = await sample(
+      running,
+      getOk(running, () => `/api/solutions/${SOLUTION}/devices/${ids[(i++ * 7919) % devices]}/observations?from=${dayFrom}&to=${dayTo}&bucket=5m`),
+    );
     baseNewest ??= newest;
     baseDay ??= day;
     console.log(
