@@ -304,7 +304,8 @@ try {
         made.push(JSON.parse(res.body).id as string);
       });
       for (const id of made) await request(`${r1.server.url}/api/solutions/${SOLUTION}/devices/${id}`, { method: 'DELETE', headers: h });
-      const base = (baseCreate[who] ??= create);
+      baseCreate[who] ??= create;
+      const base = baseCreate[who];
       console.log(`           a device made by ${who.padEnd(11)}: ${line(create, base)}`);
     }
     await running.server.stop();
