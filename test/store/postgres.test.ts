@@ -339,7 +339,8 @@ describe('postgres: reads by id', () => {
         }
       }
     } finally {
-      c.release();
+      // Closed, not returned: its prepared statements and plan_cache_mode stay out of the store's pool.
+      c.release(true);
     }
     // The group and solution still decide: another group's or solution's id is not found.
     assert.equal((await s.getDevice('G', 'fleet', 'dev-7'))?.id, 'dev-7');
@@ -363,7 +364,7 @@ describe('postgres: reads by id', () => {
         assert.match(plan, /"Index Name":"devices_by_tenant"/, `${mode}: ${plan}`);
       }
     } finally {
-      c.release();
+      c.release(true);
     }
   });
 });

@@ -153,7 +153,8 @@ describe('sqlite: remembered latest of all', () => {
 
 describe('sqlite: the device quota', () => {
   it("an account's devices are counted through its own index entries, not by reading every account's devices", async () => {
-    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-quota-')), 'reef.db');
+    const quotaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-quota-'));
+    const file = path.join(quotaDir, 'reef.db');
     const s = new SqliteStore({ file });
     await s.migrate();
     try {
@@ -170,6 +171,7 @@ describe('sqlite: the device quota', () => {
       }
     } finally {
       await s.close();
+      fs.rmSync(quotaDir, { recursive: true, force: true });
     }
   });
 });
