@@ -118,10 +118,10 @@ const DEVICE_COLS = 'id, tenant_id, group_id, solution, device_type, domain_info
  * only filter the one row found by id; the columns are NOT NULL, so it means `=` here. Templates
  * have the same two indexes.
  */
+export const BY_ID_IN_SOLUTION = 'id = $3 AND (group_id, solution) IS NOT DISTINCT FROM ($1, $2)';
+
 /** An account's devices, counted (the device quota) through devices_by_tenant (migration 8). */
 export const COUNT_TENANT_DEVICES = 'SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1';
-
-export const BY_ID_IN_SOLUTION = 'id = $3 AND (group_id, solution) IS NOT DISTINCT FROM ($1, $2)';
 
 // Concurrent uploads are written in groups, one transaction per group (group commit: one WAL
 // flush for many batches), each batch still settling on its own. A group is three statements.
