@@ -223,12 +223,12 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
     );
     console.log(`    ${perObs(http.cpu, o.total)}${n > 1 ? ` (all ${n} nodes together)` : ''}`);
   };
+  const nodes = (n: number) => `${n} node${n > 1 ? 's' : ''}`;
   const first = o.nodes[0]!;
-  console.log(`${first} node${first > 1 ? 's' : ''} and COPY taking turns, ${o.rounds} round${o.rounds > 1 ? 's' : ''}; each ratio against the faster COPY beside it:`);
+  console.log(`${nodes(first)} and COPY taking turns, ${o.rounds} round${o.rounds > 1 ? 's' : ''}; each ratio against the faster COPY beside it:`);
   const copies = [await copyIntoPostgres(plan, o)];
   copyLine('  COPY into PostgreSQL:   ', copies[0]!);
   const ratios: number[] = [];
-  const firstRates: number[] = [];
   const firstRuns: Awaited<ReturnType<typeof overHttpPostgres>>[] = [];
   for (let r = 0; r < o.rounds; r++) {
     const http = await overHttpPostgres(plan, { ...o, nodes: first });
@@ -236,9 +236,8 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
     const limit = o.total / Math.min(copies[r]!.secs, after.secs);
     copies.push(after);
     ratios.push(o.total / http.secs / limit);
-    firstRates.push(o.total / http.secs);
     firstRuns.push(http);
-    httpLine(`  HTTP upload, ${first} node${first > 1 ? 's' : ' '}:   `, first, http, limit);
+    httpLine(`  HTTP upload, ${nodes(first).padEnd(7)}:   `, first, http, limit);
     copyLine('  COPY into PostgreSQL:   ', after);
   }
   const copyRate = o.total / Math.min(...copies.map((c) => c.secs));
@@ -251,11 +250,11 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
   // On paper, the first node count's CPU per observation is the mean over its rounds.
   const mean = (f: (c: Cpu) => number) => firstRuns.reduce((a, h) => a + f(h.cpu), 0) / firstRuns.length;
   const uploads: { n: number; cpu: Cpu }[] = [{ n: first, cpu: { nodes: mean((c) => c.nodes), postgres: mean((c) => c.postgres), client: mean((c) => c.client) } }];
-  const one = median(firstRates);
+  const one = median(firstRuns.map((h) => o.total / h.secs));
   for (const n of o.nodes.slice(1)) {
     const http = await overHttpPostgres(plan, { ...o, nodes: n });
     uploads.push({ n, cpu: http.cpu });
-    httpLine(`HTTP upload, ${n} node${n > 1 ? 's' : ' '}:   `, n, http, copyRate, `, ×${fmt(o.total / http.secs / one, 2)} of ${first} node${first > 1 ? 's' : ''} (median round)`);
+    httpLine(`HTTP upload, ${nodes(n).padEnd(7)}:   `, n, http, copyRate, `, ×${fmt(o.total / http.secs / one, 2)} of ${nodes(first)} (median round)`);
   }
   const paper: string[] = [];
   for (const { n, cpu } of uploads) {
@@ -265,7 +264,7 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
     const byNodes = n / (cpu.nodes / o.total);
     const byPostgres = n / (cpu.postgres / o.total);
     paper.push(
-      `  ${n} node${n > 1 ? 's' : ''}, each on a core of its own, PostgreSQL on ${n} core${n > 1 ? 's' : ''}: ${fmt(Math.min(byNodes, byPostgres))} obs/s (nodes could take ${fmt(byNodes)}, PostgreSQL store ${fmt(byPostgres)})`,
+      `  ${nodes(n)}, each on a core of its own, PostgreSQL on ${n} core${n > 1 ? 's' : ''}: ${fmt(Math.min(byNodes, byPostgres))} obs/s (nodes could take ${fmt(byNodes)}, PostgreSQL store ${fmt(byPostgres)})`,
     );
   }
   console.log('on paper, from the measured CPU µs per observation (the cores here are shared by all parties):');
