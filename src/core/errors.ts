@@ -97,6 +97,11 @@ export class ReefError extends Error {
   }
 }
 
+/** The device quota's refusal, wherever it is decided (QuotaService.checkDevices, the stores' createDevice). */
+export function deviceQuotaError(limit: number, have: number, adding: number): ReefError {
+  return new ReefError('QUOTA_EXCEEDED', `device quota: this account may have ${limit} devices and has ${have}; ${adding} more would exceed it`);
+}
+
 export function isReefError(e: unknown): e is ReefError {
   return e instanceof ReefError;
 }

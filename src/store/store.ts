@@ -160,8 +160,12 @@ export interface Store {
   ensureSolution(groupId: string, solution: string): Promise<void>;
 
   // devices
-  /** Creates the device (and its solution). A MAC already in use → MAC_ALREADY_PROVISIONED. */
-  createDevice(d: NewDevice): Promise<DeviceRecord>;
+  /**
+   * Creates the device (and its solution). A MAC already in use → MAC_ALREADY_PROVISIONED. With
+   * `maxForTenant` (the device quota), QUOTA_EXCEEDED when the account already has that many
+   * devices, decided atomically with the insert (concurrent creators never pass it together).
+   */
+  createDevice(d: NewDevice, maxForTenant?: number): Promise<DeviceRecord>;
   listDevices(groupId: string, solution: string, deviceType?: string): Promise<DeviceRecord[]>;
   getDevice(groupId: string, solution: string, id: string): Promise<DeviceRecord | null>;
   /** Any group: for the gateway, which addresses kits by MAC. */
@@ -175,7 +179,7 @@ export interface Store {
    * delete do. Answers the device as stored.
    */
   updateDevice(groupId: string, solution: string, id: string, expected: DomainInfo, next: { deviceType: string; domainInfo: DomainInfo }): Promise<DeviceRecord | 'missing' | 'changed'>;
-  /** Devices the account (tenant) created, over all solutions (the device quota). */
+  /** Devices the account (tenant) created, over all solutions (the device quota): a kept count, one read. */
   countDevices(tenantId: string): Promise<number>;
   /**
    * Stored observations per tenant (of the devices each created), for the observation quota. A full

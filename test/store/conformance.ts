@@ -609,12 +609,47 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.createDevice({ id: randomUUID(), tenantId: b.tenantId, groupId: b.groupId, solution: 'q', deviceType: 'VirtualDevice', domainInfo: {} });
       assert.equal(await store.countDevices(a.tenantId), 2);
       assert.equal(await store.countDevices(b.tenantId), 1);
+      // A deleted device leaves the count; another account's is untouched.
+      const gone = randomUUID();
+      await store.createDevice({ id: gone, tenantId: a.tenantId, groupId: a.groupId, solution: 'q2', deviceType: 'VirtualDevice', domainInfo: {} });
+      assert.equal(await store.countDevices(a.tenantId), 3);
+      assert.equal(await store.deleteDevice(a.groupId, 'q2', gone), true);
+      assert.equal(await store.countDevices(a.tenantId), 2);
+      assert.equal(await store.countDevices(b.tenantId), 1);
       await store.insertObservations(ids[0]!, series(7));
       await store.insertObservations(ids[1]!, series(5));
       await store.insertObservations(ids[1]!, series(5)); // the same timestamps again: replaced, not added
       const counts = await store.countObservationsByTenant();
       assert.equal(counts.get(a.tenantId), 12);
       assert.equal(counts.get(b.tenantId) ?? 0, 0);
+    });
+
+    it('the device quota is decided with the insert: creators racing at the limit never pass it together', async () => {
+      const a = account('quota-race');
+      const b = account('quota-race-b');
+      const make = (acc: Account, solution: string) => ({ id: randomUUID(), tenantId: acc.tenantId, groupId: acc.groupId, solution, deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.createDevice(make(a, 'one'), 3);
+      await store.createDevice(make(b, 'one'), 1);
+      // Six at once for the two places left, across two solutions (one of them new).
+      const racers = await Promise.allSettled([1, 2, 3, 4, 5, 6].map((i) => store.createDevice(make(a, i % 2 ? 'one' : 'two'), 3)));
+      assert.equal(racers.filter((r) => r.status === 'fulfilled').length, 2);
+      for (const r of racers) {
+        if (r.status === 'rejected') {
+          assert.ok(isReefError(r.reason) && r.reason.code === 'QUOTA_EXCEEDED', String(r.reason));
+          assert.match(r.reason.message, /may have 3 devices and has 3/);
+        }
+      }
+      assert.equal(await store.countDevices(a.tenantId), 3);
+      const listed = (await store.listDevices(a.groupId, 'one')).length + (await store.listDevices(a.groupId, 'two')).length;
+      assert.equal(listed, 3);
+      // A refused device makes no solution.
+      await rejectsWith(store.createDevice(make(a, 'never'), 3), 'QUOTA_EXCEEDED');
+      assert.equal(await store.solutionExists(a.groupId, 'never'), false);
+      // Another account's limit is its own; without a limit (a simulation's devices, checked when it starts) none applies.
+      await rejectsWith(store.createDevice(make(b, 'one'), 1), 'QUOTA_EXCEEDED');
+      await store.createDevice(make(a, 'one'));
+      assert.equal(await store.countDevices(a.tenantId), 4);
+      assert.equal(await store.countDevices(b.tenantId), 1);
     });
 
     it('buckets give min/avg/max per interval, oldest first, skipping empty ones', async () => {

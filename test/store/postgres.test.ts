@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { describe, it, before, after } from 'node:test';
 import { periodStart, widthOf } from '../../src/store/postgres/partitions.ts';
 import { storeConformance } from './conformance.ts';
-import { BY_ID_IN_SOLUTION, COUNT_TENANT_DEVICES, PostgresStore } from '../../src/store/postgres/postgres-store.ts';
+import { MIGRATIONS } from '../../src/store/postgres/migrations.ts';
+import { BY_ID_IN_SOLUTION, PostgresStore } from '../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 
 let db: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
@@ -347,24 +348,65 @@ describe('postgres: reads by id', () => {
     assert.equal(await s.getDevice('H', 'fleet', 'dev-7'), null);
     assert.equal(await s.getDevice('G', 'other', 'dev-7'), null);
   });
+});
 
-  it("an account's devices are counted through its own index entries, not by reading every account's devices", async () => {
-    // 20,000 devices of 100 other accounts, analyzed as autovacuum would.
-    await s.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
-      SELECT 'other-' || g, 'Q' || (g % 100), 'H' || (g % 100), 'fleet', 'VirtualDevice', '{}', 0 FROM generate_series(1, 20000) g`);
-    await s.pool.query('ANALYZE devices');
-    assert.equal(await s.countDevices('Q7'), 200);
-    assert.equal(await s.countDevices('nobody'), 0);
-    const c = await s.pool.connect();
-    try {
-      await c.query(`PREPARE count_tenant(text) AS ${COUNT_TENANT_DEVICES}`);
-      for (const mode of ['force_custom_plan', 'force_generic_plan']) {
-        await c.query(`SET plan_cache_mode = ${mode}`);
-        const plan = JSON.stringify((await c.query(`EXPLAIN (FORMAT JSON) EXECUTE count_tenant('Q7')`)).rows[0]['QUERY PLAN']);
-        assert.match(plan, /"Index Name":"devices_by_tenant"/, `${mode}: ${plan}`);
-      }
-    } finally {
-      c.release(true);
+describe('postgres: the device quota', () => {
+  let pdb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let s1: PostgresStore;
+  let s2: PostgresStore;
+  before(async () => {
+    pdb = await createTestDatabase();
+    s1 = new PostgresStore({ connectionString: pdb.url });
+    s2 = new PostgresStore({ connectionString: pdb.url });
+  });
+  after(async () => {
+    await s1.close();
+    await s2.close();
+    await pdb.drop();
+  });
+
+  it("the count starts from the devices a database held before it, and moves with every insert and delete (the store's or not)", async () => {
+    // A database as migration 8 left it, with devices of two accounts.
+    await s1.pool.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)');
+    for (const m of MIGRATIONS.filter((x) => x.version <= 8)) {
+      await s1.pool.query(m.sql);
+      await s1.pool.query('INSERT INTO schema_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
     }
+    await s1.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
+      SELECT 'old-' || g, CASE WHEN g % 3 = 0 THEN 'B' ELSE 'A' END, 'G', 'fleet', 'VirtualDevice', '{}', 0 FROM generate_series(1, 30) g`);
+    await s1.migrate();
+    assert.deepEqual([await s1.countDevices('A'), await s1.countDevices('B'), await s1.countDevices('nobody')], [20, 10, 0]);
+    // An operator's bulk SQL is counted too: 20,000 devices of 100 accounts, then some deleted.
+    await s1.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
+      SELECT 'other-' || g, 'Q' || (g % 100), 'H' || (g % 100), 'fleet', 'VirtualDevice', '{}', 0 FROM generate_series(1, 20000) g`);
+    await s1.pool.query("DELETE FROM devices WHERE tenant_id = 'Q7' AND id LIKE 'other-1%'");
+    const left = (await s1.pool.query("SELECT count(*)::int AS n FROM devices WHERE tenant_id = 'Q7'")).rows[0].n as number;
+    assert.ok(left > 0 && left < 200);
+    assert.equal(await s1.countDevices('Q7'), left);
+    assert.equal(await s1.countDevices('Q8'), 200);
+    assert.equal(await s2.deleteDevice('G', 'fleet', 'old-1'), true);
+    assert.equal(await s1.countDevices('A'), 19);
+  });
+
+  it('two nodes creating devices for one account at its limit never pass it together', async () => {
+    await Promise.all([s1.migrate(), s2.migrate()]); // done already when the test above ran
+    const make = (i: number) => ({ id: `race-${i}`, tenantId: 'R', groupId: 'GR', solution: i % 2 ? 'one' : 'two', deviceType: 'VirtualDevice', domainInfo: {} });
+    await s1.createDevice(make(0), 5);
+    // Twenty at once, half through each node, for the four places left; deletes in between free places.
+    const racers = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => (i % 2 ? s1 : s2).createDevice(make(i + 1), 5)));
+    assert.equal(racers.filter((r) => r.status === 'fulfilled').length, 4);
+    for (const r of racers) if (r.status === 'rejected') assert.equal((r.reason as { code?: string }).code, 'QUOTA_EXCEEDED');
+    assert.equal(await s1.countDevices('R'), 5);
+    assert.equal((await s2.listDevices('GR', 'one')).length + (await s2.listDevices('GR', 'two')).length, 5);
+    // Creates and deletes of one account's devices in one solution, at once on two nodes: no deadlock, the count right.
+    const ones = (await s1.listDevices('GR', 'one')).map((d) => d.id);
+    const mixed = await Promise.allSettled([
+      ...ones.map((id, i) => (i % 2 ? s1 : s2).deleteDevice('GR', 'one', id)),
+      ...Array.from({ length: 6 }, (_, i) => (i % 2 ? s2 : s1).createDevice(make(100 + 2 * i + 1), 5)),
+    ]);
+    for (const r of mixed) if (r.status === 'rejected') assert.equal((r.reason as { code?: string }).code, 'QUOTA_EXCEEDED');
+    const stored = (await s2.listDevices('GR', 'one')).length + (await s2.listDevices('GR', 'two')).length;
+    assert.ok(stored <= 5, `${stored} devices`);
+    assert.equal(await s1.countDevices('R'), stored);
   });
 });

@@ -252,4 +252,32 @@ $fn$;`,
     // a million devices, where CONCURRENTLY could not run inside the migration's transaction.
     sql: 'CREATE INDEX devices_by_tenant ON devices (tenant_id);',
   },
+  {
+    version: 9,
+    name: 'device counts',
+    // Each account's device count, kept by a trigger with every device made or deleted, whatever
+    // makes or deletes it: the device quota reads (and locks) one row, deciding with the insert in
+    // one transaction (PostgresStore.createDevice), instead of counting the account's devices, a cost
+    // that grew with them (docs/benchmarks.md, "Twelfth session"). The trigger is made before the count is
+    // filled in: CREATE TRIGGER holds off device writes until this migration commits, so no device
+    // made meanwhile is missed. The tenant index served only that count.
+    sql: `CREATE TABLE device_counts (
+  tenant_id text COLLATE "C" PRIMARY KEY,
+  n integer NOT NULL
+);
+CREATE FUNCTION reef_count_devices() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO device_counts (tenant_id, n) VALUES (NEW.tenant_id, 1)
+      ON CONFLICT (tenant_id) DO UPDATE SET n = device_counts.n + 1;
+    RETURN NEW;
+  END IF;
+  UPDATE device_counts SET n = n - 1 WHERE tenant_id = OLD.tenant_id;
+  RETURN OLD;
+END
+$fn$;
+CREATE TRIGGER devices_counted AFTER INSERT OR DELETE ON devices FOR EACH ROW EXECUTE FUNCTION reef_count_devices();
+INSERT INTO device_counts (tenant_id, n) SELECT tenant_id, count(*) FROM devices GROUP BY tenant_id;
+DROP INDEX devices_by_tenant;`,
+  },
 ];

@@ -3,7 +3,7 @@
 // observations, job state) lives here. Schema and partitioning: migrations.ts.
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
-import { ReefError } from '../../core/errors.ts';
+import { deviceQuotaError, ReefError } from '../../core/errors.ts';
 import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord } from '../../core/types.ts';
@@ -120,8 +120,8 @@ const DEVICE_COLS = 'id, tenant_id, group_id, solution, device_type, domain_info
  */
 export const BY_ID_IN_SOLUTION = 'id = $3 AND (group_id, solution) IS NOT DISTINCT FROM ($1, $2)';
 
-/** An account's devices, counted (the device quota) through devices_by_tenant (migration 8). */
-export const COUNT_TENANT_DEVICES = 'SELECT count(*)::int AS n FROM devices WHERE tenant_id = $1';
+/** An account's devices (the device quota): the count the trigger of migration 9 keeps. */
+export const COUNT_TENANT_DEVICES = 'SELECT n FROM device_counts WHERE tenant_id = $1';
 
 // Concurrent uploads are written in groups, one transaction per group (group commit: one WAL
 // flush for many batches), each batch still settling on its own. A group is three statements.
@@ -569,19 +569,29 @@ export class PostgresStore implements Store {
     await this.q('INSERT INTO solutions (group_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (group_id, name) DO NOTHING', [groupId, solution, Date.now()], 'ensure-solution');
   }
 
-  async createDevice(d: NewDevice): Promise<DeviceRecord> {
+  async createDevice(d: NewDevice, maxForTenant?: number): Promise<DeviceRecord> {
     const now = Date.now();
     // The solution row is made (or locked, against a concurrent retention change) in the same
     // statement, and the device takes the solution's retention tier.
-    await this.q(
-      `WITH s AS (
+    const text = `WITH s AS (
          INSERT INTO solutions (group_id, name, created_at, version) VALUES ($3, $4, $9, 1)
          ON CONFLICT (group_id, name) DO UPDATE SET version = solutions.version + 1
          RETURNING retention_days)
        INSERT INTO devices (${DEVICE_COLS}, tier)
-       SELECT $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9, COALESCE(s.retention_days, 0) FROM s`,
-      [d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo), d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now],
-    );
+       SELECT $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9, COALESCE(s.retention_days, 0) FROM s`;
+    const values = [d.id, d.tenantId, d.groupId, d.solution, d.deviceType, JSON.stringify(d.domainInfo), d.provisioningInfo ? JSON.stringify(d.provisioningInfo) : null, d.mac ?? null, now];
+    if (maxForTenant === undefined) await this.q(text, values);
+    else {
+      await this.tx(async (c) => {
+        await c.query(text, values);
+        // The insert's trigger has moved the account's count on and holds its row until this
+        // transaction ends: the account's creators, on every node, pass here one at a time, and
+        // one past the quota is undone. Locks are taken in one order by every device write
+        // (solution, then count; deleteDevice too), so two writers never wait on each other.
+        const have = ((await c.query(COUNT_TENANT_DEVICES, [d.tenantId])).rows[0].n as number) - 1;
+        if (have + 1 > maxForTenant) throw deviceQuotaError(maxForTenant, have, 1);
+      });
+    }
     const rec: DeviceRecord = {
       id: d.id,
       deviceType: d.deviceType,
@@ -673,8 +683,10 @@ export class PostgresStore implements Store {
       this.keys.delete(id);
       await c.query('DELETE FROM observations WHERE tier = $1 AND device_pk = $2', [dev.tier, dev.pk]);
       await c.query('DELETE FROM latest WHERE device_pk = $1', [dev.pk]);
-      await c.query('DELETE FROM devices WHERE pk = $1', [dev.pk]);
+      // The solution before the device: the delete's trigger then locks the account's count last,
+      // in the order createDevice takes them (solution, then count), so the two cannot deadlock.
       await c.query('UPDATE solutions SET version = version + 1 WHERE group_id = $1 AND name = $2', [groupId, solution]);
+      await c.query('DELETE FROM devices WHERE pk = $1', [dev.pk]);
       return true;
     });
   }

@@ -267,4 +267,25 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     // 100,000 devices against 27 µs with it (docs/benchmarks.md, "Eleventh session").
     sql: 'CREATE INDEX devices_by_tenant ON devices (tenant_id);',
   },
+  {
+    version: 12,
+    name: 'device-counts',
+    // Each account's device count, kept by triggers with every device made or deleted, whatever
+    // makes or deletes it: the device quota reads one row (and decides with the insert, in its
+    // transaction: SqliteStore.createDevice) instead of counting the account's devices, a cost
+    // that grew with them (docs/benchmarks.md, "Twelfth session"). The tenant index served only that count.
+    sql: `CREATE TABLE device_counts (
+            tenant_id TEXT PRIMARY KEY,
+            n         INTEGER NOT NULL
+          ) WITHOUT ROWID;
+          INSERT INTO device_counts (tenant_id, n) SELECT tenant_id, count(*) FROM devices GROUP BY tenant_id;
+          CREATE TRIGGER devices_counted AFTER INSERT ON devices BEGIN
+            INSERT INTO device_counts (tenant_id, n) VALUES (NEW.tenant_id, 1)
+              ON CONFLICT (tenant_id) DO UPDATE SET n = n + 1;
+          END;
+          CREATE TRIGGER devices_uncounted AFTER DELETE ON devices BEGIN
+            UPDATE device_counts SET n = n - 1 WHERE tenant_id = OLD.tenant_id;
+          END;
+          DROP INDEX devices_by_tenant;`,
+  },
 ];

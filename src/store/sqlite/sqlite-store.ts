@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { ReefError } from '../../core/errors.ts';
+import { deviceQuotaError, ReefError } from '../../core/errors.ts';
 import { observationJson, observationJsonText, pageJsonOfColumns } from '../../core/observation-json.ts';
 import type { PackedObservations } from '../../core/observation-scan.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
@@ -151,8 +151,8 @@ function translated(e: unknown): unknown {
   }
 }
 
-/** An account's devices, counted (the device quota) through devices_by_tenant (migration 11). */
-export const COUNT_TENANT_DEVICES = 'SELECT count(*) FROM devices WHERE tenant_id = ?';
+/** An account's devices (the device quota): the count the triggers of migration 12 keep. */
+export const COUNT_TENANT_DEVICES = 'SELECT n FROM device_counts WHERE tenant_id = ?';
 
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
@@ -384,10 +384,15 @@ export class SqliteStore implements Store {
     });
   }
 
-  createDevice(d: NewDevice) {
+  createDevice(d: NewDevice, maxForTenant?: number) {
     return this.run(() => {
       const now = Date.now();
+      // BEGIN IMMEDIATE: the account's count and the insert see the same devices (no two creators past the quota).
       const tx = this.db.transaction(() => {
+        if (maxForTenant !== undefined) {
+          const have = (this.s.countTenantDevices.get(d.tenantId) as number | undefined) ?? 0;
+          if (have + 1 > maxForTenant) throw deviceQuotaError(maxForTenant, have, 1);
+        }
         this.s.ensureSolution.run(d.groupId, d.solution, now);
         this.s.bumpSolution.run(d.groupId, d.solution);
         this.s.insertDevice.run(
@@ -462,7 +467,7 @@ export class SqliteStore implements Store {
     });
   }
   countDevices(tenantId: string) {
-    return this.run(() => this.s.countTenantDevices.get(tenantId) as number);
+    return this.run(() => (this.s.countTenantDevices.get(tenantId) as number | undefined) ?? 0);
   }
   /**
    * Device by device, each count one range of the (device_pk, ts) key, yielding to the event loop
