@@ -80,7 +80,8 @@ export function parseDomainInfo(v: unknown): DomainInfo {
   return info;
 }
 
-export async function createDevice(store: Store, events: EventBus, account: Account, solution: string, input: DeviceInput): Promise<DeviceRecord> {
+/** `maxDevices`: the account's device quota, decided with the insert (Store.createDevice). */
+export async function createDevice(store: Store, events: EventBus, account: Account, solution: string, input: DeviceInput, maxDevices?: number): Promise<DeviceRecord> {
   solutionName(solution);
   if (typeof input.deviceType !== 'string' || !DEVICE_TYPE.test(input.deviceType)) {
     throw new ReefError('VALIDATION_FAILED', "deviceType must be 1-64 letters, digits, '_', '-' or '.'", { field: 'deviceType' });
@@ -89,14 +90,17 @@ export async function createDevice(store: Store, events: EventBus, account: Acco
     throw new ReefError('VALIDATION_FAILED', 'provisioningInfo is set by provisioning a dev kit (reef provision), not by clients', { field: 'provisioningInfo' });
   }
   const domainInfo = await checkTemplate(store, account, solution, parseDomainInfo(input.domainInfo));
-  const d = await store.createDevice({
-    id: randomUUID(),
-    tenantId: account.tenantId,
-    groupId: account.groupId,
-    solution,
-    deviceType: input.deviceType,
-    domainInfo,
-  });
+  const d = await store.createDevice(
+    {
+      id: randomUUID(),
+      tenantId: account.tenantId,
+      groupId: account.groupId,
+      solution,
+      deviceType: input.deviceType,
+      domainInfo,
+    },
+    maxDevices,
+  );
   events.publish({ kind: 'device', groupId: d.groupId, solution, deviceId: d.id, action: 'created' });
   return d;
 }
@@ -193,7 +197,7 @@ export async function deleteDevice(store: Store, events: EventBus, account: Acco
  * Provisions a dev kit and issues its kit key (src/service/kit-keys.ts): the key is returned here
  * once, to be given to the kit (`reef device --key`); Reef keeps only what derives it.
  */
-export async function provisionKit(store: Store, events: EventBus | null, account: Account, mac: string): Promise<{ device: DeviceRecord; kitKey: string }> {
+export async function provisionKit(store: Store, events: EventBus | null, account: Account, mac: string, maxDevices?: number): Promise<{ device: DeviceRecord; kitKey: string }> {
   const m = macAddress(mac, 'mac');
   const existing = await store.getDeviceByMac(m);
   if (existing) throw new ReefError('MAC_ALREADY_PROVISIONED', `a dev kit with MAC ${m} is already provisioned`, { field: 'mac' });
@@ -203,17 +207,20 @@ export async function provisionKit(store: Store, events: EventBus | null, accoun
     ssniMacAddress: m,
     ssniNetworkDeviceType: 'MILLI',
   };
-  const d = await store.createDevice({
-    id: randomUUID(),
-    tenantId: account.tenantId,
-    groupId: account.groupId,
-    solution: SANDBOX,
-    deviceType: DEVICE_TYPE_DEVKIT,
-    // The Windows and MQTT clients find kits by domainInfo.nic_macID (16 lower-case hex, wire §1).
-    domainInfo: { nic_macID: m },
-    provisioningInfo,
-    mac: m,
-  });
+  const d = await store.createDevice(
+    {
+      id: randomUUID(),
+      tenantId: account.tenantId,
+      groupId: account.groupId,
+      solution: SANDBOX,
+      deviceType: DEVICE_TYPE_DEVKIT,
+      // The Windows and MQTT clients find kits by domainInfo.nic_macID (16 lower-case hex, wire §1).
+      domainInfo: { nic_macID: m },
+      provisioningInfo,
+      mac: m,
+    },
+    maxDevices,
+  );
   const kitKey = await issueKitKey(store, m);
   events?.publish({ kind: 'device', groupId: d.groupId, solution: SANDBOX, deviceId: d.id, action: 'created' });
   return { device: d, kitKey };

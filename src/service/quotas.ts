@@ -4,12 +4,15 @@
 // message naming the quota, its limit and the current use. Defaults come from REEF_QUOTA_*; an
 // operator sets others per account (admin API, `reef account quota`), kept in the store's state.
 //
-// Devices are counted exactly (one indexed count). Stored observations are not counted per request
+// Devices are counted exactly: the store keeps each account's count with every device made or
+// deleted, and a single device (the devices API, kit provisioning) is refused in the same
+// transaction as its insert, so concurrent creators never pass the limit together. A simulation's
+// devices are checked here, all at once, when it is created (its runner makes them later). Stored observations are not counted per request
 // (a full count is a scan): the leader's upkeep job counts them per account and keeps the figures
 // in the store's state; every node reads them at most once a minute and adds what it wrote since.
 // The observation quota is therefore a soft limit: writes on other nodes since the last count are
 // not seen until the next one (docs/security.md).
-import { ReefError } from '../core/errors.ts';
+import { deviceQuotaError, ReefError } from '../core/errors.ts';
 import type { Store } from '../store/store.ts';
 
 export interface Quotas {
@@ -82,13 +85,11 @@ export class QuotaService {
     };
   }
 
-  /** Before creating `adding` devices for the account. */
+  /** Before creating `adding` devices for the account later (a simulation's); one device now: limits() to Store.createDevice. */
   async checkDevices(tenantId: string, adding: number): Promise<void> {
     const { devices: limit } = await this.limits(tenantId);
     const have = await this.store.countDevices(tenantId);
-    if (have + adding > limit) {
-      throw new ReefError('QUOTA_EXCEEDED', `device quota: this account may have ${limit} devices and has ${have}; ${adding} more would exceed it`);
-    }
+    if (have + adding > limit) throw deviceQuotaError(limit, have, adding);
   }
 
   /** Before storing `adding` observations for the account. */

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createSimulationComponent } from '../../src/sim/component.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/pg.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { assertClean, tally } from './tally.ts';
 
@@ -74,3 +75,43 @@ describe('quotas (issue 11.5)', () => {
     assert.equal(ok.status, 201, 'a backfill within the quota starts');
   });
 });
+
+// The limit is decided with each insert (Store.createDevice): on PostgreSQL, where requests
+// interleave between a count and an insert, a count taken first let racing creators past it.
+for (const backend of ['sqlite', 'postgres'] as const) {
+  describe(`device quota under concurrent requests (${backend})`, () => {
+    let s: TestServer;
+    let db: TestDatabase | undefined;
+    before(async () => {
+      if (backend === 'postgres') db = await createTestDatabase('reef_quota');
+      s = await startTestServer({ adminKey: ADMIN, quotas: { devices: 3, observations: 50, backfill: 1000 }, ...(db ? { databaseUrl: db.url } : {}) });
+    });
+    after(async () => {
+      await s?.close();
+      await db?.drop();
+    });
+    const newDevice = (token: string) => s.request('POST', '/api/solutions/StudioSimulation/devices', { token, body: { deviceType: 'VirtualDevice' } });
+    const admin = (method: string, path: string, body?: unknown) => s.request(method, path, { headers: { 'x-reef-admin-key': ADMIN }, ...(body === undefined ? {} : { body }) });
+
+    it('devices: requests racing at the limit never pass it together, on the API and provisioning alike', async () => {
+      const probe = tally(`quota: devices, racing (${backend})`);
+      const a = await s.login('dev-quota-race');
+      probe.status((await newDevice(a.token)).status, 201, 'the first device');
+      // Eight device creations and two kit provisionings at once, for the two places left.
+      const replies = await Promise.all([
+        ...Array.from({ length: 8 }, () => newDevice(a.token)),
+        admin('POST', '/api/admin/provision', { clientId: a.clientId, mac: '00000000000022c1' }),
+        admin('POST', '/api/admin/provision', { clientId: a.clientId, mac: '00000000000022c2' }),
+      ]);
+      const statuses = replies.map((r) => r.status);
+      assert.equal(statuses.filter((x) => x === 201).length, 2, statuses.join(' '));
+      for (const r of replies) {
+        if (r.status === 201) continue;
+        probe.status(r.status, 403, 'past the quota');
+        assert.equal(((await r.json()) as { code: string }).code, 'QUOTA_EXCEEDED');
+      }
+      assert.equal(await s.services.store.countDevices(a.tenantId), 3);
+      assertClean(probe);
+    });
+  });
+}

@@ -86,8 +86,8 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
         throw new ReefError('VALIDATION_FAILED', 'mac, ssniMacAddress and vendorMacAddress name different MACs', { field: 'mac' });
       }
       const account = await findAccount(store, b.clientId);
-      await quotas.checkDevices(account.tenantId, 1);
-      const { device, kitKey } = await provisionKit(store, events, account, mac);
+      const { devices: maxDevices } = await quotas.limits(account.tenantId);
+      const { device, kitKey } = await provisionKit(store, events, account, mac, maxDevices);
       return reply
         .code(201)
         .header('cache-control', 'no-store')

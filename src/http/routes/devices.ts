@@ -48,8 +48,8 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
   };
   const create = async (request: any, reply: any) => {
     const { solution } = request.params as { solution: string };
-    await quotas.checkDevices(request.account.tenantId, 1);
-    const d = await createDevice(store, events, request.account, solution, request.body);
+    const { devices: maxDevices } = await quotas.limits(request.account.tenantId);
+    const d = await createDevice(store, events, request.account, solution, request.body, maxDevices);
     return reply
       .code(201)
       .header('location', `/api/solutions/${encodeURIComponent(solution)}/devices/${d.id}`)
