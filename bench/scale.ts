@@ -3,7 +3,8 @@
 // point (for ingest: the empty store) is the same-run baseline its ratios are taken to.
 //   1. latest of all devices (GET /api/solutions/{s}/observations) at 1,000 / 10,000 / 100,000
 //      devices (each device holding 10 observations), and at each size one more device made
-//      (POST /api/solutions/{s}/devices: the device quota counts the account's devices first);
+//      (POST /api/solutions/{s}/devices: decided against the account's device quota, whose count
+//      the store keeps, so it should not grow with the devices stored);
 //   2. one device's newest 1,000 and a 24 h bucketed read (bucket=5m) with 1M / 10M / 100M rows
 //      stored: every device holds the same history (--per-device, 1 s apart, 100,000 ≈ 27.8 h), so
 //      the queries read the same rows at every point and only the file around them grows
@@ -289,9 +290,9 @@ try {
     base1 ??= s;
     console.log(`  ${fmt(devices).padStart(7)} devices: ${line(s, base1)}`);
     console.log(`           response ${mib(body.length)}; file ${mib(fileBytes(fleet1.dir))}; devices added in ${fmt(secs, 1)} s; ${startLine(running, devices * 10)}; load ${loadavg()}`);
-    // One more device made at this size (POST, checked against the account's device quota first,
-    // which counts that account's devices), by the fleet's account and by a neighbour with none of
-    // its own; the ones made are removed again, so the next point starts as grown.
+    // One more device made at this size (POST, decided against the account's device quota with the
+    // insert), by the fleet's account and by a neighbour with none of its own; the ones made are
+    // removed again, so the next point starts as grown.
     for (const [who, h] of [
       ['the fleet', running.h],
       ['a neighbour', running.h2],
