@@ -7,9 +7,10 @@
 // Devices are counted exactly: the store keeps each account's count with every device made or
 // deleted, and a single device (the devices API, kit provisioning) is refused in the same
 // transaction as its insert, so concurrent creators never pass the limit together. A simulation's
-// devices are checked here, all at once, when it is created (its runner makes them later). Stored observations are not counted per request
-// (a full count is a scan): the leader's upkeep job counts them per account and keeps the figures
-// in the store's state; every node reads them at most once a minute and adds what it wrote since.
+// devices are checked here, all at once, when it is created (its runner makes them later).
+// Stored observations are not counted per request (a full count is a scan): the leader's upkeep
+// job counts them per account and keeps the figures in the store's state; every node reads them
+// at most once a minute and adds what it wrote since.
 // The observation quota is therefore a soft limit: writes on other nodes since the last count are
 // not seen until the next one (docs/security.md).
 import { deviceQuotaError, ReefError } from '../core/errors.ts';
@@ -85,7 +86,10 @@ export class QuotaService {
     };
   }
 
-  /** Before creating `adding` devices for the account later (a simulation's); one device now: limits() to Store.createDevice. */
+  /**
+   * Before `adding` devices are made for the account later (a simulation's). One device made now
+   * passes limits().devices to Store.createDevice instead, which decides with the insert.
+   */
   async checkDevices(tenantId: string, adding: number): Promise<void> {
     const { devices: limit } = await this.limits(tenantId);
     const have = await this.store.countDevices(tenantId);

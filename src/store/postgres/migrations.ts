@@ -256,11 +256,12 @@ $fn$;`,
     version: 9,
     name: 'device counts',
     // Each account's device count, kept by a trigger with every device made or deleted, whatever
-    // makes or deletes it: the device quota reads (and locks) one row, deciding with the insert in
-    // one transaction (PostgresStore.createDevice), instead of counting the account's devices, a cost
-    // that grew with them (docs/benchmarks.md, "Twelfth session"). The trigger is made before the count is
-    // filled in: CREATE TRIGGER holds off device writes until this migration commits, so no device
-    // made meanwhile is missed. The tenant index served only that count.
+    // makes or deletes it: the device quota reads one row, which the insert's trigger holds until
+    // commit (PostgresStore.createDevice decides in that transaction), instead of counting the
+    // account's devices, a cost that grew with them (docs/benchmarks.md, "Twelfth session"). The
+    // trigger is made before the counts are filled in: CREATE TRIGGER holds off device writes
+    // until this migration commits, so no device made meanwhile is missed. The tenant index
+    // served only the old count.
     sql: `CREATE TABLE device_counts (
   tenant_id text COLLATE "C" PRIMARY KEY,
   n integer NOT NULL

@@ -273,7 +273,8 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     // Each account's device count, kept by triggers with every device made or deleted, whatever
     // makes or deletes it: the device quota reads one row (and decides with the insert, in its
     // transaction: SqliteStore.createDevice) instead of counting the account's devices, a cost
-    // that grew with them (docs/benchmarks.md, "Twelfth session"). The tenant index served only that count.
+    // that grew with them (docs/benchmarks.md, "Twelfth session"). The tenant index served only
+    // the old count.
     sql: `CREATE TABLE device_counts (
             tenant_id TEXT PRIMARY KEY,
             n         INTEGER NOT NULL
