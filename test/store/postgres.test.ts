@@ -24,40 +24,45 @@ storeConformance('postgres', {
 
 // What only the PostgreSQL backend has: concurrent migration, time partitions, expiry by dropping them.
 
-describe('postgres: migrations and partitions', () => {
+/** Two nodes (stores) on one throw-away database, made before the suite's tests, dropped after. */
+function twoNodes(): { s1: PostgresStore; s2: PostgresStore; url: string } {
   let pdb: Awaited<ReturnType<typeof createTestDatabase>>;
-  let s1: PostgresStore;
-  let s2: PostgresStore;
+  const nodes = {} as { s1: PostgresStore; s2: PostgresStore; url: string };
+  before(async () => {
+    pdb = await createTestDatabase();
+    nodes.url = pdb.url;
+    nodes.s1 = new PostgresStore({ connectionString: pdb.url });
+    nodes.s2 = new PostgresStore({ connectionString: pdb.url });
+  });
+  after(async () => {
+    await nodes.s1.close();
+    await nodes.s2.close();
+    await pdb.drop();
+  });
+  return nodes;
+}
+
+describe('postgres: migrations and partitions', () => {
+  const nodes = twoNodes();
   const partitionOf = async (deviceId: string, ts: number) =>
-    (await s1.pool.query('SELECT o.tableoid::regclass::text AS p FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id = $1 AND o.ts = $2', [deviceId, ts])).rows[0]?.p as
+    (await nodes.s1.pool.query('SELECT o.tableoid::regclass::text AS p FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id = $1 AND o.ts = $2', [deviceId, ts])).rows[0]?.p as
       | string
       | undefined;
 
-  before(async () => {
-    pdb = await createTestDatabase();
-    s1 = new PostgresStore({ connectionString: pdb.url });
-    s2 = new PostgresStore({ connectionString: pdb.url });
-  });
-  after(async () => {
-    await s1.close();
-    await s2.close();
-    await pdb.drop();
-  });
-
   it('two nodes migrating at once apply each migration exactly once', async () => {
-    await Promise.all([s1.migrate(), s2.migrate(), s1.migrate()]);
-    const r = await s1.pool.query('SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version ORDER BY version');
+    await Promise.all([nodes.s1.migrate(), nodes.s2.migrate(), nodes.s1.migrate()]);
+    const r = await nodes.s1.pool.query('SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version ORDER BY version');
     assert.ok(r.rows.length >= 2);
     assert.ok(r.rows.every((x) => x.n === 1));
   });
 
   it('partitions are ready around now, made on demand for other periods, and the default takes the rest', async () => {
     const now = Date.now();
-    await s1.createDevice({ id: 'p-dev', tenantId: 'T', groupId: 'G', solution: 'p', deviceType: 'VirtualDevice', domainInfo: {} });
+    await nodes.s1.createDevice({ id: 'p-dev', tenantId: 'T', groupId: 'G', solution: 'p', deviceType: 'VirtualDevice', domainInfo: {} });
     const month = (ts: number) => `obs_t0_${new Date(periodStart(widthOf(0), ts)).toISOString().slice(0, 10).replace(/-/g, '')}`;
     const earlier = Date.UTC(2024, 2, 10, 12);
     const ancient = Date.UTC(1975, 0, 1);
-    await s1.insertObservations('p-dev', [
+    await nodes.s1.insertObservations('p-dev', [
       { ts: ancient, temperature: 1, extra: null },
       { ts: earlier, temperature: 2, extra: null },
       { ts: now, temperature: 3, extra: null },
@@ -66,13 +71,13 @@ describe('postgres: migrations and partitions', () => {
     assert.equal(await partitionOf('p-dev', earlier), month(earlier), 'made on demand');
     assert.equal(await partitionOf('p-dev', ancient), 'obs_t0_default', 'outside the window');
     // Another node learns of partitions from the catalogue: its inserts land in them too.
-    await s2.insertObservations('p-dev', [{ ts: earlier + 1, temperature: 4, extra: null }]);
+    await nodes.s2.insertObservations('p-dev', [{ ts: earlier + 1, temperature: 4, extra: null }]);
     assert.equal(await partitionOf('p-dev', earlier + 1), month(earlier));
     // A partition made later for the default's rows takes them over.
     const start = periodStart('month', ancient);
-    await s1.pool.query('SELECT reef_ensure_partition(0, $1, $2)', [start, Date.UTC(1975, 1, 1)]);
+    await nodes.s1.pool.query('SELECT reef_ensure_partition(0, $1, $2)', [start, Date.UTC(1975, 1, 1)]);
     assert.equal(await partitionOf('p-dev', ancient), 'obs_t0_19750101');
-    const page = await s2.queryObservations('p-dev', { limit: 10 });
+    const page = await nodes.s2.queryObservations('p-dev', { limit: 10 });
     assert.deepEqual(
       page.observations.map((o) => o.temperature),
       [3, 4, 2, 1],
@@ -83,9 +88,9 @@ describe('postgres: migrations and partitions', () => {
     // March 2024 exists (made above); April 2024 is neither near now nor made yet.
     const march = Date.UTC(2024, 2, 31, 23);
     const april = Date.UTC(2024, 3, 1, 1);
-    assert.equal((await s1.pool.query("SELECT to_regclass('obs_t0_20240401') AS r")).rows[0].r, null);
-    await s1.createDevice({ id: 'q-dev', tenantId: 'T', groupId: 'G', solution: 'p', deviceType: 'VirtualDevice', domainInfo: {} });
-    await s1.insertObservations('q-dev', [
+    assert.equal((await nodes.s1.pool.query("SELECT to_regclass('obs_t0_20240401') AS r")).rows[0].r, null);
+    await nodes.s1.createDevice({ id: 'q-dev', tenantId: 'T', groupId: 'G', solution: 'p', deviceType: 'VirtualDevice', domainInfo: {} });
+    await nodes.s1.insertObservations('q-dev', [
       { ts: march, temperature: 5, extra: null },
       { ts: april, temperature: 6, extra: null },
     ]);
@@ -95,29 +100,29 @@ describe('postgres: migrations and partitions', () => {
 
   it('retention drops whole partitions of its tier, leaving other tiers alone', async () => {
     const now = Date.now();
-    await s1.createDevice({ id: 'r-dev', tenantId: 'T', groupId: 'G', solution: 'r', deviceType: 'VirtualDevice', domainInfo: {} });
+    await nodes.s1.createDevice({ id: 'r-dev', tenantId: 'T', groupId: 'G', solution: 'r', deviceType: 'VirtualDevice', domainInfo: {} });
     const old = now - 60 * 86_400_000;
-    await s1.insertObservations('r-dev', [
+    await nodes.s1.insertObservations('r-dev', [
       { ts: old, temperature: 1, extra: null },
       { ts: now, temperature: 2, extra: null },
     ]);
-    await s1.setRetention('G', 'r', 30);
+    await nodes.s1.setRetention('G', 'r', 30);
     const oldPart = await partitionOf('r-dev', old);
     assert.match(oldPart ?? '', /^obs_t30_\d{8}$/, 'weekly partitions of the 30-day tier');
-    const report = await s2.maintain(now);
+    const report = await nodes.s2.maintain(now);
     assert.ok(report.partitionsDropped >= 1);
     assert.equal(report.rowsDeleted, 0, 'nothing deleted row by row');
-    const left = await s1.pool.query('SELECT to_regclass($1) AS t', [oldPart]);
+    const left = await nodes.s1.pool.query('SELECT to_regclass($1) AS t', [oldPart]);
     assert.equal(left.rows[0].t, null, 'the expired partition is gone');
     assert.deepEqual(
-      (await s1.queryObservations('r-dev', { limit: 10 })).observations.map((o) => o.ts),
+      (await nodes.s1.queryObservations('r-dev', { limit: 10 })).observations.map((o) => o.ts),
       [now],
     );
-    assert.ok((await s1.queryObservations('p-dev', { limit: 10 })).observations.length === 4, 'forever tier untouched');
+    assert.ok((await nodes.s1.queryObservations('p-dev', { limit: 10 })).observations.length === 4, 'forever tier untouched');
   });
 
   it('a URL naming a socket directory connects through the Unix socket (docs/operations.md)', async () => {
-    const url = new URL(pdb.url);
+    const url = new URL(nodes.url);
     url.hostname = 'localhost';
     url.port = '';
     url.searchParams.set('host', '/var/run/postgresql');
@@ -351,62 +356,49 @@ describe('postgres: reads by id', () => {
 });
 
 describe('postgres: the device quota', () => {
-  let pdb: Awaited<ReturnType<typeof createTestDatabase>>;
-  let s1: PostgresStore;
-  let s2: PostgresStore;
-  before(async () => {
-    pdb = await createTestDatabase();
-    s1 = new PostgresStore({ connectionString: pdb.url });
-    s2 = new PostgresStore({ connectionString: pdb.url });
-  });
-  after(async () => {
-    await s1.close();
-    await s2.close();
-    await pdb.drop();
-  });
-
+  const nodes = twoNodes();
   it("the count starts from the devices a database held before it, and moves with every insert and delete (the store's or not)", async () => {
     // A database as migration 8 left it, with devices of two accounts.
-    await s1.pool.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)');
+    await nodes.s1.pool.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)');
     for (const m of MIGRATIONS.filter((x) => x.version <= 8)) {
-      await s1.pool.query(m.sql);
-      await s1.pool.query('INSERT INTO schema_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
+      await nodes.s1.pool.query(m.sql);
+      await nodes.s1.pool.query('INSERT INTO schema_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
     }
-    await s1.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
+    await nodes.s1.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
       SELECT 'old-' || g, CASE WHEN g % 3 = 0 THEN 'B' ELSE 'A' END, 'G', 'fleet', 'VirtualDevice', '{}', 0 FROM generate_series(1, 30) g`);
-    await s1.migrate();
-    assert.deepEqual([await s1.countDevices('A'), await s1.countDevices('B'), await s1.countDevices('nobody')], [20, 10, 0]);
+    await nodes.s1.migrate();
+    assert.deepEqual([await nodes.s1.countDevices('A'), await nodes.s1.countDevices('B'), await nodes.s1.countDevices('nobody')], [20, 10, 0]);
     // An operator's bulk SQL is counted too: 20,000 devices of 100 accounts, then some deleted.
-    await s1.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
+    await nodes.s1.pool.query(`INSERT INTO devices (id, tenant_id, group_id, solution, device_type, domain_info, created_at)
       SELECT 'other-' || g, 'Q' || (g % 100), 'H' || (g % 100), 'fleet', 'VirtualDevice', '{}', 0 FROM generate_series(1, 20000) g`);
-    await s1.pool.query("DELETE FROM devices WHERE tenant_id = 'Q7' AND id LIKE 'other-1%'");
-    const left = (await s1.pool.query("SELECT count(*)::int AS n FROM devices WHERE tenant_id = 'Q7'")).rows[0].n as number;
+    await nodes.s1.pool.query("DELETE FROM devices WHERE tenant_id = 'Q7' AND id LIKE 'other-1%'");
+    const left = (await nodes.s1.pool.query("SELECT count(*)::int AS n FROM devices WHERE tenant_id = 'Q7'")).rows[0].n as number;
     assert.ok(left > 0 && left < 200);
-    assert.equal(await s1.countDevices('Q7'), left);
-    assert.equal(await s1.countDevices('Q8'), 200);
-    assert.equal(await s2.deleteDevice('G', 'fleet', 'old-1'), true);
-    assert.equal(await s1.countDevices('A'), 19);
+    assert.equal(await nodes.s1.countDevices('Q7'), left);
+    assert.equal(await nodes.s1.countDevices('Q8'), 200);
+    assert.equal(await nodes.s2.deleteDevice('G', 'fleet', 'old-1'), true);
+    assert.equal(await nodes.s1.countDevices('A'), 19);
   });
 
   it('two nodes creating devices for one account at its limit never pass it together', async () => {
-    await Promise.all([s1.migrate(), s2.migrate()]); // done already when the test above ran
+    await Promise.all([nodes.s1.migrate(), nodes.s2.migrate()]); // done already when the test above ran
     const make = (i: number) => ({ id: `race-${i}`, tenantId: 'R', groupId: 'GR', solution: i % 2 ? 'one' : 'two', deviceType: 'VirtualDevice', domainInfo: {} });
-    await s1.createDevice(make(0), 5);
+    await nodes.s1.createDevice(make(0), 5);
     // Twenty at once, half through each node, for the four places left; deletes in between free places.
-    const racers = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => (i % 2 ? s1 : s2).createDevice(make(i + 1), 5)));
+    const racers = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => (i % 2 ? nodes.s1 : nodes.s2).createDevice(make(i + 1), 5)));
     assert.equal(racers.filter((r) => r.status === 'fulfilled').length, 4);
     for (const r of racers) if (r.status === 'rejected') assert.equal((r.reason as { code?: string }).code, 'QUOTA_EXCEEDED');
-    assert.equal(await s1.countDevices('R'), 5);
-    assert.equal((await s2.listDevices('GR', 'one')).length + (await s2.listDevices('GR', 'two')).length, 5);
+    assert.equal(await nodes.s1.countDevices('R'), 5);
+    assert.equal((await nodes.s2.listDevices('GR', 'one')).length + (await nodes.s2.listDevices('GR', 'two')).length, 5);
     // Creates and deletes of one account's devices in one solution, at once on two nodes: no deadlock, the count right.
-    const ones = (await s1.listDevices('GR', 'one')).map((d) => d.id);
+    const ones = (await nodes.s1.listDevices('GR', 'one')).map((d) => d.id);
     const mixed = await Promise.allSettled([
-      ...ones.map((id, i) => (i % 2 ? s1 : s2).deleteDevice('GR', 'one', id)),
-      ...Array.from({ length: 6 }, (_, i) => (i % 2 ? s2 : s1).createDevice(make(100 + 2 * i + 1), 5)),
+      ...ones.map((id, i) => (i % 2 ? nodes.s1 : nodes.s2).deleteDevice('GR', 'one', id)),
+      ...Array.from({ length: 6 }, (_, i) => (i % 2 ? nodes.s2 : nodes.s1).createDevice(make(100 + 2 * i + 1), 5)),
     ]);
     for (const r of mixed) if (r.status === 'rejected') assert.equal((r.reason as { code?: string }).code, 'QUOTA_EXCEEDED');
-    const stored = (await s2.listDevices('GR', 'one')).length + (await s2.listDevices('GR', 'two')).length;
+    const stored = (await nodes.s2.listDevices('GR', 'one')).length + (await nodes.s2.listDevices('GR', 'two')).length;
     assert.ok(stored <= 5, `${stored} devices`);
-    assert.equal(await s1.countDevices('R'), stored);
+    assert.equal(await nodes.s1.countDevices('R'), stored);
   });
 });
