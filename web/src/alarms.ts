@@ -166,6 +166,8 @@ export class AlarmsPanel {
   private list: HTMLUListElement;
   private count: HTMLElement;
   private form: HTMLFormElement;
+  /** What the form was last built for (device, unit, rule and its version): see renderForm(). */
+  private formFor: string | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private destroyed = false;
   /** This panel's own failures, beside it (not part of its heading, so not of its name). */
@@ -310,11 +312,18 @@ export class AlarmsPanel {
     const sel = this.ctx.selected();
     const dev = sel.length === 1 ? sel[0]! : null;
     if (!dev) {
+      this.formFor = undefined;
       this.form.replaceChildren(el('p', { class: 'muted' }, 'Plot one device to set its temperature alarm.'));
       return;
     }
     const unit = this.ctx.unit();
     const r = this.ruleOf(dev);
+    // The list is rebuilt on every alarm event; the form only when what it shows changed (another
+    // device plotted, the unit, the rule saved): a threshold being typed is not wiped by an alarm
+    // raised or acknowledged meanwhile.
+    const formFor = `${dev} ${unit} ${r ? `${r.id} ${r.updatedAt}` : '-'}`;
+    if (formFor === this.formFor) return;
+    this.formFor = formFor;
     const value = r?.threshold !== undefined ? (r.unit === unit ? r.threshold : unit === 'F' ? (stored(r.threshold, r) * 9) / 5 + 32 : stored(r.threshold, r)) : null;
     const cond = el('select', { id: 'alarm-condition', name: 'condition' }, el('option', { value: 'above' }, 'above'), el('option', { value: 'below' }, 'below'));
     cond.value = r?.condition ?? 'above';
