@@ -1,7 +1,9 @@
-// `reef account create|list|rotate-secret|disable|enable`: operator commands working on the store
-// directly (the same data directory or database as `reef serve`; safe while it runs).
+// `reef account create|list|rotate-secret|disable|enable|quota`: operator commands working on the
+// store directly (the same data directory or database as `reef serve`; safe while it runs: a
+// changed quota reaches running nodes within seconds, QuotaService's cache).
 import { loadConfig } from '../config/config.ts';
-import { createAccount, rotateSecret, setDisabled } from '../auth/accounts.ts';
+import { createAccount, findAccount, rotateSecret, setDisabled } from '../auth/accounts.ts';
+import { QuotaService, type Quotas } from '../service/quotas.ts';
 import { openStore } from '../app/backend.ts';
 import { UsageError, parseArgs, printJson, printTable, required } from './args.ts';
 
@@ -13,18 +15,21 @@ const HELP = `Usage:
   reef account rotate-secret --id TENANT_OR_CLIENT_ID [--json]  issue a new client secret
   reef account disable --id TENANT_OR_CLIENT_ID              refuse its logins and tokens
   reef account enable --id TENANT_OR_CLIENT_ID
+  reef account quota --id TENANT_OR_CLIENT_ID [--devices N] [--observations N] [--backfill N] [--json]
+                                                             show its quotas and use; set some (N, or
+                                                             "default" for the REEF_QUOTA_* value)
 
 Common options: --data-dir DIR (REEF_DATA_DIR), --database-url URL (REEF_DATABASE_URL)
 `;
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, { values: ['name', 'group', 'join-group', 'id', 'data-dir', 'database-url'], booleans: ['json'] });
+  const args = parseArgs(rest, { values: ['name', 'group', 'join-group', 'id', 'devices', 'observations', 'backfill', 'data-dir', 'database-url'], booleans: ['json'] });
   if (!sub || sub === '--help' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
   }
-  if (!['create', 'list', 'rotate-secret', 'disable', 'enable'].includes(sub)) throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
+  if (!['create', 'list', 'rotate-secret', 'disable', 'enable', 'quota'].includes(sub)) throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
   const config = loadConfig(process.env, args.flags);
   const json = args.flags.json === 'true';
   const store = await openStore(config);
@@ -60,6 +65,23 @@ export async function run(argv: string[]): Promise<number> {
         else process.stdout.write(`client id:     ${r.clientId}\nclient secret: ${r.clientSecret}\n(the old secret no longer works, nor do tokens issued with it)\n`);
         return 0;
       }
+      case 'quota': {
+        const changes = quotaChanges(args.flags);
+        const account = await findAccount(store, required(args, 'id'));
+        const quotas = new QuotaService(store, config.quotas);
+        if (Object.keys(changes).length) await quotas.set(account.tenantId, changes);
+        const limits = await quotas.limits(account.tenantId);
+        const usage = await quotas.usage(account.tenantId);
+        if (json) printJson({ tenantId: account.tenantId, limits, usage });
+        else
+          process.stdout.write(
+            `tenant id:    ${account.tenantId}\n` +
+              `devices:      ${usage.devices} of ${limits.devices}\n` +
+              `observations: ${usage.observations} of ${limits.observations} stored (${usage.countedAt ? `as of the last count, ${usage.countedAt}` : 'not counted yet'})\n` +
+              `backfill:     ${limits.backfill} per simulation\n`,
+          );
+        return 0;
+      }
       default: {
         const a = await setDisabled(store, required(args, 'id'), sub === 'disable');
         if (json) printJson({ tenantId: a.tenantId, disabled: a.disabled });
@@ -70,4 +92,17 @@ export async function run(argv: string[]): Promise<number> {
   } finally {
     await store.close();
   }
+}
+
+/** --devices, --observations, --backfill: a whole number, or "default" (null: back to REEF_QUOTA_*). */
+function quotaChanges(flags: Record<string, string>): { [K in keyof Quotas]?: number | null } {
+  const out: { [K in keyof Quotas]?: number | null } = {};
+  for (const k of ['devices', 'observations', 'backfill'] as const) {
+    const v = flags[k];
+    if (v === undefined) continue;
+    if (v === 'default') out[k] = null;
+    else if (/^\d{1,15}$/.test(v)) out[k] = Number(v);
+    else throw new UsageError(`--${k} must be a whole number ≥ 0, or "default"`);
+  }
+  return out;
 }

@@ -9,6 +9,7 @@ import { ReefError } from '../core/errors.ts';
 import { toWireDevice } from '../core/types.ts';
 import { macAddress } from '../core/validate.ts';
 import { provisionKit } from '../service/devices.ts';
+import { QuotaService } from '../service/quotas.ts';
 import { issueKitKey } from '../service/kit-keys.ts';
 import { openStore } from '../app/backend.ts';
 import { parseArgs, printJson, required } from './args.ts';
@@ -41,7 +42,9 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     const account = await findAccount(store, clientId);
-    const { device, kitKey } = await provisionKit(store, null, account, mac);
+    // The account's device quota holds here as on the admin API (raise it with reef account quota).
+    const { devices: maxDevices } = await new QuotaService(store, config.quotas).limits(account.tenantId);
+    const { device, kitKey } = await provisionKit(store, null, account, mac, maxDevices);
     const d = toWireDevice(device);
     if (args.flags.json === 'true') printJson({ ...d, kitKey });
     else

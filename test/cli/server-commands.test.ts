@@ -95,6 +95,31 @@ describe('reef account / provision', () => {
     assert.equal(again.stderr.trim().split('\n').length, 1, 'one line on stderr');
   });
 
+  it("account quota shows and sets an account's quotas; provision keeps the device quota", async () => {
+    const dir = dataDir();
+    const a = JSON.parse((await reef(['account', 'create', '--name', 'quota', '--json', '--data-dir', dir])).stdout);
+    const shown = await reef(['account', 'quota', '--id', a.clientId, '--json', '--data-dir', dir]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.deepEqual(JSON.parse(shown.stdout).usage.devices, 0);
+    const set = await reef(['account', 'quota', '--id', a.tenantId, '--devices', '1', '--backfill', '500', '--json', '--data-dir', dir]);
+    assert.equal(set.code, 0, set.stderr);
+    assert.deepEqual([JSON.parse(set.stdout).limits.devices, JSON.parse(set.stdout).limits.backfill], [1, 500]);
+    assert.equal((await reef(['provision', '--client-id', a.clientId, '--mac', '0000000000000a01', '--data-dir', dir])).code, 0);
+    const over = await reef(['provision', '--client-id', a.clientId, '--mac', '0000000000000a02', '--data-dir', dir]);
+    assert.equal(over.code, 1);
+    assert.match(over.stderr, /device quota: this account may have 1 devices and has 1.*QUOTA_EXCEEDED/);
+    // Back to the default; the text form names use and limit.
+    const back = await reef(['account', 'quota', '--id', a.clientId, '--devices', 'default', '--data-dir', dir]);
+    assert.equal(back.code, 0, back.stderr);
+    assert.match(back.stdout, /^devices: +1 of 10000$/m);
+    assert.match(back.stdout, /^backfill: +500 per simulation$/m);
+    assert.equal((await reef(['provision', '--client-id', a.clientId, '--mac', '0000000000000a02', '--data-dir', dir])).code, 0);
+    const bad = await reef(['account', 'quota', '--id', a.clientId, '--devices', '-3', '--data-dir', dir]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--devices must be a whole number/);
+    assert.equal((await reef(['account', 'quota', '--id', 'nobody', '--data-dir', dir])).code, 1);
+  });
+
   it('bad usage exits 2', async () => {
     assert.equal((await reef(['account', 'create', '--data-dir', dataDir()])).code, 2);
     assert.equal((await reef(['account', 'frobnicate'])).code, 2);
