@@ -24,12 +24,13 @@ Common options: --data-dir DIR (REEF_DATA_DIR), --database-url URL (REEF_DATABAS
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, { values: ['name', 'group', 'join-group', 'id', 'devices', 'observations', 'backfill', 'data-dir', 'database-url'], booleans: ['json'] });
+  const args = parseArgs(rest, { values: ['name', 'group', 'join-group', 'id', ...QUOTA_FLAGS, 'data-dir', 'database-url'], booleans: ['json'] });
   if (!sub || sub === '--help' || args.flags.help) {
     process.stdout.write(HELP);
     return sub ? 0 : 2;
   }
   if (!['create', 'list', 'rotate-secret', 'disable', 'enable', 'quota'].includes(sub)) throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}\n${HELP}`);
+  if (sub !== 'quota' && QUOTA_FLAGS.some((k) => args.flags[k] !== undefined)) throw new UsageError(`--${QUOTA_FLAGS.join(', --')} go with reef account quota`);
   const config = loadConfig(process.env, args.flags);
   const json = args.flags.json === 'true';
   const store = await openStore(config);
@@ -94,10 +95,12 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
+const QUOTA_FLAGS = ['devices', 'observations', 'backfill'] as const;
+
 /** --devices, --observations, --backfill: a whole number, or "default" (null: back to REEF_QUOTA_*). */
 function quotaChanges(flags: Record<string, string>): { [K in keyof Quotas]?: number | null } {
   const out: { [K in keyof Quotas]?: number | null } = {};
-  for (const k of ['devices', 'observations', 'backfill'] as const) {
+  for (const k of QUOTA_FLAGS) {
     const v = flags[k];
     if (v === undefined) continue;
     if (v === 'default') out[k] = null;

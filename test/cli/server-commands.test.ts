@@ -118,6 +118,7 @@ describe('reef account / provision', () => {
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /--devices must be a whole number/);
     assert.equal((await reef(['account', 'quota', '--id', 'nobody', '--data-dir', dir])).code, 1);
+    assert.equal((await reef(['account', 'create', '--name', 'x', '--devices', '5', '--data-dir', dir])).code, 2, 'a quota flag elsewhere is a usage error');
   });
 
   it('bad usage exits 2', async () => {
