@@ -121,7 +121,7 @@ const DEVICE_COLS = 'id, tenant_id, group_id, solution, device_type, domain_info
 export const BY_ID_IN_SOLUTION = 'id = $3 AND (group_id, solution) IS NOT DISTINCT FROM ($1, $2)';
 
 /** An account's devices (the device quota): the count the trigger of migration 9 keeps. */
-export const COUNT_TENANT_DEVICES = 'SELECT n FROM device_counts WHERE tenant_id = $1';
+const COUNT_TENANT_DEVICES = 'SELECT n FROM device_counts WHERE tenant_id = $1';
 
 // Concurrent uploads are written in groups, one transaction per group (group commit: one WAL
 // flush for many batches), each batch still settling on its own. A group is three statements.
@@ -588,8 +588,8 @@ export class PostgresStore implements Store {
         // transaction ends: the account's creators, on every node, pass here one at a time, and
         // one past the quota is undone. Locks are taken in one order by every device write
         // (solution, then count; deleteDevice too), so two writers never wait on each other.
-        const have = ((await c.query(COUNT_TENANT_DEVICES, [d.tenantId])).rows[0].n as number) - 1;
-        if (have + 1 > maxForTenant) throw deviceQuotaError(maxForTenant, have, 1);
+        const n = (await c.query(COUNT_TENANT_DEVICES, [d.tenantId])).rows[0].n as number;
+        if (n > maxForTenant) throw deviceQuotaError(maxForTenant, n - 1, 1);
       });
     }
     const rec: DeviceRecord = {

@@ -390,7 +390,7 @@ export class SqliteStore implements Store {
       // BEGIN IMMEDIATE: the account's count and the insert see the same devices (no two creators past the quota).
       const tx = this.db.transaction(() => {
         if (maxForTenant !== undefined) {
-          const have = (this.s.countTenantDevices.get(d.tenantId) as number | undefined) ?? 0;
+          const have = this.tenantDevices(d.tenantId);
           if (have + 1 > maxForTenant) throw deviceQuotaError(maxForTenant, have, 1);
         }
         this.s.ensureSolution.run(d.groupId, d.solution, now);
@@ -467,7 +467,11 @@ export class SqliteStore implements Store {
     });
   }
   countDevices(tenantId: string) {
-    return this.run(() => (this.s.countTenantDevices.get(tenantId) as number | undefined) ?? 0);
+    return this.run(() => this.tenantDevices(tenantId));
+  }
+  /** The account's kept device count (no row before its first device). */
+  private tenantDevices(tenantId: string): number {
+    return (this.s.countTenantDevices.get(tenantId) as number | undefined) ?? 0;
   }
   /**
    * Device by device, each count one range of the (device_pk, ts) key, yielding to the event loop
