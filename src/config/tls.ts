@@ -158,7 +158,11 @@ export function selfSignedCertificate(opts: { hosts: string[]; now?: number; day
   const ecdsaSha256 = seq(oid('1.2.840.10045.4.3.2'));
   const name = seq(der(0x31, seq(oid('2.5.4.3'), der(0x0c, Buffer.from(opts.commonName ?? 'Reef self-signed')))));
   const serial = randomBytes(16);
-  serial[0]! &= 0x7f; // a positive INTEGER (RFC 5280 §4.1.2.2)
+  // A positive INTEGER (RFC 5280 §4.1.2.2) in DER's shortest form: the top bit clear and the first
+  // byte not zero. With only the top bit cleared, one serial in 256 began 00 followed by a byte
+  // below 0x80, a padded INTEGER that X.509 parsers refuse: the certificate was written, failed
+  // to load, and every later start failed on it.
+  serial[0] = 0x40 | (serial[0]! & 0x3f);
   const altNames = Buffer.concat(opts.hosts.filter((h) => h && !h.includes('%')).map((h) => (isIP(h) ? der(0x87, ipBytes(h)) : der(0x82, Buffer.from(h)))));
   const extensions = der(
     0xa3,
