@@ -81,6 +81,7 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
     throw e instanceof TlsError ? new ConfigError([e.message]) : e;
   }
   const services = await openServices(config, opts.log, opts.now ? { now: opts.now } : {});
+  if (tls?.replaced) services.log.warn({ certFile: tls.certFile, reason: tls.replaced }, 'the self-signed TLS certificate in the data directory was unusable; a new one was made');
   const demo = await ensureDemo(services);
   const components: Component[] = [];
   for (const make of opts.components ?? []) {

@@ -32,12 +32,17 @@ export interface TlsMaterial {
   /** SHA-256 fingerprint, for clients that pin it (e.g. a Java truststore import check). */
   fingerprint256: string;
   validTo: string;
+  /** Set when the self-signed pair kept in the data directory was unusable and has been made again: why. */
+  replaced?: string;
 }
 
 export class TlsError extends Error {
-  constructor(message: string) {
+  /** The files' content is what is wrong (not their permissions or whether they can be read). */
+  readonly content: boolean;
+  constructor(message: string, content = false) {
     super(message);
     this.name = 'TlsError';
+    this.content = content;
   }
 }
 
@@ -72,16 +77,27 @@ export function loadTls(t: TlsSettings, dataDir: string, hosts: string[] = [], n
   const dir = path.join(dataDir, 'tls');
   const certFile = path.join(dir, 'cert.pem');
   const keyFile = path.join(dir, 'key.pem');
+  let replaced: string | undefined;
   if (fs.existsSync(certFile) && fs.existsSync(keyFile)) {
-    const have = readPair(certFile, keyFile, true);
-    if (Date.parse(have.validTo) - now > 30 * 86400_000) return have;
+    try {
+      const have = readPair(certFile, keyFile, true);
+      if (Date.parse(have.validTo) - now > 30 * 86400_000) return have;
+    } catch (err) {
+      // A pair Reef made whose content is unusable (a certificate no parser accepts, as one in 256
+      // made before 5a6d402 was, or a key that does not match it) is Reef's own to replace: no
+      // client can have trusted a certificate the server never served. A key others can read or a
+      // file that cannot be read stays the operator's to mend, as for given files.
+      if (!(err instanceof TlsError) || !err.content) throw err;
+      replaced = err.message;
+    }
   }
   const made = selfSignedCertificate({ hosts: [...new Set(['localhost', '127.0.0.1', '::1', os.hostname(), ...hosts])], now });
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   // The key is written 0600 from the first byte (brief: files holding keys not world-readable).
   writePrivate(keyFile, made.key);
   fs.writeFileSync(certFile, made.cert, { mode: 0o644 });
-  return readPair(certFile, keyFile, true);
+  const fresh = readPair(certFile, keyFile, true);
+  return replaced === undefined ? fresh : { ...fresh, replaced };
 }
 
 function writePrivate(file: string, text: string): void {
@@ -104,15 +120,15 @@ function readPair(certFile: string, keyFile: string, selfSigned: boolean): TlsMa
   try {
     x509 = new X509Certificate(cert);
   } catch {
-    throw new TlsError(`${certFile} is not a PEM certificate`);
+    throw new TlsError(`${certFile} is not a PEM certificate`, true);
   }
   let ok = false;
   try {
     ok = x509.checkPrivateKey(createPrivateKey(key));
   } catch {
-    throw new TlsError(`${keyFile} is not a PEM private key (an encrypted key is not supported)`);
+    throw new TlsError(`${keyFile} is not a PEM private key (an encrypted key is not supported)`, true);
   }
-  if (!ok) throw new TlsError(`the key ${keyFile} does not belong to the certificate ${certFile}`);
+  if (!ok) throw new TlsError(`the key ${keyFile} does not belong to the certificate ${certFile}`, true);
   return { cert, key, certFile, keyFile, selfSigned, fingerprint256: x509.fingerprint256, validTo: new Date(x509.validTo).toISOString() };
 }
 

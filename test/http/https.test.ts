@@ -108,6 +108,45 @@ describe('self-signed HTTPS', () => {
     }
   });
 
+  it('replaces a kept self-signed pair whose certificate is unusable, and still refuses a world-readable key', async () => {
+    // Before 5a6d402 one certificate in 256 was made with a serial no parser accepts, and the
+    // server then failed on every start until the file was deleted by hand.
+    const dataDir = tempDir();
+    try {
+      const tls = { cert: null, key: null, selfSigned: true };
+      const first = loadTls(tls, dataDir)!;
+      assert.equal(first.replaced, undefined);
+      const pem = fs.readFileSync(first.certFile, 'utf8');
+      const body = pem.split('\n').slice(1, -2).join('');
+      // The same PEM framing around a DER body cut short: a file that looks right and does not parse.
+      fs.writeFileSync(first.certFile, `-----BEGIN CERTIFICATE-----\n${body.slice(0, 200)}\n-----END CERTIFICATE-----\n`);
+      const server = await startTestServer({ dataDir, tls });
+      try {
+        assert.match(server.tls?.replaced ?? '', /is not a PEM certificate/);
+        assert.notEqual(server.tls?.fingerprint256, first.fingerprint256);
+        const certPem = fs.readFileSync(first.certFile, 'utf8');
+        assert.equal(new X509Certificate(certPem).fingerprint256, server.tls?.fingerprint256);
+        const r = await httpsRequest(`${server.url}/healthz`, { ca: certPem });
+        assert.equal(r.status, 200);
+      } finally {
+        await server.close();
+      }
+      // A key that does not belong to the certificate: made again as well.
+      fs.writeFileSync(first.keyFile, selfSignedCertificate({ hosts: ['localhost'] }).key, { mode: 0o600 });
+      assert.match(loadTls(tls, dataDir)?.replaced ?? '', /does not belong/);
+      // A kept pair that is fine is kept.
+      const kept = loadTls(tls, dataDir)!;
+      assert.equal(kept.replaced, undefined);
+      assert.equal(loadTls(tls, dataDir)?.fingerprint256, kept.fingerprint256);
+      // Permissions are the operator's to mend: nothing is replaced, the start stops.
+      fs.chmodSync(first.keyFile, 0o644);
+      await assert.rejects(startTestServer({ dataDir, tls }), (e: unknown) => e instanceof ConfigError && /readable by every user/.test(e.message));
+      assert.throws(() => loadTls(tls, dataDir), /readable by every user/);
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it('plain HTTP is the default of `reef serve`; --tls-self-signed true switches it to https', async () => {
     assert.deepEqual(loadConfig({}, {}).tls, { cert: null, key: null, selfSigned: false });
     const dataDir = tempDir();
