@@ -17,6 +17,8 @@
 // callgrind (this bench re-runs itself under it; the kit and the generator run at full speed): one
 // warm-up window of --seconds (default 20 here), then the counters are zeroed, one more window runs,
 // and the counters are dumped: stable on a shared machine where CPU times are not. --keep FILE: the dump.
+// --budget F: the pipelined windows again with the generator, the gateway and the kit each on a CPU
+// budget of F cores (a cgroup of its own; needs root), as they would run on machines of their own.
 // --gen-dgram: the load generator on node:dgram, encoding every request (the generator before the
 // eighth session; see genChild).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -48,7 +50,7 @@ import { Gateway, proxyUri } from '../src/gateway/gateway.ts';
 import { openServices } from '../src/server.ts';
 import { provisionKit } from '../src/service/devices.ts';
 import type { ObservationRecord } from '../src/core/types.ts';
-import { arg, callgrindTotal, cpuTimes, median, percentileOf } from './lib.ts';
+import { arg, callgrindTotal, cpuBudget, cpuTimes, median, percentileOf, type CpuBudget } from './lib.ts';
 
 const INSTRUCTIONS = process.argv.includes('--instructions');
 const GEN_DGRAM = process.argv.includes('--gen-dgram');
@@ -61,6 +63,8 @@ const KITS = Number(arg('kits', '1000'));
 const OBS_SECONDS = Number(arg('obs-seconds', '10'));
 const PERIOD = Number(arg('period', '1000'));
 const RUNS = Number(arg('runs', '3'));
+/** --budget F: the pipelined windows again with the generator, the gateway and the kit each on a CPU budget of F cores. */
+const BUDGET = Number(arg('budget', '0'));
 const DOMAIN = 'mesh.reef.local';
 const PATH = '/snsr/arduino/temp?sens';
 
@@ -118,8 +122,10 @@ interface GenResult {
 }
 
 /** Runs the generator child once; CPU of this process and the kit's is taken over its counting window. */
-async function generate(cfg: GenConfig, kitPid: number): Promise<GenResult & { gatewayUs: number; gatewaySysUs: number; kitUs: number }> {
+async function generate(cfg: GenConfig, kitPid: number, budget?: CpuBudget): Promise<GenResult & { gatewayUs: number; gatewaySysUs: number; kitUs: number }> {
   const child = spawn(process.execPath, [...childArgs(), process.argv[1]!, '--gen', JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // In its budget before it loads anything (it warms up for 500 ms before counting).
+  budget?.add(child.pid!);
   let c0 = { self: 0, selfSys: 0, kit: 0 };
   return await new Promise((resolve, reject) => {
     lines(child, (l) => {
@@ -203,37 +209,57 @@ async function main(): Promise<void> {
   console.log(`   gateway adds        : p50 +${ms(percentileOf(gLat, 50) - percentileOf(dLat, 50))}  p99 +${ms(percentileOf(gLat, 99) - percentileOf(dLat, 99))} (target: ≤ +1 ms at p50)`);
   await client.close();
 
-  console.log(`\n   pipelined, generator in its own process, ${TP_SECONDS} s per window, direct and through the gateway taking turns:`);
-  /** Each window's ratio, by load shape: one client's windows are latency-bound where four clients' are CPU-bound. */
-  const byShape = new Map<number, number[]>();
-  const capacity: number[] = [];
-  for (const clients of [1, CLIENTS]) {
-    const shape: number[] = [];
-    byShape.set(clients, shape);
-    const base: GenConfig = { host: '127.0.0.1', port: 0, proxy: null, token, clients, window: WINDOW, seconds: TP_SECONDS, dgram: GEN_DGRAM };
-    for (let round = 0; round < ROUNDS; round++) {
-      const d = await generate({ ...base, port: kitPeer.port }, kitChild.pid!);
-      const st0 = { ...gateway.stats };
-      const g = await generate({ ...base, port: gw.port, proxy: proxyUri(mac, DOMAIN, PATH) }, kitChild.pid!);
-      const st1 = gateway.stats;
-      if (process.env.BENCH_DEBUG)
+  // On the two shared cores, then (--budget F) with the generator, the gateway and the kit each on
+  // a CPU budget of its own, as they run in a deployment (the kits and their clients are other
+  // machines than the gateway's): there the gateway's ratio is whether it keeps up with the kit,
+  // where on shared cores it also pays for the third process the direct arm does not run.
+  const pipelined = async (budgets?: { gen: CpuBudget; gateway: CpuBudget; kit: CpuBudget }): Promise<void> => {
+    if (budgets)
+      console.log(`\n   pipelined, as above, with the generator, the gateway and the kit each on a CPU budget of ${budgets.gen.cores} cores (cgroup CPU bandwidth, bench/lib.ts cpuBudget):`);
+    else console.log(`\n   pipelined, generator in its own process, ${TP_SECONDS} s per window, direct and through the gateway taking turns:`);
+    /** Each window's ratio, by load shape: one client's windows are latency-bound where four clients' are CPU-bound. */
+    const byShape = new Map<number, number[]>();
+    const capacity: number[] = [];
+    for (const clients of [1, CLIENTS]) {
+      const shape: number[] = [];
+      byShape.set(clients, shape);
+      const base: GenConfig = { host: '127.0.0.1', port: 0, proxy: null, token, clients, window: WINDOW, seconds: TP_SECONDS, dgram: GEN_DGRAM };
+      for (let round = 0; round < ROUNDS; round++) {
+        const d = await generate({ ...base, port: kitPeer.port }, kitChild.pid!, budgets?.gen);
+        const st0 = { ...gateway.stats };
+        const g = await generate({ ...base, port: gw.port, proxy: proxyUri(mac, DOMAIN, PATH) }, kitChild.pid!, budgets?.gen);
+        const st1 = gateway.stats;
+        if (process.env.BENCH_DEBUG)
+          console.log(
+            `   (gateway: requests ${st1.requests - st0.requests}, forwarded ${st1.forwarded - st0.forwarded}, timeouts ${st1.timeouts - st0.timeouts}, no session ${st1.refusedNoSession - st0.refusedNoSession}; front ${JSON.stringify(gateway.front.stats)}; back ${JSON.stringify(gateway.back.stats)})`,
+          );
+        shape.push(g.rps / d.rps);
+        capacity.push(d.kitUs / g.gatewayUs);
+        const label = `${clients} client${clients > 1 ? 's' : ''} × ${WINDOW} in flight`;
         console.log(
-          `   (gateway: requests ${st1.requests - st0.requests}, forwarded ${st1.forwarded - st0.forwarded}, timeouts ${st1.timeouts - st0.timeouts}, no session ${st1.refusedNoSession - st0.refusedNoSession}; front ${JSON.stringify(gateway.front.stats)}; back ${JSON.stringify(gateway.back.stats)})`,
+          `   ${label.padEnd(22)} direct ${d.rps.toFixed(0).padStart(6)} req/s (kit ${d.kitUs.toFixed(1)} µs/req)  gateway ${g.rps.toFixed(0).padStart(6)} req/s (gateway ${g.gatewayUs.toFixed(1)} µs/req, ${g.gatewaySysUs.toFixed(1)} of it system; kit ${g.kitUs.toFixed(1)})  ratio ${(g.rps / d.rps).toFixed(2)}×  generator ${d.genUs.toFixed(1)}/${g.genUs.toFixed(1)} µs/req${d.errors + g.errors ? `  errors ${d.errors + g.errors}` : ''}`,
         );
-      shape.push(g.rps / d.rps);
-      capacity.push(d.kitUs / g.gatewayUs);
-      const label = `${clients} client${clients > 1 ? 's' : ''} × ${WINDOW} in flight`;
-      console.log(
-        `   ${label.padEnd(22)} direct ${d.rps.toFixed(0).padStart(6)} req/s (kit ${d.kitUs.toFixed(1)} µs/req)  gateway ${g.rps.toFixed(0).padStart(6)} req/s (gateway ${g.gatewayUs.toFixed(1)} µs/req, ${g.gatewaySysUs.toFixed(1)} of it system; kit ${g.kitUs.toFixed(1)})  ratio ${(g.rps / d.rps).toFixed(2)}×  generator ${d.genUs.toFixed(1)}/${g.genUs.toFixed(1)} µs/req${d.errors + g.errors ? `  errors ${d.errors + g.errors}` : ''}`,
-      );
+      }
+    }
+    const ratios = [...byShape.values()].flat();
+    const where = budgets ? `, on budgets of ${budgets.gen.cores} cores` : '';
+    console.log(`   throughput ratio gateway / direct${where}: median ${median(ratios).toFixed(2)}×, min ${Math.min(...ratios).toFixed(2)}× (target ≥ 0.9×)`);
+    const shapes = [...byShape].map(([n, r]) => `${n} client${n > 1 ? 's' : ''} median ${median(r).toFixed(2)}×`);
+    console.log(`   by load shape: ${shapes.join(', ')}`);
+    // The steady figure on shared cores: requests/s one core gives the gateway against what it gives the kit.
+    console.log(`   capacity per core, gateway / kit (kit CPU per direct request ÷ gateway CPU per proxied one): median ${median(capacity).toFixed(2)}×`);
+  };
+  await pipelined();
+  if (BUDGET > 0) {
+    const budgets = { gen: cpuBudget('generator', BUDGET), gateway: cpuBudget('gateway', BUDGET), kit: cpuBudget('kit', BUDGET) };
+    try {
+      budgets.gateway.add(process.pid);
+      budgets.kit.add(kitChild.pid!);
+      await pipelined(budgets);
+    } finally {
+      for (const b of Object.values(budgets)) await b.remove();
     }
   }
-  const ratios = [...byShape.values()].flat();
-  console.log(`   throughput ratio gateway / direct: median ${median(ratios).toFixed(2)}×, min ${Math.min(...ratios).toFixed(2)}× (target ≥ 0.9×)`);
-  const shapes = [...byShape].map(([n, r]) => `${n} client${n > 1 ? 's' : ''} median ${median(r).toFixed(2)}×`);
-  console.log(`   by load shape: ${shapes.join(', ')}`);
-  // The steady figure on shared cores: requests/s one core gives the gateway against what it gives the kit.
-  console.log(`   capacity per core, gateway / kit (kit CPU per direct request ÷ gateway CPU per proxied one): median ${median(capacity).toFixed(2)}×`);
   kitChild.kill('SIGTERM');
   await gateway.stop();
   if (KITS === 0) {
