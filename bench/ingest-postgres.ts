@@ -13,7 +13,7 @@ import { Readable } from 'node:stream';
 import { from as copyFrom } from 'pg-copy-streams';
 import { periodEnd, periodStart, widthOf } from '../src/store/postgres/partitions.ts';
 import { createTestDatabase, PG_ADMIN_URL, type TestDatabase } from '../test/helpers/pg.ts';
-import { cpuSeconds, median, reefCli, request, serve, type Served } from './lib.ts';
+import { cpuBudget, cpuSeconds, median, reefCli, request, serve, type CpuBudget, type Served } from './lib.ts';
 
 export interface PgBatch {
   device: number;
@@ -75,13 +75,23 @@ async function preparePartitions(store: PostgresStore, plan: PgBatch[]): Promise
   for (const s of starts) await store.pool.query('SELECT reef_ensure_partition(0, $1, $2)', [s, periodEnd(widthOf(0), s)]);
 }
 
-export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; concurrency: number; nodes: number }) {
+/** `nodeCpu`: each node on a CPU budget of that many cores of its own (bench/lib.ts cpuBudget). */
+export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; concurrency: number; nodes: number; nodeCpu?: number }) {
   const db = await createTestDatabase('reef_bench');
   const env = { REEF_DATABASE_URL: db.url };
   const servers: Served[] = [];
+  const budgets: CpuBudget[] = [];
   try {
     const creds = JSON.parse(reefCli(['account', 'create', '--name', 'bench', '--json'], env));
-    for (let i = 0; i < o.nodes; i++) servers.push(await serve(env));
+    for (let i = 0; i < o.nodes; i++) {
+      const server = await serve(env);
+      servers.push(server);
+      if (o.nodeCpu) {
+        const budget = cpuBudget(`node${i}`, o.nodeCpu);
+        budgets.push(budget);
+        budget.add(server.child.pid!);
+      }
+    }
     const tok = JSON.parse((await request(`${servers[0]!.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(creds) })).body)
       .accessToken as string;
     const h = { authorization: tok, 'content-type': 'application/json' };
@@ -95,17 +105,21 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
       ids.push(JSON.parse(r.body).id);
     }
     const bodiesOf = (batches: PgBatch[], shiftMs = 0) =>
-      batches.map((b, k) => ({
-        path: `${servers[k % servers.length]!.url}/api/solutions/StudioSimulation/devices/${ids[b.device]}/observations`,
+      batches.map((b) => ({
+        path: `/api/solutions/StudioSimulation/devices/${ids[b.device]}/observations`,
         body: Buffer.from(JSON.stringify({ observations: b.rows.map((r) => ({ timestamp: new Date(r.ts - shiftMs).toISOString(), temperature: r.temperature })) })),
       }));
+    // Each node has `concurrency` uploads in flight of its own (worker w always posts to node
+    // w mod n, as clients holding connections to one node each): with batches dealt to the nodes in
+    // turn instead, a node slower for a moment held every worker waiting on it while the other idled.
     const upload = async (bodies: { path: string; body: Buffer }[]): Promise<void> => {
       let next = 0;
       await Promise.all(
-        Array.from({ length: o.concurrency * o.nodes }, async () => {
+        Array.from({ length: o.concurrency * o.nodes }, async (_, w) => {
+          const node = servers[w % servers.length]!.url;
           while (next < bodies.length) {
             const b = bodies[next++]!;
-            const r = await request(b.path, { method: 'POST', headers: h, body: b.body });
+            const r = await request(node + b.path, { method: 'POST', headers: h, body: b.body });
             if (r.status !== 201) throw new Error(`upload failed: ${r.status} ${r.body}`);
           }
         }),
@@ -129,6 +143,7 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
     return { secs, cpu, rss: Math.max(...servers.map((s) => s.peakRss())), bytes: await dbSize(db.url) };
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
+    for (const b of budgets) await b.remove();
     await db.drop();
   }
 }
@@ -211,7 +226,7 @@ function perObs(c: Cpu, total: number): string {
  * spell; the target is judged on the median round. The first COPY on a fresh server can be slowed
  * by cold caches (seen at 0.73 of the next), which the faster-of-two keeps out of the limit.
  */
-export async function runPostgres(plan: PgBatch[], o: { total: number; devices: number; concurrency: number; nodes: number[]; rounds: number }): Promise<void> {
+export async function runPostgres(plan: PgBatch[], o: { total: number; devices: number; concurrency: number; nodes: number[]; rounds: number; nodeCpu: number }): Promise<void> {
   const copyLine = (label: string, c: { secs: number; cpu: Cpu }) => {
     console.log(`${label}${fmt(o.total / c.secs)} obs/s  (${fmt(c.secs, 2)} s) — the storage limit (same partitioned, indexed table)`);
     console.log(`    ${perObs(c.cpu, o.total)}`);
@@ -231,7 +246,7 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
   const ratios: number[] = [];
   const firstRuns: Awaited<ReturnType<typeof overHttpPostgres>>[] = [];
   for (let r = 0; r < o.rounds; r++) {
-    const http = await overHttpPostgres(plan, { ...o, nodes: first });
+    const http = await overHttpPostgres(plan, { ...o, nodes: first, nodeCpu: 0 });
     const after = await copyIntoPostgres(plan, o);
     const limit = o.total / Math.min(copies[r]!.secs, after.secs);
     copies.push(after);
@@ -252,7 +267,7 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
   const uploads: { n: number; cpu: Cpu }[] = [{ n: first, cpu: { nodes: mean((c) => c.nodes), postgres: mean((c) => c.postgres), client: mean((c) => c.client) } }];
   const one = median(firstRuns.map((h) => o.total / h.secs));
   for (const n of o.nodes.slice(1)) {
-    const http = await overHttpPostgres(plan, { ...o, nodes: n });
+    const http = await overHttpPostgres(plan, { ...o, nodes: n, nodeCpu: 0 });
     uploads.push({ n, cpu: http.cpu });
     httpLine(`HTTP upload, ${nodes(n).padEnd(7)}:   `, n, http, copyRate, `, ×${fmt(o.total / http.secs / one, 2)} of ${nodes(first)} (median round)`);
   }
@@ -269,4 +284,19 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
   }
   console.log('on paper, from the measured CPU µs per observation (the cores here are shared by all parties):');
   for (const line of paper) console.log(line);
+  if (!o.nodeCpu) return;
+  // Measured rather than on paper: each node on a CPU budget of its own, small enough that one node
+  // is the limit and PostgreSQL has the cores' rest. Node counts take turns, twice, so that a slow
+  // spell of the shared machine does not fall on one count only.
+  console.log(`each node on a CPU budget of ${o.nodeCpu} cores of its own (cgroup CPU bandwidth), node counts taking turns:`);
+  const budgeted = new Map<number, number[]>(o.nodes.map((n) => [n, []]));
+  for (let r = 0; r < 2; r++) {
+    for (const n of o.nodes) {
+      const http = await overHttpPostgres(plan, { ...o, nodes: n });
+      budgeted.get(n)!.push(o.total / http.secs);
+      console.log(`  ${nodes(n).padEnd(7)}: ${fmt(o.total / http.secs)} obs/s  (${fmt(http.secs, 2)} s)   ${perObs(http.cpu, o.total)}`);
+    }
+  }
+  const base = median(budgeted.get(first)!);
+  for (const n of o.nodes.slice(1)) console.log(`  ${nodes(n)} on ${o.nodeCpu} cores each: ×${fmt(median(budgeted.get(n)!) / base, 2)} of ${nodes(first)} (medians of two)`);
 }

@@ -4,6 +4,8 @@
 // durability): the storage limit. Prints both rates and their ratio.
 //   --observations N  --devices N  --batch N  --concurrency N  --store sqlite|postgres  [--nodes 1,2]
 //   [--rounds N: PostgreSQL, one node's uploads and COPY taking turns, default 3]
+//   [--node-cpu F: PostgreSQL, then each node count again with every node on a CPU budget of F cores
+//    of its own (cgroup; needs root): two nodes on separate CPU budgets, measured]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -133,7 +135,14 @@ console.log(`machine: ${machine()}`);
 if (STORE === 'postgres') {
   // --nodes 1,2: HTTP on one node, then on two behind round robin (bench/ingest-postgres.ts).
   const { runPostgres } = await import('./ingest-postgres.ts');
-  await runPostgres(plan, { total: TOTAL, devices: DEVICES, concurrency: CONCURRENCY, nodes: arg('nodes', '1,2').split(',').map(Number), rounds: Number(arg('rounds', '3')) });
+  await runPostgres(plan, {
+    total: TOTAL,
+    devices: DEVICES,
+    concurrency: CONCURRENCY,
+    nodes: arg('nodes', '1,2').split(',').map(Number),
+    rounds: Number(arg('rounds', '3')),
+    nodeCpu: Number(arg('node-cpu', '0')),
+  });
   process.exit(0);
 }
 const raw = straightIntoSqlite(plan, 'blocks');
