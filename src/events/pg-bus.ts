@@ -17,7 +17,7 @@
 // once from any message of another node: each listener says hello when it (re)connects.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { LocalEventBus, type EventBus, type EventKind, type Listener, type ReefEvent } from './bus.ts';
+import { LocalEventBus, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
 
 export const CHANNEL = 'reef_events';
 /** The application_name of every node's listening connection: how nodes find each other. */
@@ -92,6 +92,10 @@ export class PgEventBus implements EventBus {
    */
   idleFor(kind: EventKind): boolean {
     return !this.others && this.local.idleFor(kind);
+  }
+
+  localIdleFor(kind: EventKind): boolean {
+    return this.local.idleFor(kind);
   }
 
   /** Whether events are sent to other nodes now (false: no other node's listener is connected). */
@@ -209,18 +213,19 @@ export class PgEventBus implements EventBus {
   publish(e: ReefEvent): void {
     this.local.publish(e);
     if (this.closed || !this.others) return;
-    // An in-process publisher attaches the stored records (src/service/observations.ts): the span
-    // comes from their numbers, and the wire form is never built unless a local listener reads it.
-    const records = e.kind === 'observations' ? (e as { records?: readonly { ts: number }[] }).records : undefined;
-    if (e.kind === 'observations' && (records ? records.length : e.observations.length) > INLINE_OBSERVATIONS) {
-      let from = Infinity;
-      let to = -Infinity;
-      const n = records ? records.length : e.observations.length;
-      for (let i = 0; i < n; i++) {
-        const t = records ? records[i]!.ts : Date.parse(e.observations[i]!.timestamp);
-        if (t < from) from = t;
-        if (t > to) to = t;
-      }
+    // An in-process publisher attaches the batch's time span (src/service/observations.ts): the
+    // reference is made from it, and neither records nor the wire form is built unless a local
+    // listener reads them.
+    const span = e.kind === 'observations' ? (e as { span?: ObservationSpan }).span : undefined;
+    if (e.kind === 'observations' && (span ? span.count : e.observations.length) > INLINE_OBSERVATIONS) {
+      let { from, to } = span ?? { from: Infinity, to: -Infinity };
+      const n = span ? span.count : e.observations.length;
+      if (!span)
+        for (let i = 0; i < n; i++) {
+          const t = Date.parse(e.observations[i]!.timestamp);
+          if (t < from) from = t;
+          if (t > to) to = t;
+        }
       const obs: ObservationsRef = { groupId: e.groupId, solution: e.solution, deviceId: e.deviceId, from, to, count: n };
       this.queue.push(JSON.stringify({ n: this.nodeId, obs }));
     } else {

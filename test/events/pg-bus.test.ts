@@ -72,6 +72,11 @@ it('a node alone is idle for a kind nobody here takes: uploads then build no eve
       await waitFor('the first node to hear of the second', () => a.othersListening || null);
       assert.equal(a.idleFor('observations'), false, 'another node may be listening');
       assert.equal(b.idleFor('observations'), false);
+      // ...but nobody here: an upload tells the other node its span and builds no records here.
+      assert.equal(a.localIdleFor('observations'), true);
+      const offHere = a.subscribe(() => undefined, ['observations']);
+      assert.equal(a.localIdleFor('observations'), false);
+      offHere();
     } finally {
       await b.close();
     }
@@ -83,23 +88,25 @@ it('a node alone is idle for a kind nobody here takes: uploads then build no eve
 
 it('a node reads back the observations another node announces only when something here takes observations', async () => {
   const reads: string[] = [];
+  const spans: [string, number, number, number][] = [];
   const a = await open();
   const b = await PgEventBus.open({
     connectionString: db.url,
     pool: store.pool,
-    readObservations: async (deviceId) => {
+    readObservations: async (deviceId, from, to, count) => {
       reads.push(deviceId);
+      spans.push([deviceId, from, to, count]);
       return [{ timestamp: '2026-01-01T00:00:00.000Z', temperature: 1 }];
     },
   });
   try {
     await Promise.all([a.ready, b.ready]);
     await waitFor('the first node to hear of the second', () => a.othersListening || null);
-    // An upload of 100 readings is announced by reference (its rows are stored), not inline.
+    // An upload of 100 readings is announced by reference (its rows are stored), not inline: the
+    // time span its publisher attaches (src/service/observations.ts) is what the other node is told.
     const upload = (deviceId: string): ReefEvent => {
-      const records = Array.from({ length: 100 }, (_, i) => ({ ts: Date.UTC(2026, 0, 1) + i * 1000, temperature: 1, extra: null }));
       const e = { kind: 'observations' as const, groupId: 'G', solution: 'S', deviceId, observations: [] };
-      Object.defineProperty(e, 'records', { value: records, enumerable: false });
+      Object.defineProperty(e, 'span', { value: { from: Date.UTC(2026, 0, 1), to: Date.UTC(2026, 0, 1) + 99_000, count: 100 }, enumerable: false });
       return e;
     };
     const rules: string[] = [];
@@ -112,6 +119,7 @@ it('a node reads back the observations another node announces only when somethin
     a.publish(upload('u2'));
     assert.equal(await got, 'u2');
     assert.deepEqual(reads, ['u2']);
+    assert.deepEqual(spans, [['u2', Date.UTC(2026, 0, 1), Date.UTC(2026, 0, 1) + 99_000, 100]]);
   } finally {
     await b.close();
     await a.close();
