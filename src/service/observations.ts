@@ -135,7 +135,8 @@ function publishSpan(events: EventBus, device: DeviceRecord, batch: PackedObserv
     solution: device.solution,
     deviceId: device.id,
     get observations(): Observation[] {
-      return (wire ??= unpackObservations(batch).map(toWireObservation));
+      if (!wire) wire = unpackObservations(batch).map(toWireObservation);
+      return wire;
     },
   };
   Object.defineProperty(e, 'span', { value: spanOf(n, (i) => batch.ts[i]!), enumerable: false });
