@@ -195,15 +195,29 @@ export function cpuBudget(name: string, cores: number): CpuBudget {
       return '';
     }
   };
+  // Groups a killed bench left behind (its process gone, nothing in them) are removed first.
+  const sweep = (at: string): void => {
+    for (const d of fs.readdirSync(at).filter((f) => /^reef-bench-.+-\d+$/.test(f))) {
+      const pid = Number(/-(\d+)$/.exec(d)![1]);
+      if (fs.existsSync(`/proc/${pid}`) || readable(path.join(at, d, 'cgroup.procs')).trim()) continue;
+      try {
+        fs.rmdirSync(path.join(at, d));
+      } catch {
+        // still being released: the next bench tries again
+      }
+    }
+  };
   let dir: string;
   let root: string;
   if (/\bcpu\b/.test(readable(path.join(v2, 'cgroup.subtree_control')))) {
     root = v2;
+    sweep(v2);
     dir = path.join(v2, `reef-bench-${name}-${process.pid}`);
     fs.mkdirSync(dir);
     fs.writeFileSync(path.join(dir, 'cpu.max'), `${quota} ${PERIOD}`);
   } else if (fs.existsSync(path.join(v1, 'cpu.cfs_quota_us'))) {
     root = v1;
+    sweep(v1);
     dir = path.join(v1, `reef-bench-${name}-${process.pid}`);
     fs.mkdirSync(dir);
     fs.writeFileSync(path.join(dir, 'cpu.cfs_period_us'), String(PERIOD));
