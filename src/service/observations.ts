@@ -103,20 +103,13 @@ export async function storeObservationsMany(store: Store, events: EventBus | nul
  */
 function publishStored(events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): void {
   if (!listening(events) || !batch.length) return;
-  let wire: Observation[] | undefined;
-  let span: ObservationSpan | undefined;
-  const e = {
-    kind: 'observations' as const,
-    groupId: device.groupId,
-    solution: device.solution,
-    deviceId: device.id,
-    get observations(): Observation[] {
-      return (wire ??= batch.map(toWireObservation));
-    },
-  };
-  Object.defineProperty(e, 'records', { value: batch, enumerable: false });
-  Object.defineProperty(e, 'span', { get: () => (span ??= spanOf(batch.length, (i) => batch[i]!.ts)), enumerable: false });
-  events.publish(e);
+  publishObservations(
+    events,
+    device,
+    () => batch.map(toWireObservation),
+    () => spanOf(batch.length, (i) => batch[i]!.ts),
+    batch,
+  );
 }
 
 /**
@@ -128,18 +121,36 @@ function publishStored(events: EventBus | null, device: DeviceRecord, batch: Obs
 function publishSpan(events: EventBus, device: DeviceRecord, batch: PackedObservations): void {
   const n = batch.ts.length;
   if (!n) return;
+  publishObservations(
+    events,
+    device,
+    () => unpackObservations(batch).map(toWireObservation),
+    () => spanOf(n, (i) => batch.ts[i]!),
+  );
+}
+
+/** An observations event whose wire form and span are made on first read; records and span ride along, not enumerable. */
+function publishObservations(events: EventBus, device: DeviceRecord, makeWire: () => Observation[], makeSpan: () => ObservationSpan, records?: ObservationRecord[]): void {
   let wire: Observation[] | undefined;
+  let span: ObservationSpan | undefined;
   const e = {
     kind: 'observations' as const,
     groupId: device.groupId,
     solution: device.solution,
     deviceId: device.id,
     get observations(): Observation[] {
-      if (!wire) wire = unpackObservations(batch).map(toWireObservation);
+      if (!wire) wire = makeWire();
       return wire;
     },
   };
-  Object.defineProperty(e, 'span', { value: spanOf(n, (i) => batch.ts[i]!), enumerable: false });
+  if (records) Object.defineProperty(e, 'records', { value: records, enumerable: false });
+  Object.defineProperty(e, 'span', {
+    get: () => {
+      if (!span) span = makeSpan();
+      return span;
+    },
+    enumerable: false,
+  });
   events.publish(e);
 }
 
