@@ -1,6 +1,6 @@
 // The PostgreSQL half of `npm run bench:ingest -- --store postgres [--nodes N]`: the same plan of
-// batches uploaded over HTTP to N `reef serve` nodes on one throw-away database (round robin, as a
-// load balancer would), then, in the same run, the same rows COPYed into the same table of a second
+// batches uploaded over HTTP to N `reef serve` nodes on one throw-away database (each node with
+// its own uploads in flight, as clients each connected to one node), then, in the same run, the same rows COPYed into the same table of a second
 // throw-away database: PostgreSQL's own bulk-load rate, the storage limit. Also the store's own
 // batch path without HTTP, to show where the time goes. Beside each rate: the CPU time per
 // observation of the Reef node(s), of the PostgreSQL backends and of the load generator

@@ -133,7 +133,7 @@ const plan = batches();
 console.log(`bench:ingest — ${fmt(TOTAL)} observations, ${fmt(DEVICES)} devices, batches of ${fmt(BATCH)}, ${CONCURRENCY} uploads in flight, store ${STORE}`);
 console.log(`machine: ${machine()}`);
 if (STORE === 'postgres') {
-  // --nodes 1,2: HTTP on one node, then on two behind round robin (bench/ingest-postgres.ts).
+  // --nodes 1,2: HTTP on one node, then on two, each with its own uploads in flight (bench/ingest-postgres.ts).
   const { runPostgres } = await import('./ingest-postgres.ts');
   await runPostgres(plan, {
     total: TOTAL,
