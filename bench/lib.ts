@@ -207,23 +207,17 @@ export function cpuBudget(name: string, cores: number): CpuBudget {
       }
     }
   };
-  let dir: string;
-  let root: string;
-  if (/\bcpu\b/.test(readable(path.join(v2, 'cgroup.subtree_control')))) {
-    root = v2;
-    sweep(v2);
-    dir = path.join(v2, `reef-bench-${name}-${process.pid}`);
-    fs.mkdirSync(dir);
-    fs.writeFileSync(path.join(dir, 'cpu.max'), `${quota} ${PERIOD}`);
-  } else if (fs.existsSync(path.join(v1, 'cpu.cfs_quota_us'))) {
-    root = v1;
-    sweep(v1);
-    dir = path.join(v1, `reef-bench-${name}-${process.pid}`);
-    fs.mkdirSync(dir);
+  // The hierarchy with a cpu controller, and how a group's quota is written there.
+  const v2on = /\bcpu\b/.test(readable(path.join(v2, 'cgroup.subtree_control')));
+  if (!v2on && !fs.existsSync(path.join(v1, 'cpu.cfs_quota_us'))) throw new Error('no cgroup cpu controller to budget CPU with (cgroup v2 cpu.max or v1 cpu.cfs_quota_us)');
+  const root = v2on ? v2 : v1;
+  sweep(root);
+  const dir = path.join(root, `reef-bench-${name}-${process.pid}`);
+  fs.mkdirSync(dir);
+  if (v2on) fs.writeFileSync(path.join(dir, 'cpu.max'), `${quota} ${PERIOD}`);
+  else {
     fs.writeFileSync(path.join(dir, 'cpu.cfs_period_us'), String(PERIOD));
     fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(quota));
-  } else {
-    throw new Error('no cgroup cpu controller to budget CPU with (cgroup v2 cpu.max or v1 cpu.cfs_quota_us)');
   }
   return {
     cores,
