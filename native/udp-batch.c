@@ -54,6 +54,9 @@ typedef struct {
   napi_ref status_ref;
   int32_t *status;
   napi_async_context actx;
+  // The async context's resource: a plain object, as async hooks may add properties to it (an
+  // AsyncLocalStorage's store does); the external above is not extensible.
+  napi_ref resource;
   napi_ref on_closed;
 } Sock;
 
@@ -312,7 +315,10 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   CHECK(napi_create_reference(env, argv[6], 1, &s->on_batch));
   CHECK(napi_create_reference(env, argv[7], 1, &s->on_writable));
   CHECK(napi_create_string_utf8(env, "UDPBATCH", NAPI_AUTO_LENGTH, &name));
-  CHECK(napi_async_init(env, ext, name, &s->actx));
+  napi_value resource;
+  CHECK(napi_create_object(env, &resource));
+  CHECK(napi_create_reference(env, resource, 1, &s->resource));
+  CHECK(napi_async_init(env, resource, name, &s->actx));
   uv_poll_init(loop, &s->poll, s->fd);
   s->poll.data = s;
   s->events = UV_READABLE;
@@ -492,6 +498,7 @@ static void on_closed(uv_handle_t *h) {
   napi_delete_reference(env, s->meta_ref);
   napi_delete_reference(env, s->status_ref);
   napi_async_destroy(env, s->actx);
+  napi_delete_reference(env, s->resource);
   // Last: the external may now be collected, and its finalizer frees s.
   napi_delete_reference(env, s->self);
 }

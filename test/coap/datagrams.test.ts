@@ -1,6 +1,7 @@
 // The endpoint's datagram sockets over real UDP on loopback: node:dgram's and the batched one
 // (native/udp-batch.c) pass the same tests, peers being plain node:dgram sockets.
 import assert from 'node:assert/strict';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import dgram from 'node:dgram';
 import { after, describe, it } from 'node:test';
 import { batchedUnavailable, Code, CoapEndpoint, CON, type Datagrams, getUintOption, openDatagrams, Option, parseMessage, serializeMessage, uriOptions } from '../../src/coap/index.ts';
@@ -74,6 +75,23 @@ for (const batched of [false, true]) {
           xs,
           Array.from({ length: 40 }, (_, i) => `re ${port}:${i}`),
         );
+    });
+
+    it('opens while an AsyncLocalStorage is in use, and its datagrams are handled in the context it was opened in', async () => {
+      // Async hooks add the store to the socket's async resource (the batched socket's was a
+      // non-extensible external, and opening one threw once a store was in use: the web tests'
+      // software kit met it).
+      const als = new AsyncLocalStorage<string>();
+      const d = await als.run('opened here', () => socket());
+      const stores: (string | undefined)[] = [];
+      d.listen(
+        () => stores.push(als.getStore()),
+        (e) => assert.fail(e),
+      );
+      const c = await client();
+      als.run('sent from elsewhere', () => c.send('x', d.address().port, '127.0.0.1'));
+      await waitFor('the datagram', () => stores.length === 1);
+      assert.deepEqual(stores, ['opened here']);
     });
 
     it('IPv6: a dual-stack socket hears IPv4 peers as ::ffff:a.b.c.d and answers them, and ::1 peers as ::1', async () => {
