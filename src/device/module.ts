@@ -159,7 +159,11 @@ export class NetworkModule {
     };
     if (this.o.transmission) opts.transmission = this.o.transmission;
     if (log.on(7)) opts.trace = (dir, m, p) => log.debug(`udp ${dir} ${p.address}:${p.port} ${describeMessage(m)}`);
-    this.endpoint = await CoapEndpoint.create(opts);
+    // The batched socket (native/udp-batch.c: recvmmsg/sendmmsg), as the gateway's: on node:dgram a
+    // request cost the kit one JavaScript callback, an address object and a system call per
+    // datagram each way, 40 % of its CPU per request on machines where Node's UDP path is dear
+    // (docs/benchmarks.md, "Fourteenth session"). node:dgram when the addon is not built.
+    this.endpoint = await CoapEndpoint.create({ ...opts, batched: true });
     this.endpoint.handle((req, peer) => this.onRequest(req, peer));
     this.endpoint.on('reset', (mid: number, peer: Peer) => this.onPeerReset(mid, peer));
     this.endpoint.on('error', (e: Error) => log.err(`udp error: ${e.message}`));
@@ -223,27 +227,21 @@ export class NetworkModule {
     const payload = encodeAnnouncement(ann);
     this.announceSeq++;
     this.stats.announcements++;
-    this.endpoint
-      .request(gw, {
-        method: Code.POST,
-        confirmable: false,
-        options: announcementOptions(),
-        payload,
-        timeoutMs: 5000,
-      })
-      .then(
-        (m) => {
-          if (m.code === Code.CHANGED && this.o.key) {
-            const ack = verifyAnnouncementAck(m.payload, this.o.mac, ann.seq, this.o.key);
-            if (ack && ack.from !== this.gatewayFrom) {
-              this.gatewayFrom = ack.from;
-              this.o.log.info(`gateway requests come from ${gw.address}:${ack.from}`);
-            } else if (!ack) this.o.log.warn('the gateway answered without a valid signed ack: only its announcement port is answered');
-          }
-          this.gatewayAnswered(m.code === Code.CHANGED);
-        },
-        () => this.gatewayAnswered(false),
-      );
+    // A callback, not a promise: the signed answer names the port the gateway's requests come from,
+    // and the gateway's first request (its readings bridge observing the kit) follows the answer at
+    // once. The batched socket hands the module every datagram of a batch in one turn, before any
+    // promise settles, so a request behind the answer in the same batch would be refused.
+    this.endpoint.exchange(gw, { method: Code.POST, confirmable: false, options: announcementOptions(), payload, timeoutMs: 5000 }, (e, m) => {
+      if (e || !m) return this.gatewayAnswered(false);
+      if (m.code === Code.CHANGED && this.o.key) {
+        const ack = verifyAnnouncementAck(m.payload, this.o.mac, ann.seq, this.o.key);
+        if (ack && ack.from !== this.gatewayFrom) {
+          this.gatewayFrom = ack.from;
+          this.o.log.info(`gateway requests come from ${gw.address}:${ack.from}`);
+        } else if (!ack) this.o.log.warn('the gateway answered without a valid signed ack: only its announcement port is answered');
+      }
+      this.gatewayAnswered(m.code === Code.CHANGED);
+    });
   }
 
   private gatewayAnswered(accepted: boolean): void {

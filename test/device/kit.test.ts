@@ -53,6 +53,10 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
     await kit.stop();
   });
 
+  test("the network module's socket is the batched one, as the gateway's (a system call per batch of datagrams)", () => {
+    assert.equal(kit.module.endpoint.socket.kind, 'batched');
+  });
+
   test('GET of the bare prefix answers 2.05 with the server name and version', async () => {
     const r = await get('/snsr');
     assert.equal(code(r), '2.05');
