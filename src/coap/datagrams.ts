@@ -3,7 +3,7 @@
 // received datagrams, one system call per batch sent). The gateway uses the batched one, because
 // it receives and sends two datagrams per proxied request and node:dgram's per-datagram cost was
 // most of its own (docs/benchmarks.md, "Seventh session"); so does the kit's network module, whose
-// per-request cost it cut by 30–40 % ("Fourteenth session"). Clients use node:dgram.
+// per-request cost it cut by a third ("Fourteenth session"). Clients use node:dgram.
 import dgram from 'node:dgram';
 import dns from 'node:dns';
 import { createRequire } from 'node:module';
@@ -44,7 +44,9 @@ export interface OpenOptions {
 export async function openDatagrams(o: OpenOptions): Promise<Datagrams> {
   if (o.batched) {
     const native = batchBinding();
-    if (native) return new BatchedDatagrams(native, o);
+    // The addon binds IP literals only; a name (REEF_DEVICE_HOST=localhost) is resolved first, to
+    // the IPv4 address node:dgram's udp4 socket would bind.
+    if (native) return new BatchedDatagrams(native, isIP(o.host) ? o : { ...o, host: (await dns.promises.lookup(o.host, { family: 4 })).address });
   }
   return DgramDatagrams.open(o);
 }

@@ -161,7 +161,7 @@ export class NetworkModule {
     if (log.on(7)) opts.trace = (dir, m, p) => log.debug(`udp ${dir} ${p.address}:${p.port} ${describeMessage(m)}`);
     // The batched socket (native/udp-batch.c: recvmmsg/sendmmsg), as the gateway's: on node:dgram a
     // request cost the kit one JavaScript callback, an address object and a system call per
-    // datagram each way, 40 % of its CPU per request on machines where Node's UDP path is dear
+    // datagram each way, a third of its CPU per request on machines where Node's UDP path is dear
     // (docs/benchmarks.md, "Fourteenth session"). node:dgram when the addon is not built.
     this.endpoint = await CoapEndpoint.create({ ...opts, batched: true });
     this.endpoint.handle((req, peer) => this.onRequest(req, peer));

@@ -94,6 +94,19 @@ for (const batched of [false, true]) {
       assert.deepEqual(stores, ['opened here']);
     });
 
+    it('binds to a host name as to its IPv4 address (localhost: 127.0.0.1)', async () => {
+      const d = await socket('localhost');
+      assert.equal(d.address().address, '127.0.0.1');
+      const got: string[] = [];
+      d.listen(
+        (buf) => got.push(buf.toString()),
+        (e) => assert.fail(e),
+      );
+      (await client()).send('by name', d.address().port, '127.0.0.1');
+      await waitFor('the datagram', () => got.length === 1);
+      assert.deepEqual(got, ['by name']);
+    });
+
     it('IPv6: a dual-stack socket hears IPv4 peers as ::ffff:a.b.c.d and answers them, and ::1 peers as ::1', async () => {
       const d = await socket('::');
       const got: Got[] = [];
