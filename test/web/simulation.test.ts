@@ -75,6 +75,9 @@ describe('web app: simulation panel', () => {
     await page.getByLabel('Backfill').fill('');
     await page.getByRole('button', { name: 'Start simulation' }).click();
     await waitText(page, '#sim-panel .sim-status', /^Started .* with 8 devices\.$/);
+    // The page settles first: the started simulation's devices fill the table above the panel (a
+    // reload the start asks for), which would move the panel while its boxes are measured below.
+    await page.waitForFunction(() => document.querySelectorAll('#devices tbody tr').length === 8, null, { timeout: 30_000 });
 
     await page.getByLabel('Interval').fill('soon');
     await page.getByRole('button', { name: 'Start simulation' }).click();
@@ -83,8 +86,11 @@ describe('web app: simulation panel', () => {
     assert.equal(await page.textContent('#sim-panel .sim-status'), '', 'the previous outcome is cleared');
     assert.doesNotMatch((await page.textContent('#message')) ?? '', /did not start/, 'not at the top of the page');
     // Beside the control: on screen, just below the button that caused it.
-    const b = (await page.getByRole('button', { name: 'Start simulation' }).boundingBox())!;
-    const e = (await err.boundingBox())!;
+    // Both boxes in one layout (two round trips could straddle a live reading's re-render).
+    const { b, e } = await page.evaluate(() => {
+      const [rb, re] = ['sim-start', 'sim-error'].map((id) => document.getElementById(id)!.getBoundingClientRect());
+      return { b: { y: rb!.y, height: rb!.height }, e: { y: re!.y, height: re!.height } };
+    });
     assert.ok(e.y >= b.y && e.y - (b.y + b.height) < 80, `error at ${e.y}, button at ${b.y}`);
     assert.ok(e.y >= 0 && e.y + e.height <= 844, `the error is in view (${e.y})`);
     await shot(page, 'simulation-error-phone');
