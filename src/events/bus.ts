@@ -38,6 +38,18 @@ export interface ObservationSpan {
   count: number;
 }
 
+/** The span of `n` timestamps, the i-th read by `ts(i)`. */
+export function spanOf(n: number, ts: (i: number) => number): ObservationSpan {
+  let from = Infinity;
+  let to = -Infinity;
+  for (let i = 0; i < n; i++) {
+    const t = ts(i);
+    if (t < from) from = t;
+    if (t > to) to = t;
+  }
+  return { from, to, count: n };
+}
+
 export type Listener = (e: ReefEvent) => void;
 
 export type EventKind = ReefEvent['kind'];

@@ -17,7 +17,7 @@
 // once from any message of another node: each listener says hello when it (re)connects.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { LocalEventBus, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
+import { LocalEventBus, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
 
 export const CHANNEL = 'reef_events';
 /** The application_name of every node's listening connection: how nodes find each other. */
@@ -218,15 +218,9 @@ export class PgEventBus implements EventBus {
     // listener reads them.
     const span = e.kind === 'observations' ? (e as { span?: ObservationSpan }).span : undefined;
     if (e.kind === 'observations' && (span ? span.count : e.observations.length) > INLINE_OBSERVATIONS) {
-      let { from, to } = span ?? { from: Infinity, to: -Infinity };
-      const n = span ? span.count : e.observations.length;
-      if (!span)
-        for (let i = 0; i < n; i++) {
-          const t = Date.parse(e.observations[i]!.timestamp);
-          if (t < from) from = t;
-          if (t > to) to = t;
-        }
-      const obs: ObservationsRef = { groupId: e.groupId, solution: e.solution, deviceId: e.deviceId, from, to, count: n };
+      // An event published without a span (as a plain object) has its wire form to read it from.
+      const { from, to, count } = span ?? spanOf(e.observations.length, (i) => Date.parse(e.observations[i]!.timestamp));
+      const obs: ObservationsRef = { groupId: e.groupId, solution: e.solution, deviceId: e.deviceId, from, to, count };
       this.queue.push(JSON.stringify({ n: this.nodeId, obs }));
     } else {
       const json = JSON.stringify(e);

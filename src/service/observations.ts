@@ -4,7 +4,7 @@
 import { ReefError } from '../core/errors.ts';
 import { toWireObservation, type DeviceRecord, type Observation, type ObservationRecord } from '../core/types.ts';
 import { duration, isoTimestamp, temperature } from '../core/validate.ts';
-import type { EventBus, ObservationSpan } from '../events/bus.ts';
+import { spanOf, type EventBus, type ObservationSpan } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
 import { unpackObservations, type PackedObservations } from '../core/observation-scan.ts';
 import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
@@ -70,18 +70,6 @@ export async function storeObservations(store: Store, events: EventBus | null, d
   if (records) publishStored(events, device, records);
   else publishSpan(events, device, batch);
   return written;
-}
-
-/** Earliest and latest of a batch's timestamps. */
-function spanOf(n: number, ts: (i: number) => number): ObservationSpan {
-  let from = Infinity;
-  let to = -Infinity;
-  for (let i = 0; i < n; i++) {
-    const t = ts(i);
-    if (t < from) from = t;
-    if (t > to) to = t;
-  }
-  return { from, to, count: n };
 }
 
 /**
