@@ -6,7 +6,9 @@
 //    throughput from the generator child: one client with --window requests in flight, and
 //    --clients clients each with its own session, direct and through the gateway taking turns over
 //    --rounds rounds. Beside each rate: CPU per request of the gateway process, of the kit and of
-//    the generator (/proc/<pid>/stat), the steady figure on a shared machine.
+//    the generator (/proc/<pid>/stat), the steady figure on a shared machine, and the cores each arm
+//    kept busy (rate × CPU per request); after the windows, the ratio split into its two factors:
+//    CPU per request (direct arm ÷ gateway arm) times cores busy (gateway arm ÷ direct arm).
 // 2. --kits kits announcing to the gateway, each observed by the readings bridge (every reading
 //    stored) and by one client through the gateway: notifications/s in, relayed and stored against
 //    the ideal rate, and the relay latency (p50/p99) from the kit's send to the client's receipt and
@@ -220,6 +222,9 @@ async function main(): Promise<void> {
     /** Each window's ratio, by load shape: one client's windows are latency-bound where four clients' are CPU-bound. */
     const byShape = new Map<number, number[]>();
     const capacity: number[] = [];
+    /** Each window's ratio as two factors (rate = cores busy ÷ CPU per request, in each arm): CPU per request, direct ÷ gateway arm; cores busy, gateway ÷ direct arm. */
+    const costFactor: number[] = [];
+    const busyFactor: number[] = [];
     for (const clients of [1, CLIENTS]) {
       const shape: number[] = [];
       byShape.set(clients, shape);
@@ -235,9 +240,15 @@ async function main(): Promise<void> {
           );
         shape.push(g.rps / d.rps);
         capacity.push(d.kitUs / g.gatewayUs);
+        const dCost = d.genUs + d.kitUs;
+        const gCost = g.genUs + g.gatewayUs + g.kitUs;
+        const dBusy = (d.rps * dCost) / 1e6;
+        const gBusy = (g.rps * gCost) / 1e6;
+        costFactor.push(dCost / gCost);
+        busyFactor.push(gBusy / dBusy);
         const label = `${clients} client${clients > 1 ? 's' : ''} × ${WINDOW} in flight`;
         console.log(
-          `   ${label.padEnd(22)} direct ${d.rps.toFixed(0).padStart(6)} req/s (kit ${d.kitUs.toFixed(1)} µs/req)  gateway ${g.rps.toFixed(0).padStart(6)} req/s (gateway ${g.gatewayUs.toFixed(1)} µs/req, ${g.gatewaySysUs.toFixed(1)} of it system; kit ${g.kitUs.toFixed(1)})  ratio ${(g.rps / d.rps).toFixed(2)}×  generator ${d.genUs.toFixed(1)}/${g.genUs.toFixed(1)} µs/req${d.errors + g.errors ? `  errors ${d.errors + g.errors}` : ''}`,
+          `   ${label.padEnd(22)} direct ${d.rps.toFixed(0).padStart(6)} req/s (kit ${d.kitUs.toFixed(1)} µs/req)  gateway ${g.rps.toFixed(0).padStart(6)} req/s (gateway ${g.gatewayUs.toFixed(1)} µs/req, ${g.gatewaySysUs.toFixed(1)} of it system; kit ${g.kitUs.toFixed(1)})  ratio ${(g.rps / d.rps).toFixed(2)}×  generator ${d.genUs.toFixed(1)}/${g.genUs.toFixed(1)} µs/req  cores busy ${dBusy.toFixed(2)}/${gBusy.toFixed(2)}${d.errors + g.errors ? `  errors ${d.errors + g.errors}` : ''}`,
         );
       }
     }
@@ -248,6 +259,12 @@ async function main(): Promise<void> {
     console.log(`   by load shape: ${shapes.join(', ')}`);
     // The steady figure on shared cores: requests/s one core gives the gateway against what it gives the kit.
     console.log(`   capacity per core, gateway / kit (kit CPU per direct request ÷ gateway CPU per proxied one): median ${median(capacity).toFixed(2)}×`);
+    // Each window's ratio is exactly the product of the two (an arm's rate is its cores busy ÷ its
+    // CPU per request): they say how much of the shortfall is CPU the gateway adds and how much is
+    // idle time (docs/benchmarks.md, "Fifteenth session").
+    console.log(
+      `   each window's ratio = CPU per request, direct ÷ gateway arm (generator + kit ÷ generator + gateway + kit) × cores busy, gateway ÷ direct arm; medians ${median(costFactor).toFixed(2)}× and ${median(busyFactor).toFixed(2)}×`,
+    );
   };
   await pipelined();
   if (BUDGET > 0) {
