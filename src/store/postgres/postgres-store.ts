@@ -263,27 +263,40 @@ function jsonbExtras(rows: readonly ObservationRecord[]): (Buffer | null)[] | nu
   return rows.map((r) => (r.extra ? Buffer.from(`\x01${JSON.stringify(r.extra)}`, 'utf8') : null));
 }
 
-/**
- * A batch's rows as COPY binary tuples (copyIn adds the header and trailer): (device_pk int8, ts
- * int8, temperature float8, extra jsonb, tier int4), written through one DataView, no record or
- * string per row. A missing temperature is null (records) or NaN (the upload scanner's numbers);
- * `extras` holds each row's jsonb, or is null when no row has free fields.
- */
-function copyTuples(pk: number, tier: number, ts: ArrayLike<number>, temps: ArrayLike<number | null>, extras: readonly (Buffer | null)[] | null): Buffer {
-  const n = ts.length;
-  // 50 bytes a row: field count, four length-prefixed fixed fields and the extra's length.
+/** One batch's rows in a group's COPY: its device's key, timestamps, temperatures and free fields. */
+interface CopyRows {
+  pk: number;
+  tier: number;
+  ts: ArrayLike<number>;
+  /** null (records) or NaN (the upload scanner's numbers) where there is no temperature. */
+  temps: ArrayLike<number | null>;
+  /** Each row's jsonb, or null when no row has free fields. */
+  extras: readonly (Buffer | null)[] | null;
+}
+
+const noTemperature = (x: number | null | undefined) => x === null || x === undefined || Number.isNaN(x);
+
+/** The bytes of a batch's COPY binary tuples: 50 a row (field count, four length-prefixed fixed fields, the extra's length), less 8 without a temperature, plus the extra. */
+function tupleBytes(r: CopyRows): number {
+  const n = r.ts.length;
   let size = n * 50;
   for (let i = 0; i < n; i++) {
-    const x = temps[i];
-    if (x === null || Number.isNaN(x)) size -= 8;
-    const e = extras?.[i];
+    if (noTemperature(r.temps[i])) size -= 8;
+    const e = r.extras?.[i];
     if (e) size += e.length;
   }
-  const buf = Buffer.allocUnsafe(size);
-  const v = new DataView(buf.buffer, buf.byteOffset, size);
-  const pkHi = Math.floor(pk / TWO_32);
-  const pkLo = pk - pkHi * TWO_32;
-  let at = 0;
+  return size;
+}
+
+/**
+ * Writes a batch's rows as COPY binary tuples at `at` (device_pk int8, ts int8, temperature float8,
+ * extra jsonb, tier int4) through one DataView, no record or string per row; returns where they end.
+ */
+function writeTuples(buf: Buffer, v: DataView, at: number, r: CopyRows): number {
+  const { ts, temps, extras, tier } = r;
+  const n = ts.length;
+  const pkHi = Math.floor(r.pk / TWO_32);
+  const pkLo = r.pk - pkHi * TWO_32;
   for (let i = 0; i < n; i++) {
     v.setInt16(at, 5);
     v.setInt32(at + 2, 8);
@@ -295,12 +308,12 @@ function copyTuples(pk: number, tier: number, ts: ArrayLike<number>, temps: Arra
     v.setInt32(at + 18, hi);
     v.setUint32(at + 22, t - hi * TWO_32);
     const x = temps[i];
-    if (x === null || x === undefined || Number.isNaN(x)) {
+    if (noTemperature(x)) {
       v.setInt32(at + 26, -1);
       at += 30;
     } else {
       v.setInt32(at + 26, 8);
-      v.setFloat64(at + 30, x);
+      v.setFloat64(at + 30, x!);
       at += 38;
     }
     const e = extras?.[i];
@@ -315,6 +328,35 @@ function copyTuples(pk: number, tier: number, ts: ArrayLike<number>, temps: Arra
     v.setInt32(at + 4, tier);
     at += 8;
   }
+  return at;
+}
+
+/**
+ * A group's round trip as one buffer, for one write: the simple Query message holding `text`, then
+ * one CopyData message with the whole COPY binary stream (signature, every batch's tuples, trailer),
+ * then CopyDone (PostgreSQL protocol, "Message Formats"). Built in place: before, the tuples of each
+ * batch, their concatenation and pg's framing of it were three copies of the group's rows, and the
+ * three messages three writes to the socket, each waking the backend.
+ */
+function copyAndCommitMessage(text: string, batches: readonly CopyRows[]): Buffer {
+  const textBytes = Buffer.byteLength(text);
+  let data = COPY_HEADER.length + COPY_TRAILER.length;
+  for (const r of batches) data += tupleBytes(r);
+  const size = 5 + textBytes + 1 + 5 + data + 5;
+  const buf = Buffer.allocUnsafe(size);
+  const v = new DataView(buf.buffer, buf.byteOffset, size);
+  buf[0] = 0x51; // 'Q'
+  v.setInt32(1, 4 + textBytes + 1);
+  let at = 5 + buf.write(text, 5, 'utf8');
+  buf[at++] = 0;
+  buf[at] = 0x64; // 'd'
+  v.setInt32(at + 1, 4 + data);
+  at += 5;
+  at += COPY_HEADER.copy(buf, at);
+  for (const r of batches) at = writeTuples(buf, v, at, r);
+  at += COPY_TRAILER.copy(buf, at);
+  buf[at] = 0x63; // 'c'
+  v.setInt32(at + 1, 4);
   return buf;
 }
 
@@ -894,8 +936,8 @@ export class PostgresStore implements Store {
             found.map((k) => k.pk),
             found.map((k) => k.tier),
           );
-          const tuples = group.map((p, i) => copyTuples(found[i]!.pk, found[i]!.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
-          await copyInAndCommit(c, tuples, `${BEGIN_WRITE}; EXECUTE reef_group_head_known(${args}); `);
+          const batches = group.map((p, i): CopyRows => ({ pk: found[i]!.pk, tier: found[i]!.tier, ts: p.ts, temps: p.temps, extras: p.rows && jsonbExtras(p.rows) }));
+          await copyInAndCommit(c, batches, `${BEGIN_WRITE}; EXECUTE reef_group_head_known(${args}); `);
         },
         null,
         true,
@@ -930,13 +972,13 @@ export class PostgresStore implements Store {
         const results = (await c.query(`${BEGIN_WRITE}; EXECUTE reef_group_head(${args})`)) as unknown as pg.QueryResult[];
         const head = results[results.length - 1]!;
         const found: ({ pk: number; tier: number } | undefined)[] = new Array(group.length);
-        const tuples: Buffer[] = [];
+        const tuples: CopyRows[] = [];
         for (const d of head.rows as { i: number; pk: number; tier: number; taken: boolean }[]) {
           const p = group[d.i - 1]!;
           found[d.i - 1] = d;
           this.knowKey(p.deviceId, d.pk, d.tier);
           if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
-          else tuples.push(copyTuples(d.pk, d.tier, p.ts, p.temps, p.rows && jsonbExtras(p.rows)));
+          else tuples.push({ pk: d.pk, tier: d.tier, ts: p.ts, temps: p.temps, extras: p.rows && jsonbExtras(p.rows) });
         }
         if (tuples.length) await copyInAndCommit(c, tuples);
         else await c.query('COMMIT');
@@ -1315,17 +1357,13 @@ export class PostgresStore implements Store {
 class CopyAndCommit implements pg.Submittable {
   private settled = false;
   constructor(
-    private readonly data: Buffer,
+    /** The query, the COPY's data and its end (copyAndCommitMessage). */
+    private readonly message: Buffer,
     private readonly done: (e: unknown) => void,
-    /** Statements run before the COPY in the same query (writeKnown's BEGIN and head). */
-    private readonly before: string,
   ) {}
   submit(connection: pg.Connection): void {
-    // pg's Connection has the copy messages (used by pg-copy-streams too); its types do not list them.
-    const c = connection as unknown as { query(text: string): void; sendCopyFromChunk(b: Buffer): void; endCopyFrom(): void };
-    c.query(`${this.before}${COPY_BATCH}; COMMIT`);
-    c.sendCopyFromChunk(this.data);
-    c.endCopyFrom();
+    // Written to the connection's socket as pg-copy-streams writes its COPY data; pg's types do not list `stream`.
+    (connection as unknown as { stream: { write(b: Buffer): boolean } }).stream.write(this.message);
   }
   private settle(e: unknown): void {
     if (this.settled) return;
@@ -1348,10 +1386,11 @@ class CopyAndCommit implements pg.Submittable {
   handleCopyData(): void {}
 }
 
-/** Writes a group's tuples by binary COPY and commits the transaction (CopyAndCommit), after `before` when given. */
-function copyInAndCommit(c: pg.PoolClient, tuples: Buffer[], before = ''): Promise<void> {
+/** Writes a group's batches by binary COPY and commits the transaction (CopyAndCommit), after `before` (statements) when given. */
+function copyInAndCommit(c: pg.PoolClient, batches: readonly CopyRows[], before = ''): Promise<void> {
+  const message = copyAndCommitMessage(`${before}${COPY_BATCH}; COMMIT`, batches);
   return new Promise((resolve, reject) => {
-    c.query(new CopyAndCommit(Buffer.concat([COPY_HEADER, ...tuples, COPY_TRAILER]), (e) => (e ? reject(e) : resolve()), before));
+    c.query(new CopyAndCommit(message, (e) => (e ? reject(e) : resolve())));
   });
 }
 
