@@ -20,7 +20,7 @@ export interface PgBatch {
   rows: { ts: number; temperature: number }[];
 }
 
-/** How much earlier the warm-up's rows are than the timed ones: a year, another month's partition. */
+/** How much earlier each warm-up pass's rows are than the last's: a year, another month's partition. */
 const WARM_SHIFT_MS = 365 * 86_400_000;
 
 async function dbSize(url: string): Promise<number> {
@@ -76,7 +76,7 @@ async function preparePartitions(store: PostgresStore, plan: PgBatch[]): Promise
 }
 
 /** `nodeCpu`: each node on a CPU budget of that many cores of its own (bench/lib.ts cpuBudget). */
-export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; concurrency: number; nodes: number; nodeCpu?: number }) {
+export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; concurrency: number; nodes: number; warm: number; nodeCpu?: number }) {
   const db = await createTestDatabase('reef_bench');
   const env = { REEF_DATABASE_URL: db.url };
   const servers: Served[] = [];
@@ -125,12 +125,13 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
         }),
       );
     };
-    // Warm-up, not timed, as bench:peers does: one batch per device through every node, a year
-    // earlier (another partition, so the timed rows start on empty ones as COPY's do). A node
-    // fresh from start-up runs its upload path in V8's baseline tiers and compiles it meanwhile
-    // (perf of a timed window without this: a fifth of the node's samples in the compiler's
-    // threads, Fastify's and pg's per-upload code not yet optimized); a server runs warm.
-    await upload(bodiesOf(plan.slice(0, o.devices), WARM_SHIFT_MS));
+    // Warm-up, not timed: `warm` passes of one batch per device through every node, each a year
+    // earlier than the last (other partitions, so the timed rows start on empty ones as COPY's do).
+    // A node fresh from start-up runs its upload path in V8's baseline tiers and compiles it
+    // meanwhile; a server runs warm. One pass was not enough: perf of the timed window after it
+    // still found 22 % of the node's samples in V8's compiler threads, after three passes 2 %,
+    // and the node's CPU per observation 24 % lower (docs/benchmarks.md, "Sixteenth session").
+    for (let k = 1; k <= o.warm; k++) await upload(bodiesOf(plan.slice(0, o.devices), k * WARM_SHIFT_MS));
     const bodies = bodiesOf(plan);
     const meter = await cpuMeter(
       db.name,
@@ -226,7 +227,7 @@ function perObs(c: Cpu, total: number): string {
  * spell; the target is judged on the median round. The first COPY on a fresh server can be slowed
  * by cold caches (seen at 0.73 of the next), which the faster-of-two keeps out of the limit.
  */
-export async function runPostgres(plan: PgBatch[], o: { total: number; devices: number; concurrency: number; nodes: number[]; rounds: number; nodeCpu: number }): Promise<void> {
+export async function runPostgres(plan: PgBatch[], o: { total: number; devices: number; concurrency: number; nodes: number[]; rounds: number; warm: number; nodeCpu: number }): Promise<void> {
   const copyLine = (label: string, c: { secs: number; cpu: Cpu }) => {
     console.log(`${label}${fmt(o.total / c.secs)} obs/s  (${fmt(c.secs, 2)} s) — the storage limit (same partitioned, indexed table)`);
     console.log(`    ${perObs(c.cpu, o.total)}`);
@@ -240,7 +241,9 @@ export async function runPostgres(plan: PgBatch[], o: { total: number; devices: 
   };
   const nodes = (n: number) => `${n} node${n > 1 ? 's' : ''}`;
   const first = o.nodes[0]!;
-  console.log(`${nodes(first)} and COPY taking turns, ${o.rounds} round${o.rounds > 1 ? 's' : ''}; each ratio against the faster COPY beside it:`);
+  console.log(
+    `${nodes(first)} and COPY taking turns, ${o.rounds} round${o.rounds > 1 ? 's' : ''}, each node warmed by ${o.warm} untimed pass${o.warm === 1 ? '' : 'es'} of one batch per device; each ratio against the faster COPY beside it:`,
+  );
   const copies = [await copyIntoPostgres(plan, o)];
   copyLine('  COPY into PostgreSQL:   ', copies[0]!);
   const ratios: number[] = [];

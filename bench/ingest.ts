@@ -4,6 +4,7 @@
 // durability): the storage limit. Prints both rates and their ratio.
 //   --observations N  --devices N  --batch N  --concurrency N  --store sqlite|postgres  [--nodes 1,2]
 //   [--rounds N: PostgreSQL, one node's uploads and COPY taking turns, default 3]
+//   [--warm N: PostgreSQL, untimed passes of one batch per device through each node first, default 3]
 //   [--node-cpu F: PostgreSQL, then each node count again with every node on a CPU budget of F cores
 //    of its own (cgroup; needs root): two nodes on separate CPU budgets, measured]
 import fs from 'node:fs';
@@ -141,6 +142,7 @@ if (STORE === 'postgres') {
     concurrency: CONCURRENCY,
     nodes: arg('nodes', '1,2').split(',').map(Number),
     rounds: Number(arg('rounds', '3')),
+    warm: Number(arg('warm', '3')),
     nodeCpu: Number(arg('node-cpu', '0')),
   });
   process.exit(0);
