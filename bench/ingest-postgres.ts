@@ -129,7 +129,7 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
     // earlier than the last (other partitions, so the timed rows start on empty ones as COPY's do).
     // A node fresh from start-up runs its upload path in V8's baseline tiers and compiles it
     // meanwhile; a server runs warm. One pass was not enough: perf of the timed window after it
-    // still found 22 % of the node's samples in V8's compiler threads, after three passes 2 %,
+    // still found 22 % of the node's samples in V8's compiler threads, after three passes 4 %,
     // and the node's CPU per observation 24 % lower (docs/benchmarks.md, "Sixteenth session").
     for (let k = 1; k <= o.warm; k++) await upload(bodiesOf(plan.slice(0, o.devices), k * WARM_SHIFT_MS));
     const bodies = bodiesOf(plan);
