@@ -274,6 +274,11 @@ interface CopyRows {
   extras: readonly (Buffer | null)[] | null;
 }
 
+/** A waiting batch's rows for the group's COPY, under its device's key. */
+function copyRowsOf(p: Pending, key: { pk: number; tier: number }): CopyRows {
+  return { pk: key.pk, tier: key.tier, ts: p.ts, temps: p.temps, extras: p.rows && jsonbExtras(p.rows) };
+}
+
 const noTemperature = (x: number | null | undefined) => x === null || x === undefined || Number.isNaN(x);
 
 /** The bytes of a batch's COPY binary tuples: 50 a row (field count, four length-prefixed fixed fields, the extra's length), less 8 without a temperature, plus the extra. */
@@ -936,7 +941,7 @@ export class PostgresStore implements Store {
             found.map((k) => k.pk),
             found.map((k) => k.tier),
           );
-          const batches = group.map((p, i): CopyRows => ({ pk: found[i]!.pk, tier: found[i]!.tier, ts: p.ts, temps: p.temps, extras: p.rows && jsonbExtras(p.rows) }));
+          const batches = group.map((p, i) => copyRowsOf(p, found[i]!));
           await copyInAndCommit(c, batches, `${BEGIN_WRITE}; EXECUTE reef_group_head_known(${args}); `);
         },
         null,
@@ -978,7 +983,7 @@ export class PostgresStore implements Store {
           found[d.i - 1] = d;
           this.knowKey(p.deviceId, d.pk, d.tier);
           if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
-          else tuples.push({ pk: d.pk, tier: d.tier, ts: p.ts, temps: p.temps, extras: p.rows && jsonbExtras(p.rows) });
+          else tuples.push(copyRowsOf(p, d));
         }
         if (tuples.length) await copyInAndCommit(c, tuples);
         else await c.query('COMMIT');
