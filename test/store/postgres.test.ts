@@ -6,6 +6,7 @@ import { periodStart, widthOf } from '../../src/store/postgres/partitions.ts';
 import { storeConformance } from './conformance.ts';
 import { MIGRATIONS } from '../../src/store/postgres/migrations.ts';
 import { BY_ID_IN_SOLUTION, PostgresStore } from '../../src/store/postgres/postgres-store.ts';
+import type { InsertResult } from '../../src/store/store.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 
 let db: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
@@ -296,6 +297,46 @@ describe('postgres: batch writes', () => {
         [T + 1000, 4],
       ]);
     });
+  });
+
+  it("a group's COPY, with its flush markers between every 60 rows, stores each row once and the markers nowhere", async () => {
+    // Five batches in one group: 59 + 1 rows end on a marker's place, 61 and 121 pass one, 179 run
+    // from one month's partition into the next. The group forms while three others hold every
+    // writer, each waiting on a device another transaction has locked.
+    const ids = ['f-1', 'f-2', 'f-3', 'f-4', 'f-5'];
+    const held = ['h-1', 'h-2', 'h-3'];
+    for (const id of [...ids, ...held]) await s.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 'f', deviceType: 'VirtualDevice', domainInfo: {} });
+    const endOfJanuary = Date.UTC(2026, 1, 1) - 100_000;
+    const sizes = [59, 1, 61, 121, 179];
+    const batches = sizes.map((n, i) => (i === 4 ? rows(n, 5, endOfJanuary) : rows(n, i + 1, T + 1_000_000).map((r, j) => (j === 0 ? { ...r, extra: { first: true } } : r))));
+    const lock = await s.pool.connect();
+    let results: InsertResult[];
+    try {
+      await lock.query('BEGIN');
+      await lock.query("SELECT 1 FROM devices WHERE id IN ('h-1', 'h-2', 'h-3') FOR UPDATE");
+      const holding = held.map((id) => s.insertObservations(id, rows(2, 0)));
+      const group = Promise.all(ids.map((id, i) => s.insertObservations(id, batches[i]!)));
+      await lock.query('COMMIT');
+      await Promise.all(holding);
+      results = await group;
+    } finally {
+      lock.release();
+    }
+    assert.deepEqual(
+      results.map((r) => r.written),
+      sizes,
+    );
+    for (let i = 0; i < ids.length; i++) {
+      const got = (await s.queryObservations(ids[i]!, { limit: 1000 })).observations.reverse();
+      assert.deepEqual(got, batches[i], ids[i]);
+    }
+    // One transaction wrote them all (a failed group is written again batch by batch, one each).
+    const r = await s.pool.query(
+      `SELECT (SELECT count(DISTINCT o.xmin::text)::int FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id LIKE 'f-%') AS transactions,
+              (SELECT count(*)::int FROM obs_copy_flush) AS markers,
+              (SELECT count(*)::int FROM observations WHERE device_pk NOT IN (SELECT pk FROM devices)) AS orphans`,
+    );
+    assert.deepEqual(r.rows[0], { transactions: 1, markers: 0, orphans: 0 });
   });
 
   it('free-form fields and missing temperatures go through COPY and merge alike', async () => {

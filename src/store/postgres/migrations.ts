@@ -281,4 +281,18 @@ CREATE TRIGGER devices_counted AFTER INSERT OR DELETE ON devices FOR EACH ROW EX
 INSERT INTO device_counts (tenant_id, n) SELECT tenant_id, count(*) FROM devices GROUP BY tenant_id;
 DROP INDEX devices_by_tenant;`,
   },
+  {
+    version: 10,
+    name: 'copy flush partition',
+    // A partition no row ever stays in: its BEFORE INSERT trigger drops every row routed to it. The
+    // store's group COPY puts a marker row for it after every few dozen rows, and a COPY into a
+    // partitioned table writes its buffered rows out whenever a row goes to a partition that cannot
+    // take buffered inserts (one with BEFORE ROW triggers: PostgreSQL's copyfrom.c). Each buffer
+    // then holds a few dozen rows, not a thousand, which keeps PostgreSQL 15 off a per-COPY cost
+    // quadratic in the rows buffered (PostgresStore's COPY_BATCH says how, and docs/benchmarks.md,
+    // "Seventeenth session", what it saves). Tier -1 is no retention: tiers are 0 or days kept.
+    sql: `CREATE TABLE obs_copy_flush PARTITION OF observations FOR VALUES IN (-1);
+CREATE FUNCTION reef_skip_row() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN RETURN NULL; END $fn$;
+CREATE TRIGGER obs_copy_flush_skip BEFORE INSERT ON obs_copy_flush FOR EACH ROW EXECUTE FUNCTION reef_skip_row();`,
+  },
 ];

@@ -239,18 +239,29 @@ FROM ROWS FROM (unnest($3::bigint[]), unnest($4::float8[]), jsonb_array_elements
 ON CONFLICT (device_pk, ts, tier) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`;
 
 /**
- * The group's COPY. Its WHERE is always true, and volatile: a COPY with a volatile WHERE inserts row
- * by row instead of buffering rows for multi-row inserts (PostgreSQL's copyfrom.c, "CIM_SINGLE").
- * The buffered path makes a tuple slot per buffered row, up to 1,000 per COPY, and PostgreSQL 15
- * registers each with the transaction's resource owner, whose hash of identical pointers is
- * probed linearly: a cost quadratic in the rows of a COPY, paid again by every COPY. A long bulk
- * load pays it once; a group of one or two uploads pays it per 1,000–2,000 rows — 24 % of
- * PostgreSQL's CPU during uploads (perf: table_slot_create and ExecDropSingleTupleTableSlot).
- * Row by row costs a WAL record per row instead, and less in all: 1.63–1.73 against 2.00–2.04 µs
- * of PostgreSQL CPU per observation on the store's batch path, alternated (docs/benchmarks.md,
- * "PostgreSQL", fifth pass).
+ * The group's COPY, with a marker row (FLUSH_TUPLE) after every FLUSH_EVERY rows. A COPY into a
+ * partitioned table buffers rows per partition and inserts each buffer with multi-row heap inserts
+ * (one WAL record per page instead of one per row); it writes every buffer out early when a row goes
+ * to a partition that cannot take buffered inserts, such as one with a BEFORE ROW trigger
+ * (PostgreSQL's copyfrom.c, CopyFrom). The marker goes to such a partition, whose trigger drops it
+ * (migration 10), so a buffer holds at most FLUSH_EVERY rows. That bound is the point: each buffered
+ * row takes a tuple slot that PostgreSQL 15 pins in the statement's resource owner, kept as a plain
+ * array up to 64 entries and past that as a hash table in which identical pointers are probed one
+ * after another, so filling and emptying a buffer of n slots costs on the order of n² probes. A
+ * group of one or two uploads fills its buffer to 1,000 rows, and paid for that on every COPY: 24 %
+ * of PostgreSQL's CPU during uploads (perf: table_slot_create, ExecDropSingleTupleTableSlot). From
+ * the fifth session to the sixteenth the COPY therefore inserted row by row (an always-true volatile
+ * WHERE, which copyfrom.c takes to mean one row at a time), paying a heap insert and a WAL record per
+ * row. Buffers of FLUSH_EVERY rows pay neither: docs/benchmarks.md, "Seventeenth session".
  */
-const COPY_BATCH = 'COPY observations (device_pk, ts, temperature, extra, tier) FROM STDIN (FORMAT binary) WHERE random() >= 0';
+const COPY_BATCH = 'COPY observations (device_pk, ts, temperature, extra, tier) FROM STDIN (FORMAT binary)';
+/** Rows between two markers: a buffer stays near the resource owner's 64-entry array and still fills about half a heap page per write-out. */
+const FLUSH_EVERY = 60;
+/**
+ * The marker: device_pk 0, ts 0, no temperature, no extra, tier -1 (obs_copy_flush, migration 10),
+ * as a COPY binary tuple (field count, then each field's length and bytes, -1 for NULL).
+ */
+const FLUSH_TUPLE = Buffer.from([0, 5, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff]);
 
 /** PGCOPY binary signature, flags and header extension length (COPY, "Binary Format"). */
 const COPY_HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -295,14 +306,17 @@ function tupleBytes(r: CopyRows): number {
 
 /**
  * Writes a batch's rows as COPY binary tuples at `at` (device_pk int8, ts int8, temperature float8,
- * extra jsonb, tier int4) through one DataView, no record or string per row; returns where they end.
+ * extra jsonb, tier int4) through one DataView, no record or string per row, with the marker before
+ * each row whose place in the group's stream (`before` rows precede the batch) is a multiple of
+ * FLUSH_EVERY, the first excepted; returns where they end.
  */
-function writeTuples(buf: Buffer, v: DataView, at: number, r: CopyRows): number {
+function writeTuples(buf: Buffer, v: DataView, at: number, r: CopyRows, before: number): number {
   const { ts, temps, extras, tier } = r;
   const n = ts.length;
   const pkHi = Math.floor(r.pk / TWO_32);
   const pkLo = r.pk - pkHi * TWO_32;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0, k = before; i < n; i++, k++) {
+    if (k && k % FLUSH_EVERY === 0) at += FLUSH_TUPLE.copy(buf, at);
     v.setInt16(at, 5);
     v.setInt32(at + 2, 8);
     v.setInt32(at + 6, pkHi);
@@ -338,7 +352,7 @@ function writeTuples(buf: Buffer, v: DataView, at: number, r: CopyRows): number 
 
 /**
  * A group's round trip as one buffer, for one write: the simple Query message holding `text`, then
- * one CopyData message with the whole COPY binary stream (signature, every batch's tuples, trailer),
+ * one CopyData message with the whole COPY binary stream (signature, every batch's tuples and the markers between them, trailer),
  * then CopyDone (PostgreSQL protocol, "Message Formats"). Built in place: before, the tuples of each
  * batch, their concatenation and pg's framing of it were three copies of the group's rows, and the
  * three messages three writes to the socket, each waking the backend.
@@ -346,7 +360,12 @@ function writeTuples(buf: Buffer, v: DataView, at: number, r: CopyRows): number 
 function copyAndCommitMessage(text: string, batches: readonly CopyRows[]): Buffer {
   const textBytes = Buffer.byteLength(text);
   let data = COPY_HEADER.length + COPY_TRAILER.length;
-  for (const r of batches) data += tupleBytes(r);
+  let rows = 0;
+  for (const r of batches) {
+    data += tupleBytes(r);
+    rows += r.ts.length;
+  }
+  if (rows) data += Math.floor((rows - 1) / FLUSH_EVERY) * FLUSH_TUPLE.length;
   const size = 5 + textBytes + 1 + 5 + data + 5;
   const buf = Buffer.allocUnsafe(size);
   const v = new DataView(buf.buffer, buf.byteOffset, size);
@@ -358,7 +377,11 @@ function copyAndCommitMessage(text: string, batches: readonly CopyRows[]): Buffe
   v.setInt32(at + 1, 4 + data);
   at += 5;
   at += COPY_HEADER.copy(buf, at);
-  for (const r of batches) at = writeTuples(buf, v, at, r);
+  rows = 0;
+  for (const r of batches) {
+    at = writeTuples(buf, v, at, r, rows);
+    rows += r.ts.length;
+  }
   at += COPY_TRAILER.copy(buf, at);
   buf[at] = 0x63; // 'c'
   v.setInt32(at + 1, 4);
