@@ -300,9 +300,10 @@ describe('postgres: batch writes', () => {
   });
 
   it("a group's COPY, with its flush markers between every 60 rows, stores each row once and the markers nowhere", async () => {
-    // Five batches in one group: 59 + 1 rows end on a marker's place, 61 and 121 pass one, 179 run
-    // from one month's partition into the next. The group forms while three others hold every
-    // writer, each waiting on a device another transaction has locked.
+    // Five batches in one group, 421 rows, a marker before rows 60, 120, … 420 of the group: after
+    // 59 + 1 rows one falls between two batches, the others inside batches of 61, 121 and 179 rows,
+    // the last running from one month's partition into the next. The group forms while three
+    // others hold every writer, each waiting on a device another transaction has locked.
     const ids = ['f-1', 'f-2', 'f-3', 'f-4', 'f-5'];
     const held = ['h-1', 'h-2', 'h-3'];
     for (const id of [...ids, ...held]) await s.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 'f', deviceType: 'VirtualDevice', domainInfo: {} });
