@@ -359,33 +359,36 @@ function writeTuples(buf: Buffer, v: DataView, at: number, r: CopyRows, before: 
  */
 function copyAndCommitMessage(text: string, batches: readonly CopyRows[]): Buffer {
   const textBytes = Buffer.byteLength(text);
-  let data = COPY_HEADER.length + COPY_TRAILER.length;
+  // Room for the stream with a marker after every FLUSH_EVERY rows (at most one more than
+  // writeTuples puts in); the CopyData's length is taken from what was written.
+  let room = COPY_HEADER.length + COPY_TRAILER.length;
   let rows = 0;
   for (const r of batches) {
-    data += tupleBytes(r);
+    room += tupleBytes(r);
     rows += r.ts.length;
   }
-  if (rows) data += Math.floor((rows - 1) / FLUSH_EVERY) * FLUSH_TUPLE.length;
-  const size = 5 + textBytes + 1 + 5 + data + 5;
+  room += Math.floor(rows / FLUSH_EVERY) * FLUSH_TUPLE.length;
+  const size = 5 + textBytes + 1 + 5 + room + 5;
   const buf = Buffer.allocUnsafe(size);
   const v = new DataView(buf.buffer, buf.byteOffset, size);
   buf[0] = 0x51; // 'Q'
   v.setInt32(1, 4 + textBytes + 1);
   let at = 5 + buf.write(text, 5, 'utf8');
   buf[at++] = 0;
-  buf[at] = 0x64; // 'd'
-  v.setInt32(at + 1, 4 + data);
+  const copyData = at;
+  buf[copyData] = 0x64; // 'd'
   at += 5;
   at += COPY_HEADER.copy(buf, at);
-  rows = 0;
+  let before = 0;
   for (const r of batches) {
-    at = writeTuples(buf, v, at, r, rows);
-    rows += r.ts.length;
+    at = writeTuples(buf, v, at, r, before);
+    before += r.ts.length;
   }
   at += COPY_TRAILER.copy(buf, at);
+  v.setInt32(copyData + 1, at - copyData - 1);
   buf[at] = 0x63; // 'c'
   v.setInt32(at + 1, 4);
-  return buf;
+  return buf.subarray(0, at + 5);
 }
 
 /**
@@ -1000,15 +1003,15 @@ export class PostgresStore implements Store {
         const results = (await c.query(`${BEGIN_WRITE}; EXECUTE reef_group_head(${args})`)) as unknown as pg.QueryResult[];
         const head = results[results.length - 1]!;
         const found: ({ pk: number; tier: number } | undefined)[] = new Array(group.length);
-        const tuples: CopyRows[] = [];
+        const batches: CopyRows[] = [];
         for (const d of head.rows as { i: number; pk: number; tier: number; taken: boolean }[]) {
           const p = group[d.i - 1]!;
           found[d.i - 1] = d;
           this.knowKey(p.deviceId, d.pk, d.tier);
           if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
-          else tuples.push(copyRowsOf(p, d));
+          else batches.push(copyRowsOf(p, d));
         }
-        if (tuples.length) await copyInAndCommit(c, tuples);
+        if (batches.length) await copyInAndCommit(c, batches);
         else await c.query('COMMIT');
         return found;
       },
