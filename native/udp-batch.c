@@ -8,6 +8,17 @@
 // to JavaScript in one call; datagrams queued during that call go out with sendmmsg(2) in one
 // system call. Elsewhere than Linux the same interface loops over recvmsg(2)/sendmsg(2).
 //
+// On Linux the kernel is also asked to carry a run of datagrams as one packet through its stack
+// (UDP segmentation offload, "GSO", and its receiving twin "GRO"; udp(7) UDP_SEGMENT, UDP_GRO):
+// consecutive datagrams to the same peer, of one size (the last may be shorter), leave in one
+// message with a UDP_SEGMENT control message, and a socket that set UDP_GRO takes such a run as one
+// message with its segment size, split here into its datagrams. On loopback a datagram's walk
+// through the sending and receiving stack, paid by the sender, was most of the gateway's CPU per
+// request; as one run it is paid once (docs/benchmarks.md, "Eighteenth session"). What the peer
+// receives is the same datagrams: the kernel segments the run for a socket that did not ask for
+// GRO, and a network card or the kernel does for the wire. A kernel or route that refuses GSO gets
+// one datagram per message from then on.
+//
 // Rules kept from node:dgram: a datagram larger than the receive slot is cut to the slot (the
 // caller sizes the slot one byte over its largest message, so a cut one is seen as too big);
 // sends that meet a full socket buffer (EAGAIN) are not lost but wait for the socket to become
@@ -16,6 +27,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <node_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +38,18 @@
 #include <uv.h>
 
 #define SLOTS 64
+// Datagrams handed to JavaScript in one call at most (a message received with GRO holds many), and
+// taken per sendmmsg(2) call at most.
+#define BATCH 1024
+#define SEND_DGRAMS 256
+// GSO runs: at most this many datagrams (the kernel's UDP_MAX_SEGMENTS is 64 or more), this many
+// bytes in all (under IPv4's 65,507), and datagrams of at most GSO_SEG bytes (a CoAP datagram, RFC
+// 7252 §4.6, fits the IPv6 minimum MTU of 1,280 with its headers, so no route refuses the size).
+#define GSO_MAX_SEGS 64
+#define GSO_MAX_BYTES 60000
+#define GSO_SEG 1200
+// The receive buffer of one message when GRO is on: the largest run the kernel may deliver.
+#define GRO_SLOT 65536
 // int32 words per received datagram in the shared meta array: offset, length, port, family,
 // then the address (IPv4: one word, the address as a number; IPv6: its 16 bytes).
 #define META 8
@@ -34,15 +58,40 @@
 #define NOT_LITERAL (-1)
 #define BLOCKED (-2)
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+
+/** A received datagram on its way to JavaScript: where it is in the arena, and whose it is. */
+typedef struct {
+  const char *data;
+  uint32_t len;
+  uint32_t peer;
+} Dgram;
+
 typedef struct {
   napi_env env;
   int fd;
   int v6;
+  // The longest datagram JavaScript sees (longer ones are cut to it); the receive buffer of one
+  // message (slot, or GRO_SLOT with GRO).
   size_t slot;
+  size_t rslot;
+  // UDP_GRO was accepted on this socket; runs are still sent with UDP_SEGMENT.
+  int gro;
+  int gso;
   char *arena;
   struct mmsghdr msgs[SLOTS];
   struct iovec iov[SLOTS];
   struct sockaddr_in6 peers[SLOTS];
+  char ctrl[SLOTS][CMSG_SPACE(sizeof(int))];
+  Dgram ready[BATCH];
   uv_poll_t poll;
   int events;
   int closed;
@@ -132,20 +181,69 @@ static void call_js(Sock *s, napi_ref fn_ref, size_t argc, napi_value *argv) {
   }
 }
 
-static void read_batches(Sock *s) {
+/** Hands the first `k` ready datagrams (`total` bytes) to JavaScript in one Buffer and one call. */
+static void deliver(Sock *s, int k, size_t total) {
   napi_env env = s->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value buf, count;
+  void *data;
+  napi_create_buffer(env, total > 0 ? total : 1, &data, &buf);
+  size_t off = 0;
+  for (int i = 0; i < k; i++) {
+    Dgram *d = &s->ready[i];
+    memcpy((char *)data + off, d->data, d->len);
+    int32_t *m = s->meta + i * META;
+    m[0] = (int32_t)off;
+    m[1] = (int32_t)d->len;
+    struct sockaddr_in6 *p = &s->peers[d->peer];
+    if (p->sin6_family == AF_INET6) {
+      m[2] = ntohs(p->sin6_port);
+      m[3] = 6;
+      memcpy(&m[4], &p->sin6_addr, 16);
+    } else {
+      struct sockaddr_in *p4 = (struct sockaddr_in *)p;
+      m[2] = ntohs(p4->sin_port);
+      m[3] = 4;
+      m[4] = (int32_t)ntohl(p4->sin_addr.s_addr);  // a.b.c.d as the number (a << 24) | … | d
+    }
+    off += d->len;
+  }
+  napi_create_int32(env, k, &count);
+  napi_value argv[2] = {buf, count};
+  call_js(s, s->on_batch, 2, argv);
+  napi_close_handle_scope(env, scope);
+}
+
+/** The segment size of a message received with GRO (its UDP_GRO control message), or 0. */
+static int gro_size(struct msghdr *h) {
+#ifdef __linux__
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c != NULL; c = CMSG_NXTHDR(h, c)) {
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+      int size;
+      memcpy(&size, CMSG_DATA(c), sizeof size);
+      return size;
+    }
+  }
+#else
+  (void)h;
+#endif
+  return 0;
+}
+
+static void read_batches(Sock *s) {
   // A bounded number of rounds per readiness event, so one busy socket cannot starve the loop.
   for (int round = 0; round < 8 && !s->closed; round++) {
     for (int i = 0; i < SLOTS; i++) {
-      s->iov[i].iov_base = s->arena + (size_t)i * s->slot;
-      s->iov[i].iov_len = s->slot;
+      s->iov[i].iov_base = s->arena + (size_t)i * s->rslot;
+      s->iov[i].iov_len = s->rslot;
       struct msghdr *h = &s->msgs[i].msg_hdr;
       h->msg_name = &s->peers[i];
       h->msg_namelen = sizeof s->peers[i];
       h->msg_iov = &s->iov[i];
       h->msg_iovlen = 1;
-      h->msg_control = NULL;
-      h->msg_controllen = 0;
+      h->msg_control = s->gro ? s->ctrl[i] : NULL;
+      h->msg_controllen = s->gro ? sizeof s->ctrl[i] : 0;
       h->msg_flags = 0;
       s->msgs[i].msg_len = 0;
     }
@@ -161,37 +259,33 @@ static void read_batches(Sock *s) {
     if (n == 0) n = -1;
 #endif
     if (n <= 0) return;  // EAGAIN: drained. Other errors on an unconnected socket carry no datagram.
+    int k = 0;
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += s->msgs[i].msg_len;
-    napi_handle_scope scope;
-    napi_open_handle_scope(env, &scope);
-    napi_value buf, count;
-    void *data;
-    napi_create_buffer(env, total > 0 ? total : 1, &data, &buf);
-    size_t off = 0;
     for (int i = 0; i < n; i++) {
       size_t len = s->msgs[i].msg_len;
-      memcpy((char *)data + off, s->iov[i].iov_base, len);
-      int32_t *m = s->meta + i * META;
-      m[0] = (int32_t)off;
-      m[1] = (int32_t)len;
-      struct sockaddr_in6 *p = &s->peers[i];
-      if (p->sin6_family == AF_INET6) {
-        m[2] = ntohs(p->sin6_port);
-        m[3] = 6;
-        memcpy(&m[4], &p->sin6_addr, 16);
-      } else {
-        struct sockaddr_in *p4 = (struct sockaddr_in *)p;
-        m[2] = ntohs(p4->sin_port);
-        m[3] = 4;
-        m[4] = (int32_t)ntohl(p4->sin_addr.s_addr);  // a.b.c.d as the number (a << 24) | … | d
-      }
-      off += len;
+      const char *base = s->iov[i].iov_base;
+      // A run received with GRO is its datagrams one after another, each `seg` bytes but the last.
+      size_t seg = s->gro ? (size_t)gro_size(&s->msgs[i].msg_hdr) : 0;
+      if (seg == 0 || seg > len) seg = len;
+      size_t off = 0;
+      do {
+        if (k == BATCH) {
+          deliver(s, k, total);
+          if (s->closed) return;
+          k = 0;
+          total = 0;
+        }
+        size_t dl = len - off < seg ? len - off : seg;
+        // Cut to the slot, as a shorter receive buffer would (the caller sees it as too big).
+        s->ready[k].data = base + off;
+        s->ready[k].len = (uint32_t)(dl > s->slot ? s->slot : dl);
+        s->ready[k].peer = (uint32_t)i;
+        total += s->ready[k].len;
+        k++;
+        off += dl;
+      } while (off < len);
     }
-    napi_create_int32(env, n, &count);
-    napi_value argv[2] = {buf, count};
-    call_js(s, s->on_batch, 2, argv);
-    napi_close_handle_scope(env, scope);
+    if (k > 0) deliver(s, k, total);
     if (n < SLOTS) return;
   }
 }
@@ -266,7 +360,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_string_latin1(env, argv[1], host, sizeof host, &hostLen));
   CHECK(napi_get_value_uint32(env, argv[2], &port));
   CHECK(napi_get_value_uint32(env, argv[3], &slot));
-  int32_t *metaData = int32_array(env, argv[4], SLOTS * META, "udp-batch: meta must be an Int32Array of SLOTS * META");
+  int32_t *metaData = int32_array(env, argv[4], BATCH * META, "udp-batch: meta must be an Int32Array of BATCH * META");
   if (!metaData) return NULL;
   int32_t *statusData = int32_array(env, argv[5], 1, "udp-batch: status must be an Int32Array");
   if (!statusData) return NULL;
@@ -275,16 +369,24 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   s->env = env;
   s->v6 = v6;
   s->slot = slot < 64 ? 64 : slot;
-  s->arena = malloc(s->slot * SLOTS);
-  if (!s->arena) {
-    free(s);
-    return throw_errno(env, "malloc", ENOMEM, NULL, 0);
-  }
   s->fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s->fd < 0) {
     int e = errno;
-    finalize(env, s, NULL);
+    free(s);
     return throw_errno(env, "socket", e, NULL, 0);
+  }
+#ifdef __linux__
+  int on = 1;
+  s->gro = setsockopt(s->fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+  s->gso = 1;
+#endif
+  s->rslot = s->gro && s->slot < GRO_SLOT ? GRO_SLOT : s->slot;
+  // Address space only: the kernel writes a page of a message's buffer only as far as its data goes.
+  s->arena = malloc(s->rslot * SLOTS);
+  if (!s->arena) {
+    close(s->fd);
+    free(s);
+    return throw_errno(env, "malloc", ENOMEM, NULL, 0);
   }
   struct sockaddr_in6 addr;
   socklen_t addrLen;
@@ -326,6 +428,15 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   return ext;
 }
 
+/** A message being built by js_send: a run of datagrams to one peer (one datagram without GSO). */
+typedef struct {
+  uint32_t dgrams;
+  uint32_t bytes;
+  uint32_t seg;
+  // A datagram shorter than `seg` ends a run (only the last segment may be short).
+  int full;
+} Run;
+
 // send(sock, queue: [buf, port, address, ...], from, to) → index of the first datagram not sent.
 // status[0] is then 0 (all sent), BLOCKED (the socket buffer is full: the rest waits for the
 // writable callback), NOT_LITERAL (that datagram's address is a name to resolve) or the errno
@@ -339,16 +450,22 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_uint32(env, argv[2], &from));
   CHECK(napi_get_value_uint32(env, argv[3], &to));
   struct mmsghdr msgs[SLOTS];
-  struct iovec iov[SLOTS];
+  struct iovec iov[SEND_DGRAMS];
   struct sockaddr_in6 addrs[SLOTS];
+  Run runs[SLOTS];
+  char ctrl[SLOTS][CMSG_SPACE(sizeof(uint16_t))];
   uint32_t i = from;
   s->status[0] = 0;
+  // After a run the kernel refused: its first datagram alone, which tells whether the run or the
+  // datagram was refused.
+  int probe = 0;
   while (i < to && !s->closed) {
-    int n = 0;
+    int n = 0;  // messages
+    uint32_t d = 0;  // datagrams in them
     int stop = 0;
-    while (n < SLOTS && i + (uint32_t)n < to) {
+    while (i + d < to && d < (probe ? 1u : SEND_DGRAMS)) {
       napi_value v;
-      uint32_t k = (i + (uint32_t)n) * 3;
+      uint32_t k = (i + d) * 3;
       void *data;
       size_t len;
       uint32_t port;
@@ -360,21 +477,58 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
       CHECK(napi_get_value_uint32(env, v, &port));
       CHECK(napi_get_element(env, argv[1], k + 2, &v));
       CHECK(napi_get_value_string_latin1(env, v, address, sizeof address, &alen));
+      struct sockaddr_in6 to_addr;
       socklen_t slen;
-      if (!to_sockaddr(s, address, (int)port, &addrs[n], &slen)) {
+      if (!to_sockaddr(s, address, (int)port, &to_addr, &slen)) {
         stop = NOT_LITERAL;
         break;
       }
-      iov[n].iov_base = data;
-      iov[n].iov_len = len;
+      iov[d].iov_base = data;
+      iov[d].iov_len = len;
+      // Joins the run before it when it goes to the same peer and fits (GSO, see the top).
+      if (n > 0 && s->gso) {
+        Run *r = &runs[n - 1];
+        struct msghdr *h = &msgs[n - 1].msg_hdr;
+        if (!r->full && len > 0 && len <= r->seg && r->dgrams < GSO_MAX_SEGS && r->bytes + len <= GSO_MAX_BYTES && h->msg_namelen == slen &&
+            memcmp(&addrs[n - 1], &to_addr, slen) == 0) {
+          h->msg_iovlen++;
+          r->dgrams++;
+          r->bytes += (uint32_t)len;
+          if (len < r->seg) r->full = 1;
+          d++;
+          continue;
+        }
+      }
+      if (n == SLOTS) break;
+      addrs[n] = to_addr;
       memset(&msgs[n], 0, sizeof msgs[n]);
       msgs[n].msg_hdr.msg_name = &addrs[n];
       msgs[n].msg_hdr.msg_namelen = slen;
-      msgs[n].msg_hdr.msg_iov = &iov[n];
+      msgs[n].msg_hdr.msg_iov = &iov[d];
       msgs[n].msg_hdr.msg_iovlen = 1;
+      runs[n].dgrams = 1;
+      runs[n].bytes = (uint32_t)len;
+      runs[n].seg = (uint32_t)len;
+      runs[n].full = len == 0 || len > GSO_SEG;
       n++;
+      d++;
     }
-    int sent = 0;
+    for (int m = 0; m < n; m++) {
+      if (runs[m].dgrams < 2) continue;
+      struct msghdr *h = &msgs[m].msg_hdr;
+      memset(ctrl[m], 0, sizeof ctrl[m]);
+      h->msg_control = ctrl[m];
+      h->msg_controllen = sizeof ctrl[m];
+      struct cmsghdr *c = CMSG_FIRSTHDR(h);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      uint16_t seg = (uint16_t)runs[m].seg;
+      memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    }
+    int sent = 0;  // messages
+    uint32_t done = 0;  // their datagrams
+    int retry = 0;
     while (sent < n) {
 #ifdef __linux__
       int r = sendmmsg(s->fd, msgs + sent, (unsigned int)(n - sent), MSG_DONTWAIT);
@@ -384,7 +538,13 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
       if (r < 0) {
         int e = errno;
         if (e == EINTR) continue;
-        i += (uint32_t)sent;
+        if (e != EAGAIN && e != EWOULDBLOCK && e != ENOBUFS && runs[sent].dgrams > 1) {
+          // A run refused: its first datagram goes again alone (the probe), and the rest after it.
+          probe = 1;
+          retry = 1;
+          break;
+        }
+        i += done;
         if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) {
           s->status[0] = BLOCKED;
           if (!(s->events & UV_WRITABLE)) {
@@ -398,9 +558,21 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
         napi_create_uint32(env, i, &out);
         return out;
       }
+      for (int m = sent; m < sent + r; m++) done += runs[m].dgrams;
       sent += r;
     }
-    i += (uint32_t)n;
+    if (retry) {
+      i += done;
+      continue;
+    }
+    if (probe) {
+      // The datagram went out alone where its run did not: this kernel or route takes no runs (no
+      // UDP GSO there), so this socket sends one datagram per message from now on. (Had it been
+      // refused too, the error above would have been the datagram's, reported as such.)
+      s->gso = 0;
+      probe = 0;
+    }
+    i += d;
     if (stop) {
       s->status[0] = stop;
       break;
@@ -408,6 +580,22 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
   }
   napi_value out;
   napi_create_uint32(env, i, &out);
+  return out;
+}
+
+// offload(sock) → [segmentation, coalescing]: whether runs still leave as one message (UDP GSO)
+// and whether the socket takes them as one (UDP GRO).
+static napi_value js_offload(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  Sock *s = socket_args(env, info, &argc, argv);
+  if (!s) return NULL;
+  napi_value out, v;
+  CHECK(napi_create_array_with_length(env, 2, &out));
+  CHECK(napi_get_boolean(env, s->gso != 0, &v));
+  CHECK(napi_set_element(env, out, 0, v));
+  CHECK(napi_get_boolean(env, s->gro != 0, &v));
+  CHECK(napi_set_element(env, out, 1, v));
   return out;
 }
 
@@ -529,6 +717,7 @@ NAPI_MODULE_INIT() {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
       {"send", NULL, js_send, NULL, NULL, NULL, napi_default, NULL},
       {"address", NULL, js_address, NULL, NULL, NULL, napi_default, NULL},
+      {"offload", NULL, js_offload, NULL, NULL, NULL, napi_default, NULL},
       {"setRecvBufferSize", NULL, js_set_rcvbuf, NULL, NULL, NULL, napi_default, NULL},
       {"close", NULL, js_close, NULL, NULL, NULL, napi_default, NULL},
       {"ntop6", NULL, js_ntop6, NULL, NULL, NULL, napi_default, NULL},
@@ -538,6 +727,7 @@ NAPI_MODULE_INIT() {
   // The constants the JavaScript side reads (src/coap/datagrams.ts), defined here only.
   export_int(env, exports, "SLOTS", SLOTS);
   export_int(env, exports, "META", META);
+  export_int(env, exports, "BATCH", BATCH);
   export_int(env, exports, "NOT_LITERAL", NOT_LITERAL);
   export_int(env, exports, "BLOCKED", BLOCKED);
   export_int(env, exports, "EINVAL", EINVAL);

@@ -1,6 +1,7 @@
 // The datagram socket under a CoAP endpoint: node:dgram's, or the batched one for servers that
 // carry many requests (native/udp-batch.c: recvmmsg/sendmmsg, one JavaScript call per batch of
-// received datagrams, one system call per batch sent). The gateway uses the batched one, because
+// received datagrams, one system call per batch sent; on Linux a run of datagrams to one peer goes
+// through the kernel as one packet, UDP GSO/GRO). The gateway uses the batched one, because
 // it receives and sends two datagrams per proxied request and node:dgram's per-datagram cost was
 // most of its own (docs/benchmarks.md, "Seventh session"); so does the kit's network module, whose
 // per-request cost it cut by a third ("Fourteenth session"). Clients use node:dgram.
@@ -28,6 +29,12 @@ export interface Datagrams {
    */
   queuedSends(): number;
   address(): { address: string; port: number };
+  /**
+   * Whether datagrams to one peer leave as one run through the kernel (UDP GSO) and arrive as one
+   * (UDP GRO): the batched socket on Linux (native/udp-batch.c); a kernel that refuses runs turns
+   * `segmentation` off for good.
+   */
+  offload(): { segmentation: boolean; coalescing: boolean };
   setRecvBufferSize(bytes: number): void;
   close(): Promise<void>;
 }
@@ -110,6 +117,10 @@ class DgramDatagrams implements Datagrams {
     return { address: a.address, port: a.port };
   }
 
+  offload(): { segmentation: boolean; coalescing: boolean } {
+    return { segmentation: false, coalescing: false };
+  }
+
   setRecvBufferSize(bytes: number): void {
     this.socket.setRecvBufferSize(bytes);
   }
@@ -124,6 +135,8 @@ class DgramDatagrams implements Datagrams {
 interface BatchBinding {
   SLOTS: number;
   META: number;
+  /** Datagrams handed over in one call at most: the meta array holds this many. */
+  BATCH: number;
   /** send()'s status besides 0 and an errno: the address is a name to resolve; the socket buffer is full. */
   NOT_LITERAL: number;
   BLOCKED: number;
@@ -131,6 +144,7 @@ interface BatchBinding {
   open(v6: boolean, host: string, port: number, slot: number, meta: Int32Array, status: Int32Array, onBatch: (buf: Buffer, n: number) => void, onWritable: () => void): unknown;
   send(sock: unknown, queue: (Buffer | number | string)[], from: number, to: number): number;
   address(sock: unknown): [string, number];
+  offload(sock: unknown): [boolean, boolean];
   setRecvBufferSize(sock: unknown, bytes: number): void;
   close(sock: unknown, done: () => void): void;
   ntop6(meta: Int32Array, k: number): string;
@@ -181,7 +195,7 @@ class BatchedDatagrams implements Datagrams {
     o: OpenOptions,
   ) {
     this.v6 = o.host.includes(':');
-    this.meta = new Int32Array(native.SLOTS * native.META);
+    this.meta = new Int32Array(native.BATCH * native.META);
     const slot = Math.max(1500, o.maxMessageSize + 1);
     this.sock = native.open(
       this.v6,
@@ -285,6 +299,11 @@ class BatchedDatagrams implements Datagrams {
   address(): { address: string; port: number } {
     const [address, port] = this.native.address(this.sock);
     return { address, port };
+  }
+
+  offload(): { segmentation: boolean; coalescing: boolean } {
+    const [segmentation, coalescing] = this.native.offload(this.sock);
+    return { segmentation, coalescing };
   }
 
   setRecvBufferSize(bytes: number): void {
