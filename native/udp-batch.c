@@ -38,9 +38,11 @@
 #include <uv.h>
 
 #define SLOTS 64
-// Datagrams handed to JavaScript in one call at most (a message received with GRO holds many), and
-// taken per sendmmsg(2) call at most.
-#define BATCH 1024
+// Datagrams handed to JavaScript in one call at most (a message received with GRO holds many; the
+// rest of the messages then go in further calls), and taken per sendmmsg(2) call at most. Kept
+// small: every socket holds a meta array of BATCH * META words (a fleet of 1,000 kits in one
+// process holds 1,000, docs/device.md).
+#define BATCH 128
 #define SEND_DGRAMS 256
 // GSO runs: at most this many datagrams (the kernel's UDP_MAX_SEGMENTS is 64 or more), this many
 // bytes in all (under IPv4's 65,507), and datagrams of at most GSO_SEG bytes (a CoAP datagram, RFC

@@ -52,7 +52,8 @@ it('runs of datagrams arrive as the datagrams sent, in order, at a plain peer an
   const toBatched: Buffer[] = [];
   // In one turn, so they leave in one flush: a run of 70 (more than one run takes), a shorter one
   // that ends a run, a run of another size, a datagram too big to join a run, runs to the two
-  // peers interleaved, and empty datagrams, which never join one.
+  // peers interleaved, empty datagrams, which never join one, and at the batched peer more
+  // datagrams than one call hands over.
   const plan: [Buffer[], Buffer[]][] = [
     [toPlain, datagrams('p', 0, 70, 48)],
     [toPlain, datagrams('p', 70, 1, 20)],
@@ -62,6 +63,8 @@ it('runs of datagrams arrive as the datagrams sent, in order, at a plain peer an
     [toPlain, datagrams('p', 76, 3, 64)],
     [toBatched, datagrams('b', 12, 3, 64)],
     [toBatched, [Buffer.alloc(0), Buffer.alloc(0)]],
+    // More datagrams than the addon hands over in one call (128): runs of 64 received whole.
+    [toBatched, datagrams('b', 15, 300, 32)],
   ];
   for (const [list, ds] of plan)
     for (const d of ds) {
