@@ -567,7 +567,7 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
       i += done;
       continue;
     }
-    if (probe) {
+    if (probe && n > 0) {
       // The datagram went out alone where its run did not: this kernel or route takes no runs (no
       // UDP GSO there), so this socket sends one datagram per message from now on. (Had it been
       // refused too, the error above would have been the datagram's, reported as such.)
