@@ -4,7 +4,7 @@
 // allocates a receive buffer and an address object for each. The gateway receives and sends two
 // datagrams per proxied request, so that per-datagram cost is most of what it spends (docs/
 // benchmarks.md, "Seventh session"). Here one readiness callback drains the socket with
-// recvmmsg(2) (up to SLOTS datagrams per call), copies the datagrams into one Buffer and hands them
+// recvmmsg(2) (up to SLOTS messages per call), copies the datagrams into one Buffer and hands them
 // to JavaScript in one call; datagrams queued during that call go out with sendmmsg(2) in one
 // system call. Elsewhere than Linux the same interface loops over recvmsg(2)/sendmsg(2).
 //
@@ -727,7 +727,6 @@ NAPI_MODULE_INIT() {
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   // The constants the JavaScript side reads (src/coap/datagrams.ts), defined here only.
-  export_int(env, exports, "SLOTS", SLOTS);
   export_int(env, exports, "META", META);
   export_int(env, exports, "BATCH", BATCH);
   export_int(env, exports, "NOT_LITERAL", NOT_LITERAL);

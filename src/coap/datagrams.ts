@@ -133,7 +133,6 @@ class DgramDatagrams implements Datagrams {
 }
 
 interface BatchBinding {
-  SLOTS: number;
   META: number;
   /** Datagrams handed over in one call at most: the meta array holds this many. */
   BATCH: number;
