@@ -365,8 +365,17 @@ describe('web app: the dashboard', () => {
 
     // Two fingers spread on the plot: it zooms in.
     await page.locator('#plot').scrollIntoViewIfNeeded();
-    // The plot may still be laying itself out after scrolling (a null box for a moment: once in CI).
-    const box = await waitFor('the plot laid out on screen', () => page.locator('#plot .u-over').boundingBox());
+    // The plot may still be laying itself out or moving after scrolling (a null box for a moment:
+    // once in CI; a box read mid-scroll put the fingers beside the plot: once more): the fingers go
+    // where two reads in a row agree it is.
+    let seen = '';
+    const box = await waitFor('the plot laid out and still on screen', async () => {
+      const b = await page.locator('#plot .u-over').boundingBox();
+      const key = JSON.stringify(b);
+      const settled = b !== null && key === seen;
+      seen = key;
+      return settled ? b : null;
+    });
     const [cx, cy] = [box.x + box.width / 2, box.y + box.height / 2];
     const span0 = (await num(page, 'data-x-max')) - (await num(page, 'data-x-min'));
     const cdp = await page.context().newCDPSession(page);
