@@ -23,103 +23,10 @@
 // caller sizes the slot one byte over its largest message, so a cut one is seen as too big);
 // sends that meet a full socket buffer (EAGAIN) are not lost but wait for the socket to become
 // writable; an IPv6 socket reaches IPv4 peers through v4-mapped addresses.
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/udp.h>
-#include <node_api.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-#include <uv.h>
+#include "udp-batch.h"
 
-#define SLOTS 64
-// Datagrams handed to JavaScript in one call at most (a message received with GRO holds many; the
-// rest of the messages then go in further calls), and taken per sendmmsg(2) call at most. Kept
-// small: every socket holds a meta array of BATCH * META words (a fleet of 1,000 kits in one
-// process holds 1,000, docs/device.md).
-#define BATCH 128
-#define SEND_DGRAMS 256
-// GSO runs: at most this many datagrams (the kernel's UDP_MAX_SEGMENTS is 64 or more), this many
-// bytes in all (under IPv4's 65,507), and datagrams of at most GSO_SEG bytes (a CoAP datagram, RFC
-// 7252 §4.6, fits the IPv6 minimum MTU of 1,280 with its headers, so no route refuses the size).
-#define GSO_MAX_SEGS 64
-#define GSO_MAX_BYTES 60000
-#define GSO_SEG 1200
-// The receive buffer of one message when GRO is on: the largest run the kernel may deliver.
-#define GRO_SLOT 65536
-// int32 words per received datagram in the shared meta array: offset, length, port, family,
-// then the address (IPv4: one word, the address as a number; IPv6: its 16 bytes).
-#define META 8
-// status[0] after send() besides 0 and an errno: the address is a name to resolve, or the socket
-// buffer is full (the rest waits for the writable callback).
-#define NOT_LITERAL (-1)
-#define BLOCKED (-2)
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
-
-/** A received datagram on its way to JavaScript: where it is in the arena, and whose it is. */
-typedef struct {
-  const char *data;
-  uint32_t len;
-  uint32_t peer;
-} Dgram;
-
-typedef struct {
-  napi_env env;
-  int fd;
-  int v6;
-  // The longest datagram JavaScript sees (longer ones are cut to it); the receive buffer of one
-  // message (slot, or GRO_SLOT with GRO).
-  size_t slot;
-  size_t rslot;
-  // UDP_GRO was accepted on this socket; runs are still sent with UDP_SEGMENT.
-  int gro;
-  int gso;
-  char *arena;
-  struct mmsghdr msgs[SLOTS];
-  struct iovec iov[SLOTS];
-  struct sockaddr_in6 peers[SLOTS];
-  char ctrl[SLOTS][CMSG_SPACE(sizeof(int))];
-  Dgram ready[BATCH];
-  uv_poll_t poll;
-  int events;
-  int closed;
-  napi_ref self;
-  napi_ref on_batch;
-  napi_ref on_writable;
-  napi_ref meta_ref;
-  int32_t *meta;
-  napi_ref status_ref;
-  int32_t *status;
-  napi_async_context actx;
-  // The async context's resource: a plain object, as async hooks may add properties to it (an
-  // AsyncLocalStorage's store does); the external above is not extensible.
-  napi_ref resource;
-  napi_ref on_closed;
-} Sock;
-
-#define CHECK(call)                                                   \
-  do {                                                                \
-    if ((call) != napi_ok) {                                          \
-      napi_throw_error(env, NULL, "udp-batch: N-API call failed");    \
-      return NULL;                                                    \
-    }                                                                 \
-  } while (0)
-
-static napi_value throw_errno(napi_env env, const char *syscall, int err, const char *host, int port) {
+napi_value throw_errno(napi_env env, const char *syscall, int err, const char *host, int port) {
   const char *name = uv_err_name(uv_translate_sys_error(err));
   char msg[256];
   if (host)
@@ -145,7 +52,7 @@ static napi_value throw_errno(napi_env env, const char *syscall, int err, const 
 }
 
 /** Parses an IP literal into `to` for this socket's family; 0 when it is not one. */
-static int to_sockaddr(Sock *s, const char *address, int port, struct sockaddr_in6 *to, socklen_t *len) {
+int to_sockaddr(Sock *s, const char *address, int port, struct sockaddr_in6 *to, socklen_t *len) {
   memset(to, 0, sizeof *to);
   if (s->v6) {
     to->sin6_family = AF_INET6;
@@ -169,7 +76,7 @@ static int to_sockaddr(Sock *s, const char *address, int port, struct sockaddr_i
   return 1;
 }
 
-static void call_js(Sock *s, napi_ref fn_ref, size_t argc, napi_value *argv) {
+void call_js(Sock *s, napi_ref fn_ref, size_t argc, napi_value *argv) {
   napi_env env = s->env;
   napi_value fn, recv, result;
   napi_get_reference_value(env, fn_ref, &fn);
@@ -272,12 +179,20 @@ static void read_batches(Sock *s) {
       size_t off = 0;
       do {
         if (k == BATCH) {
+          // What the fast path built leaves first: the kit starts on it while JavaScript works.
+          if (s->fwd) fwd_round(s);
+          if (s->closed) return;
           deliver(s, k, total);
           if (s->closed) return;
           k = 0;
           total = 0;
         }
         size_t dl = len - off < seg ? len - off : seg;
+        // The forwarding fast path's (coap-forward.c), when it takes it, never reaches JavaScript.
+        if (s->fwd && dl <= s->slot && fwd_take(s, (const uint8_t *)base + off, dl, &s->peers[i])) {
+          off += dl;
+          continue;
+        }
         // Cut to the slot, as a shorter receive buffer would (the caller sees it as too big).
         s->ready[k].data = base + off;
         s->ready[k].len = (uint32_t)(dl > s->slot ? s->slot : dl);
@@ -287,17 +202,20 @@ static void read_batches(Sock *s) {
         off += dl;
       } while (off < len);
     }
+    if (s->fwd) fwd_round(s);
+    if (s->closed) return;
     if (k > 0) deliver(s, k, total);
     if (n < SLOTS) return;
   }
 }
 
-static void on_poll(uv_poll_t *h, int status, int events) {
+void on_poll(uv_poll_t *h, int status, int events) {
   Sock *s = h->data;
   if (s->closed || status < 0) return;
   if (events & UV_WRITABLE) {
     s->events &= ~UV_WRITABLE;
     uv_poll_start(&s->poll, s->events, on_poll);
+    flush_out(s);
     napi_handle_scope scope;
     napi_open_handle_scope(s->env, &scope);
     call_js(s, s->on_writable, 0, NULL);
@@ -310,11 +228,12 @@ static void finalize(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
   Sock *s = data;
+  free(s->out);
   free(s->arena);
   free(s);
 }
 
-static Sock *unwrap(napi_env env, napi_value v) {
+Sock *unwrap(napi_env env, napi_value v) {
   Sock *s = NULL;
   if (napi_get_value_external(env, v, (void **)&s) != napi_ok || s == NULL) {
     napi_throw_type_error(env, NULL, "udp-batch: not a socket");
@@ -364,7 +283,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_uint32(env, argv[3], &slot));
   int32_t *metaData = int32_array(env, argv[4], BATCH * META, "udp-batch: meta must be an Int32Array of BATCH * META");
   if (!metaData) return NULL;
-  int32_t *statusData = int32_array(env, argv[5], 1, "udp-batch: status must be an Int32Array");
+  int32_t *statusData = int32_array(env, argv[5], 2, "udp-batch: status must be an Int32Array of 2");
   if (!statusData) return NULL;
   Sock *s = calloc(1, sizeof *s);
   if (!s) return throw_errno(env, "malloc", ENOMEM, NULL, 0);
@@ -439,6 +358,113 @@ typedef struct {
   int full;
 } Run;
 
+// Sends `n` datagrams, runs of them to one peer as one message where the kernel takes them (GSO,
+// see the top). Returns 0 with *sent = n; BLOCKED when the socket buffer is full (the writable
+// callback is then armed; *sent datagrams went); or the errno that refused datagram *sent.
+int send_items(Sock *s, const SendItem *items, uint32_t n, uint32_t *sent_out) {
+  struct mmsghdr msgs[SLOTS];
+  struct iovec iov[SEND_DGRAMS];
+  Run runs[SLOTS];
+  char ctrl[SLOTS][CMSG_SPACE(sizeof(uint16_t))];
+  uint32_t i = 0;
+  // After a run the kernel refused: its first datagram alone, which tells whether the run or the
+  // datagram was refused.
+  int probe = 0;
+  while (i < n && !s->closed) {
+    int m = 0;  // messages
+    uint32_t d = 0;  // datagrams in them
+    while (i + d < n && d < (probe ? 1u : SEND_DGRAMS)) {
+      const SendItem *it = &items[i + d];
+      iov[d].iov_base = (void *)it->data;
+      iov[d].iov_len = it->len;
+      // Joins the run before it when it goes to the same peer and fits (GSO, see the top).
+      if (m > 0 && s->gso) {
+        Run *r = &runs[m - 1];
+        struct msghdr *h = &msgs[m - 1].msg_hdr;
+        if (!r->full && it->len > 0 && it->len <= r->seg && r->dgrams < GSO_MAX_SEGS && r->bytes + it->len <= GSO_MAX_BYTES && h->msg_namelen == it->tolen &&
+            memcmp(h->msg_name, it->to, it->tolen) == 0) {
+          h->msg_iovlen++;
+          r->dgrams++;
+          r->bytes += (uint32_t)it->len;
+          if (it->len < r->seg) r->full = 1;
+          d++;
+          continue;
+        }
+      }
+      if (m == SLOTS) break;
+      memset(&msgs[m], 0, sizeof msgs[m]);
+      msgs[m].msg_hdr.msg_name = (void *)it->to;
+      msgs[m].msg_hdr.msg_namelen = it->tolen;
+      msgs[m].msg_hdr.msg_iov = &iov[d];
+      msgs[m].msg_hdr.msg_iovlen = 1;
+      runs[m].dgrams = 1;
+      runs[m].bytes = (uint32_t)it->len;
+      runs[m].seg = (uint32_t)it->len;
+      runs[m].full = it->len == 0 || it->len > GSO_SEG;
+      m++;
+      d++;
+    }
+    for (int k = 0; k < m; k++) {
+      if (runs[k].dgrams < 2) continue;
+      struct msghdr *h = &msgs[k].msg_hdr;
+      memset(ctrl[k], 0, sizeof ctrl[k]);
+      h->msg_control = ctrl[k];
+      h->msg_controllen = sizeof ctrl[k];
+      struct cmsghdr *c = CMSG_FIRSTHDR(h);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      uint16_t seg = (uint16_t)runs[k].seg;
+      memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    }
+    int sent = 0;  // messages
+    uint32_t done = 0;  // their datagrams
+    int retry = 0;
+    while (sent < m) {
+#ifdef __linux__
+      int r = sendmmsg(s->fd, msgs + sent, (unsigned int)(m - sent), MSG_DONTWAIT);
+#else
+      int r = sendmsg(s->fd, &msgs[sent].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1;
+#endif
+      if (r < 0) {
+        int e = errno;
+        if (e == EINTR) continue;
+        if (e != EAGAIN && e != EWOULDBLOCK && e != ENOBUFS && runs[sent].dgrams > 1) {
+          // A run refused: its first datagram goes again alone (the probe), and the rest after it.
+          probe = 1;
+          retry = 1;
+          break;
+        }
+        *sent_out = i + done;
+        if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) {
+          if (!(s->events & UV_WRITABLE)) {
+            s->events |= UV_WRITABLE;
+            uv_poll_start(&s->poll, s->events, on_poll);
+          }
+          return BLOCKED;
+        }
+        return e;
+      }
+      for (int k = sent; k < sent + r; k++) done += runs[k].dgrams;
+      sent += r;
+    }
+    if (retry) {
+      i += done;
+      continue;
+    }
+    if (probe && m > 0) {
+      // The datagram went out alone where its run did not: this kernel or route takes no runs (no
+      // UDP GSO there), so this socket sends one datagram per message from now on. (Had it been
+      // refused too, the error above would have been the datagram's, reported as such.)
+      s->gso = 0;
+      probe = 0;
+    }
+    i += d;
+  }
+  *sent_out = i;
+  return 0;
+}
+
 // send(sock, queue: [buf, port, address, ...], from, to) → index of the first datagram not sent.
 // status[0] is then 0 (all sent), BLOCKED (the socket buffer is full: the rest waits for the
 // writable callback), NOT_LITERAL (that datagram's address is a name to resolve) or the errno
@@ -451,21 +477,14 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
   uint32_t from, to;
   CHECK(napi_get_value_uint32(env, argv[2], &from));
   CHECK(napi_get_value_uint32(env, argv[3], &to));
-  struct mmsghdr msgs[SLOTS];
-  struct iovec iov[SEND_DGRAMS];
-  struct sockaddr_in6 addrs[SLOTS];
-  Run runs[SLOTS];
-  char ctrl[SLOTS][CMSG_SPACE(sizeof(uint16_t))];
+  SendItem items[SEND_DGRAMS];
+  struct sockaddr_in6 addrs[SEND_DGRAMS];
   uint32_t i = from;
   s->status[0] = 0;
-  // After a run the kernel refused: its first datagram alone, which tells whether the run or the
-  // datagram was refused.
-  int probe = 0;
   while (i < to && !s->closed) {
-    int n = 0;  // messages
-    uint32_t d = 0;  // datagrams in them
+    uint32_t d = 0;
     int stop = 0;
-    while (i + d < to && d < (probe ? 1u : SEND_DGRAMS)) {
+    while (i + d < to && d < SEND_DGRAMS) {
       napi_value v;
       uint32_t k = (i + d) * 3;
       void *data;
@@ -479,102 +498,24 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
       CHECK(napi_get_value_uint32(env, v, &port));
       CHECK(napi_get_element(env, argv[1], k + 2, &v));
       CHECK(napi_get_value_string_latin1(env, v, address, sizeof address, &alen));
-      struct sockaddr_in6 to_addr;
       socklen_t slen;
-      if (!to_sockaddr(s, address, (int)port, &to_addr, &slen)) {
+      if (!to_sockaddr(s, address, (int)port, &addrs[d], &slen)) {
         stop = NOT_LITERAL;
         break;
       }
-      iov[d].iov_base = data;
-      iov[d].iov_len = len;
-      // Joins the run before it when it goes to the same peer and fits (GSO, see the top).
-      if (n > 0 && s->gso) {
-        Run *r = &runs[n - 1];
-        struct msghdr *h = &msgs[n - 1].msg_hdr;
-        if (!r->full && len > 0 && len <= r->seg && r->dgrams < GSO_MAX_SEGS && r->bytes + len <= GSO_MAX_BYTES && h->msg_namelen == slen &&
-            memcmp(&addrs[n - 1], &to_addr, slen) == 0) {
-          h->msg_iovlen++;
-          r->dgrams++;
-          r->bytes += (uint32_t)len;
-          if (len < r->seg) r->full = 1;
-          d++;
-          continue;
-        }
-      }
-      if (n == SLOTS) break;
-      addrs[n] = to_addr;
-      memset(&msgs[n], 0, sizeof msgs[n]);
-      msgs[n].msg_hdr.msg_name = &addrs[n];
-      msgs[n].msg_hdr.msg_namelen = slen;
-      msgs[n].msg_hdr.msg_iov = &iov[d];
-      msgs[n].msg_hdr.msg_iovlen = 1;
-      runs[n].dgrams = 1;
-      runs[n].bytes = (uint32_t)len;
-      runs[n].seg = (uint32_t)len;
-      runs[n].full = len == 0 || len > GSO_SEG;
-      n++;
+      items[d].data = data;
+      items[d].len = len;
+      items[d].to = &addrs[d];
+      items[d].tolen = slen;
       d++;
     }
-    for (int m = 0; m < n; m++) {
-      if (runs[m].dgrams < 2) continue;
-      struct msghdr *h = &msgs[m].msg_hdr;
-      memset(ctrl[m], 0, sizeof ctrl[m]);
-      h->msg_control = ctrl[m];
-      h->msg_controllen = sizeof ctrl[m];
-      struct cmsghdr *c = CMSG_FIRSTHDR(h);
-      c->cmsg_level = SOL_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      uint16_t seg = (uint16_t)runs[m].seg;
-      memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    uint32_t sent = 0;
+    int st = d > 0 ? send_items(s, items, d, &sent) : 0;
+    i += sent;
+    if (st != 0) {
+      s->status[0] = st;
+      break;
     }
-    int sent = 0;  // messages
-    uint32_t done = 0;  // their datagrams
-    int retry = 0;
-    while (sent < n) {
-#ifdef __linux__
-      int r = sendmmsg(s->fd, msgs + sent, (unsigned int)(n - sent), MSG_DONTWAIT);
-#else
-      int r = sendmsg(s->fd, &msgs[sent].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1;
-#endif
-      if (r < 0) {
-        int e = errno;
-        if (e == EINTR) continue;
-        if (e != EAGAIN && e != EWOULDBLOCK && e != ENOBUFS && runs[sent].dgrams > 1) {
-          // A run refused: its first datagram goes again alone (the probe), and the rest after it.
-          probe = 1;
-          retry = 1;
-          break;
-        }
-        i += done;
-        if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) {
-          s->status[0] = BLOCKED;
-          if (!(s->events & UV_WRITABLE)) {
-            s->events |= UV_WRITABLE;
-            uv_poll_start(&s->poll, s->events, on_poll);
-          }
-        } else {
-          s->status[0] = e;
-        }
-        napi_value out;
-        napi_create_uint32(env, i, &out);
-        return out;
-      }
-      for (int m = sent; m < sent + r; m++) done += runs[m].dgrams;
-      sent += r;
-    }
-    if (retry) {
-      i += done;
-      continue;
-    }
-    if (probe && n > 0) {
-      // The datagram went out alone where its run did not: this kernel or route takes no runs (no
-      // UDP GSO there), so this socket sends one datagram per message from now on. (Had it been
-      // refused too, the error above would have been the datagram's, reported as such.)
-      s->gso = 0;
-      probe = 0;
-    }
-    i += d;
     if (stop) {
       s->status[0] = stop;
       break;
@@ -583,6 +524,28 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
   napi_value out;
   napi_create_uint32(env, i, &out);
   return out;
+}
+
+/** Sends the socket's out queue (the fast path's datagrams); what meets a full buffer waits. */
+void flush_out(Sock *s) {
+  while (s->out_n > 0 && !s->closed) {
+    SendItem items[OUT_MAX];
+    for (uint32_t k = 0; k < s->out_n; k++) {
+      items[k].data = s->out[k].data;
+      items[k].len = s->out[k].len;
+      items[k].to = &s->out[k].to;
+      items[k].tolen = s->out[k].tolen;
+    }
+    uint32_t sent = 0;
+    int st = send_items(s, items, s->out_n, &sent);
+    // A datagram the kernel refused outright (not a full buffer) is dropped, as a send to an
+    // unreachable peer would be; the rest go on.
+    uint32_t gone = st == 0 ? s->out_n : st == BLOCKED ? sent : sent + 1;
+    if (gone > s->out_n) gone = s->out_n;
+    memmove(s->out, s->out + gone, (s->out_n - gone) * sizeof *s->out);
+    s->out_n -= gone;
+    if (st == BLOCKED || st == 0) return;
+  }
 }
 
 // offload(sock) → [segmentation, coalescing]: whether runs still leave as one message (UDP GSO)
@@ -702,6 +665,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   if (!s) return NULL;
   if (s->closed) return NULL;
   s->closed = 1;
+  fwd_unlink(s);
   if (argc >= 2) CHECK(napi_create_reference(env, argv[1], 1, &s->on_closed));
   uv_poll_stop(&s->poll);
   uv_close((uv_handle_t *)&s->poll, on_closed);
@@ -726,6 +690,7 @@ NAPI_MODULE_INIT() {
       {"errname", NULL, js_errname, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  fwd_exports(env, exports);
   // The constants the JavaScript side reads (src/coap/datagrams.ts), defined here only.
   export_int(env, exports, "META", META);
   export_int(env, exports, "BATCH", BATCH);

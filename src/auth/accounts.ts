@@ -205,6 +205,12 @@ export class Authenticator {
     return hit && this.now() - hit.at < this.cacheMs ? hit.account : undefined;
   }
 
+  /** How much longer cachedAccount() answers for this tenant from what it holds now (ms; 0: not cached). */
+  accountFreshMs(tenantId: string): number {
+    const hit = this.cache.get(tenantId);
+    return hit ? Math.max(0, this.cacheMs - (this.now() - hit.at)) : 0;
+  }
+
   async account(tenantId: string): Promise<Account | null> {
     const hit = this.cachedAccount(tenantId);
     if (hit !== undefined) return hit;

@@ -37,6 +37,12 @@ export interface Datagrams {
   offload(): { segmentation: boolean; coalescing: boolean };
   setRecvBufferSize(bytes: number): void;
   close(): Promise<void>;
+  /**
+   * The endpoint's Message ID counter, when the socket itself sends messages too (the batched
+   * socket's forwarding fast path, linkForwarding()): one counter, so no two messages to a peer
+   * share an ID sooner than the counter wraps.
+   */
+  readonly mids?: Int32Array;
 }
 
 export interface OpenOptions {
@@ -148,6 +154,26 @@ interface BatchBinding {
   close(sock: unknown, done: () => void): void;
   ntop6(meta: Int32Array, k: number): string;
   errname(errno: number): string;
+  EV_TIMEOUT: number;
+  EV_ANSWER: number;
+  EV_TAP: number;
+  fastLink(front: unknown, back: unknown, maxRequest: number, deadlineMs: number, nonLifetimeMs: number, onEvents: () => void, counters: Float64Array): void;
+  fastInstall(
+    front: unknown,
+    clientAddress: string,
+    clientPort: number,
+    proxyUri: Buffer,
+    kitAddress: string,
+    kitPort: number,
+    kitOptions: Buffer,
+    ttlMs: number,
+    mid: number,
+    token: Buffer,
+    tap: number,
+  ): boolean;
+  fastForget(front: unknown, clientAddress: string, clientPort: number): void;
+  fastClear(front: unknown): void;
+  fastTake(front: unknown): (number | string | Buffer | undefined)[] | null;
 }
 
 let binding: BatchBinding | null | undefined;
@@ -173,9 +199,12 @@ export function batchedUnavailable(): string | undefined {
 
 class BatchedDatagrams implements Datagrams {
   readonly kind = 'batched';
-  private readonly sock: unknown;
+  /** @internal the native socket, for linkForwarding() */
+  readonly sock: unknown;
   private readonly meta: Int32Array;
-  private readonly status = new Int32Array(1);
+  /** [0]: send()'s status; [1]: the Message ID counter, shared with the native side. */
+  private readonly status = new Int32Array(2);
+  readonly mids = this.status.subarray(1, 2);
   /** Datagrams to send, flattened: buffer, port, address; flushed once per turn. */
   private queue: (Buffer | number | string)[] = [];
   private flushing = false;
@@ -326,4 +355,74 @@ function sendError(native: BatchBinding, errno: number, address: string, port: n
   e.errno = -errno;
   e.syscall = 'send';
   return e;
+}
+
+/** A client's request the fast path forwarded, and what became of it (linkForwarding()). */
+export interface ForwardEvent {
+  /**
+   * 'timeout': no answer by the deadline; 'answer': the kit's answer, for JavaScript to relay;
+   * 'tap': a copy of a successful answer relayed natively on a route installed with a tap.
+   */
+  kind: 'timeout' | 'answer' | 'tap';
+  client: { address: string; port: number };
+  token: Buffer;
+  /** The kit's answer as it came (kinds 'answer' and 'tap'). */
+  datagram?: Buffer;
+  /** The route's tap (0: none). */
+  tap: number;
+}
+
+/** What the fast path counted, as indexes into Forwarder.counters (written by the native side). */
+export const FORWARD_COUNTERS = { forwarded: 0, relayed: 1, kitErrors: 2, timeouts: 3, duplicates: 4, handedOver: 5, inFlight: 6 } as const;
+
+/**
+ * The forwarding fast path between a proxy's two batched sockets (native/coap-forward.c says what
+ * it takes): routes installed here carry a client's NON GET of one Proxy-Uri to a kit and its
+ * answer back without JavaScript, until they expire or are removed.
+ */
+export interface Forwarder {
+  /**
+   * Routes `client`'s requests with exactly these Proxy-Uri bytes to `kit` with `kitOptions` (the
+   * encoded Uri-Path/Uri-Query options, from option number 0) for `ttlMs`; `mid` and `token` are
+   * those of the request just forwarded by JavaScript (a duplicate of it is then dropped); `tap`,
+   * when not 0, marks the events of its answers.
+   */
+  install(client: { address: string; port: number }, proxyUri: Buffer, kit: { address: string; port: number }, kitOptions: Buffer, ttlMs: number, mid: number, token: Buffer, tap: number): boolean;
+  forget(client: { address: string; port: number }): void;
+  clear(): void;
+  /** Forwards past their deadline, and answers to relay; empties the list. */
+  take(): ForwardEvent[];
+  /** Running counts, by FORWARD_COUNTERS (in flight: now). */
+  readonly counters: Float64Array;
+}
+
+/**
+ * Links two batched sockets, `front` facing clients and `back` facing kits; null when either is
+ * not the batched socket. `onEvents` is told when take() has answers waiting (timeouts are found by
+ * calling take()). Closing either socket ends the link.
+ */
+export function linkForwarding(front: Datagrams, back: Datagrams, o: { maxRequest: number; deadlineMs: number; nonLifetimeMs: number }, onEvents: () => void): Forwarder | null {
+  const native = batchBinding();
+  if (!native || !(front instanceof BatchedDatagrams) || !(back instanceof BatchedDatagrams)) return null;
+  const f = front.sock;
+  const counters = new Float64Array(7);
+  native.fastLink(f, back.sock, o.maxRequest, o.deadlineMs, o.nonLifetimeMs, onEvents, counters);
+  return {
+    counters,
+    install: (client, proxyUri, kit, kitOptions, ttlMs, mid, token, tap) => native.fastInstall(f, client.address, client.port, proxyUri, kit.address, kit.port, kitOptions, ttlMs, mid, token, tap),
+    forget: (client) => native.fastForget(f, client.address, client.port),
+    clear: () => native.fastClear(f),
+    take: () => {
+      const a = native.fastTake(f);
+      const out: ForwardEvent[] = [];
+      if (!a) return out;
+      for (let i = 0; i < a.length; i += 6) {
+        const kind = a[i] === native.EV_TIMEOUT ? 'timeout' : a[i] === native.EV_TAP ? 'tap' : 'answer';
+        const e: ForwardEvent = { kind, client: { address: a[i + 1] as string, port: a[i + 2] as number }, token: a[i + 3] as Buffer, tap: a[i + 5] as number };
+        if (a[i + 4] !== undefined) e.datagram = a[i + 4] as Buffer;
+        out.push(e);
+      }
+      return out;
+    },
+  };
 }

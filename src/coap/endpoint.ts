@@ -192,7 +192,8 @@ export class CoapEndpoint extends EventEmitter {
   readonly times: DerivedTimes;
   readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0, filtered: 0 };
   private handler: RequestHandler | undefined;
-  private mid: number;
+  /** The Message ID counter: the socket's when it sends messages of its own too (Datagrams.mids). */
+  private readonly mids: Int32Array;
   private readonly random: () => number;
   private readonly recognized: ReadonlySet<number>;
   private readonly maxSize: number;
@@ -222,7 +223,8 @@ export class CoapEndpoint extends EventEmitter {
     this.params = transmissionParams(opts.transmission);
     this.times = derivedTimes(this.params);
     this.random = opts.random ?? Math.random;
-    this.mid = Math.floor(this.random() * 0x10000);
+    this.mids = socket.mids ?? new Int32Array(1);
+    this.mids[0] = Math.floor(this.random() * 0x10000);
     this.recognized = opts.recognizedOptions ?? RECOGNIZED_OPTIONS;
     this.maxSize = opts.maxMessageSize ?? SUGGESTED_MAX_MESSAGE_SIZE;
     this.dedupCap = opts.dedupCapacity ?? 8192;
@@ -248,6 +250,16 @@ export class CoapEndpoint extends EventEmitter {
 
   address(): Peer {
     return this.socket.address();
+  }
+
+  /** The largest datagram this endpoint takes (larger: 4.13 for a request, RFC 7252 §4.6). */
+  get maxMessageSize(): number {
+    return this.maxSize;
+  }
+
+  /** The options this endpoint recognizes (RFC 7252 §5.4.1). */
+  get recognizedOptions(): ReadonlySet<number> {
+    return this.recognized;
   }
 
   /**
@@ -281,8 +293,9 @@ export class CoapEndpoint extends EventEmitter {
   }
 
   nextMid(): number {
-    this.mid = (this.mid + 1) & 0xffff;
-    return this.mid;
+    const m = (this.mids[0]! + 1) & 0xffff;
+    this.mids[0] = m;
+    return m;
   }
 
   newToken(len = 4): Buffer {

@@ -27,6 +27,7 @@ import {
   CoapResetError,
   CoapTimeoutError,
   CON,
+  NON,
   DEFER,
   ContentFormat,
   codeClass,
@@ -59,6 +60,7 @@ import { KitKeyCache } from '../service/kit-keys.ts';
 import { storeObservationsMany } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
+import { FastPath, type FastPathStats } from './fast-path.ts';
 import { ClockKeeper } from './clock.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
@@ -88,6 +90,8 @@ export interface GatewayOptions {
   confirmableUpstream?: boolean;
   /** A CON request the kit answers within this long gets a piggy-backed response (default 1000 ms, under ACK_TIMEOUT). */
   piggybackMs?: number;
+  /** Relay the usual proxied request without JavaScript once the full path has checked it (default true; src/gateway/fast-path.ts). */
+  fastPath?: boolean;
 }
 
 export interface GatewayDeps {
@@ -166,6 +170,8 @@ export class Gateway {
   /** (client, token) → the forward on its way and who waits for its answer: the same request re-sent is not forwarded twice. */
   private readonly inflight = new PeerTokenMap<Inflight>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
+  /** The forwarding fast path (src/gateway/fast-path.ts), when both sockets are batched and it is on. */
+  private fast: FastPath | null = null;
   /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
   private readonly targets = new Map<string, Target>();
   /** Encoded Uri-Path and Uri-Query options of a (cached, shared) path array, for the kit prefix they were made for. */
@@ -193,6 +199,7 @@ export class Gateway {
       clockMinIntervalMs: 600_000,
       confirmableUpstream: false,
       piggybackMs: 1000,
+      fastPath: true,
       ...opts,
     } as Required<Omit<GatewayOptions, 'kits'>>;
     this.kitKeys = new KitKeyCache(deps.store);
@@ -240,6 +247,17 @@ export class Gateway {
         // keep the default
       }
     }
+    if (this.o.fastPath) {
+      this.fast = FastPath.link({
+        front: this.front,
+        back: this.back,
+        deadlineMs: this.o.deadlineMs,
+        relayed: (m) => this.relay.relayed(m),
+        upstreamError: (e) => this.upstreamError(e),
+        log: this.log,
+      });
+      this.fast?.countInto(this.stats);
+    }
     this.front.handle((req, peer, reply) => this.onFront(req, peer, reply));
     this.front.on('reset', (mid: number, peer: Peer) => this.relay.clientReset(mid, peer));
     this.front.on('error', (e: Error) => this.log.warn({ err: e }, 'gateway socket error'));
@@ -255,6 +273,7 @@ export class Gateway {
     this.stopping = true;
     this.sessions.closeAll();
     this.relay.endAll('the gateway is stopping');
+    this.fast?.stop();
     await Promise.all([this.front?.close(), this.back?.close()]);
     // Readings already received are written before the store may be closed.
     await this.flushReadings();
@@ -263,6 +282,11 @@ export class Gateway {
   /** Upstream observations and their subscribers (for operators and tests). */
   observations(): { mac: string; path: string; subscribers: number; bridge: boolean; state: string }[] {
     return this.relay.list();
+  }
+
+  /** What the forwarding fast path has done (src/gateway/fast-path.ts); null when it is off or unavailable. */
+  fastPathStats(): FastPathStats | null {
+    return this.fast?.snapshot() ?? null;
   }
 
   /** Attaches a subscriber to the shared observation of a kit resource (the HTTP bridge's streams). */
@@ -363,6 +387,7 @@ export class Gateway {
 
   private sessionEnded(s: Session, why: string): void {
     if (why !== 'replaced') this.log.info({ peer: s.key, tenantId: s.tenantId, why }, 'gateway session ended');
+    this.fast?.forget(s.peer);
     this.relay.sessionEnded(s.key);
   }
 
@@ -437,6 +462,8 @@ export class Gateway {
     const { path, query } = t;
     const observe = getUintOption(req, Option.OBSERVE);
     if (observe === 0 && req.code === Code.GET) {
+      // Its later requests (one may end this observation, RFC 7641 §3.6) take the full path.
+      this.fast?.forget(peer);
       this.relay
         .observeForClient(k, session.key, peer, req, path, query)
         .then(done, (e: unknown) => done(this.internal(e)))
@@ -470,12 +497,35 @@ export class Gateway {
         }
         if (entry) for (const w of entry.waiting) w(spec);
         else done(spec);
+        // Once answered (a retry of it meanwhile was merged above, which only this path does).
+        if (!e && entry && this.fast) this.offerFast(req, peer, session, k, t);
       });
     } catch (e) {
       // Not sent (it could not be encoded): later requests must not wait on its entry; the caller answers this one.
       if (entry) this.inflight.delete(pk, tk);
       throw e;
     }
+  }
+
+  /**
+   * After the full path has forwarded a request and the kit answered: the same client's next ones
+   * of this Proxy-Uri may take the fast path, for as long as what was checked stays cached
+   * (src/gateway/fast-path.ts).
+   */
+  private offerFast(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, t: Target): void {
+    const pu = req.options[0];
+    if (req.type !== NON || req.code !== Code.GET || req.payload.length > 0 || req.options.length !== 1 || pu?.number !== Option.PROXY_URI) return;
+    // The session may have ended while the kit answered (its routes were removed then).
+    if (this.relay.hasClient(peer) || this.sessions.cachedCheck(peer) !== session) return;
+    // The temperature's answers also go to MQTT, from JavaScript (bubble(), as send() does).
+    const kp = this.deps.payloads ? kitPath(k, t.path) : undefined;
+    const tap = kp && isTempPath(kp) ? { key: `${k.mac}|${kp.join('/')}`, fn: (m: CoapMessage) => this.bubble(k.mac, m, { path: kp }) } : undefined;
+    const uri = this.uriOptionCache.get(t.path);
+    const dev = this.deviceCache.get(t.mac);
+    if (!uri || uri.prefix !== k.prefix || !dev) return;
+    const now = Date.now();
+    const ttl = Math.min(session.expiresAt - now, DEVICE_FRESH_MS - (now - dev.at), this.deps.auth.accountFreshMs(session.tenantId));
+    if (ttl > 0) this.fast!.offer(peer, pu.value, k.peer, uri.options, ttl, req.mid, req.token, tap);
   }
 
   /**
@@ -518,10 +568,10 @@ export class Gateway {
     return kit;
   }
 
-  /** The device record of a MAC from the cache when fresh (up to 1 s old); undefined when it must be read. */
+  /** The device record of a MAC from the cache when fresh (up to DEVICE_FRESH_MS old); undefined when it must be read. */
   private cachedDevice(mac: string): DeviceRecord | null | undefined {
     const hit = this.deviceCache.get(mac);
-    return hit && Date.now() - hit.at < 1000 ? hit.d : undefined;
+    return hit && Date.now() - hit.at < DEVICE_FRESH_MS ? hit.d : undefined;
   }
 
   private async device(mac: string): Promise<DeviceRecord | null> {
@@ -623,6 +673,7 @@ export class Gateway {
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */
   private kitRestarted(kit: KitEntry): void {
+    this.fast?.clear();
     this.relay.kitRestarted(kit.mac);
     this.ensureBridge(kit);
   }
@@ -807,6 +858,9 @@ export class Gateway {
     );
   }
 }
+
+/** How long a kit's device record is used from the cache: a kit removed or given to another group is refused after at most this long. */
+const DEVICE_FRESH_MS = 1000;
 
 /** How long readings gather before they are written together (at most ~50 store commits a second). */
 const READINGS_GATHER_MS = 20;

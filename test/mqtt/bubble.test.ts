@@ -8,7 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
-import { decodeReadingText, unwrapCbor } from '../../src/coap/index.ts';
+import { Code, decodeReadingText, Option, stringOption, unwrapCbor } from '../../src/coap/index.ts';
+import { proxyUri } from '../../src/gateway/gateway.ts';
+import { DOMAIN, nodeClient } from '../gateway/helpers.ts';
 import { connect, grants, inbox, mosquittoSub, startMqtt, until, type MqttHarness, type MosquittoSub } from './helpers.ts';
 
 const TEXT_MAC = '00000000000014a1';
@@ -123,6 +125,42 @@ describe('MQTT bubble-up of readings the gateway asks for', () => {
       assert.equal(got[0]!.payload.toString(), answer.payload);
       await c.endAsync();
     } finally {
+      await h.close();
+    }
+  });
+});
+
+describe('MQTT bubble-up of the answers the forwarding fast path relays', () => {
+  it("publishes every answer to a CoAP client's GET of the temperature, fast path or not", async () => {
+    const h = await startMqtt({ gateway: true, gatewayOptions: { readings: false } });
+    const coap = await nodeClient();
+    try {
+      const a = await h.t.login('gina');
+      const mac = '00000000000014f1';
+      await h.gw!.kit(a.tenantId, mac);
+      const c = await connect(h, a.token);
+      const got = inbox(c);
+      await c.subscribeAsync(`${a.tenantId}/alert/+/+`);
+      assert.equal((await coap.request(h.gw!.addr, { method: Code.POST, uri: '/sessions', payload: Buffer.from(a.token), timeoutMs: 5000 })).code, Code.CREATED);
+      const get = () =>
+        coap.request(h.gw!.addr, { method: Code.GET, options: [stringOption(Option.PROXY_URI, proxyUri(mac, DOMAIN, '/snsr/arduino/temp?sens'))], confirmable: false, timeoutMs: 5000 });
+      const answers: string[] = [];
+      for (let i = 0; i < 30; i++) {
+        const r = await get();
+        assert.equal(r.code, Code.CONTENT);
+        answers.push(r.payload.toString());
+      }
+      assert.ok(h.gw!.gw.gateway.fastPathStats()!.forwarded > 0, 'the fast path carried some of them');
+      await until(() => got.length === answers.length, 'every answer bubbles up');
+      assert.deepEqual(
+        got.map((m) => m.payload.toString()),
+        answers,
+        'each one, in order',
+      );
+      assert.ok(got.every((m) => m.topic === `${a.tenantId}/alert/${mac}/temp`));
+      await c.endAsync();
+    } finally {
+      await coap.close();
       await h.close();
     }
   });

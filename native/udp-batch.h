@@ -1,0 +1,144 @@
+// What native/udp-batch.c (the batched socket) and native/coap-forward.c (the gateway's forwarding
+// fast path over two such sockets) share: the socket, its constants, and the helpers both use.
+#ifndef REEF_UDP_BATCH_H
+#define REEF_UDP_BATCH_H
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <node_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define SLOTS 64
+// Datagrams handed to JavaScript in one call at most (a message received with GRO holds many; the
+// rest of the messages then go in further calls), and taken per sendmmsg(2) call at most. Kept
+// small: every socket holds a meta array of BATCH * META words (a fleet of 1,000 kits in one
+// process holds 1,000, docs/device.md).
+#define BATCH 128
+#define SEND_DGRAMS 256
+// GSO runs: at most this many datagrams (the kernel's UDP_MAX_SEGMENTS is 64 or more), this many
+// bytes in all (under IPv4's 65,507), and datagrams of at most GSO_SEG bytes (a CoAP datagram, RFC
+// 7252 §4.6, fits the IPv6 minimum MTU of 1,280 with its headers, so no route refuses the size).
+#define GSO_MAX_SEGS 64
+#define GSO_MAX_BYTES 60000
+#define GSO_SEG 1200
+// The receive buffer of one message when GRO is on: the largest run the kernel may deliver.
+#define GRO_SLOT 65536
+// int32 words per received datagram in the shared meta array: offset, length, port, family,
+// then the address (IPv4: one word, the address as a number; IPv6: its 16 bytes).
+#define META 8
+// status[0] after send() besides 0 and an errno: the address is a name to resolve, or the socket
+// buffer is full (the rest waits for the writable callback).
+#define NOT_LITERAL (-1)
+#define BLOCKED (-2)
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+
+/** A received datagram on its way to JavaScript: where it is in the arena, and whose it is. */
+typedef struct {
+  const char *data;
+  uint32_t len;
+  uint32_t peer;
+} Dgram;
+
+struct Fwd;
+
+/** A C-built datagram waiting to be sent (the forwarding fast path's): its peer and bytes. */
+typedef struct {
+  struct sockaddr_in6 to;
+  socklen_t tolen;
+  uint32_t len;
+  char data[GSO_SEG];
+} OutDgram;
+
+/** One datagram for send_items(): its bytes and its peer. */
+typedef struct {
+  const void *data;
+  size_t len;
+  const struct sockaddr_in6 *to;
+  socklen_t tolen;
+} SendItem;
+
+typedef struct Sock {
+  napi_env env;
+  int fd;
+  int v6;
+  // The longest datagram JavaScript sees (longer ones are cut to it); the receive buffer of one
+  // message (slot, or GRO_SLOT with GRO).
+  size_t slot;
+  size_t rslot;
+  // UDP_GRO was accepted on this socket; runs are still sent with UDP_SEGMENT.
+  int gro;
+  int gso;
+  char *arena;
+  struct mmsghdr msgs[SLOTS];
+  struct iovec iov[SLOTS];
+  struct sockaddr_in6 peers[SLOTS];
+  char ctrl[SLOTS][CMSG_SPACE(sizeof(int))];
+  Dgram ready[BATCH];
+  uv_poll_t poll;
+  int events;
+  int closed;
+  napi_ref self;
+  napi_ref on_batch;
+  napi_ref on_writable;
+  napi_ref meta_ref;
+  int32_t *meta;
+  napi_ref status_ref;
+  int32_t *status;
+  napi_async_context actx;
+  // The async context's resource: a plain object, as async hooks may add properties to it (an
+  // AsyncLocalStorage's store does); the external above is not extensible.
+  napi_ref resource;
+  napi_ref on_closed;
+  // The forwarding fast path this socket is a side of (coap-forward.c), or NULL; its datagrams
+  // waiting to be sent (allocated when linked).
+  struct Fwd *fwd;
+  OutDgram *out;
+  uint32_t out_n;
+} Sock;
+
+// OUT_MAX datagrams at most wait in a socket's out queue; when it is full the fast path declines.
+#define OUT_MAX 256
+
+#define CHECK(call)                                                   \
+  do {                                                                \
+    if ((call) != napi_ok) {                                          \
+      napi_throw_error(env, NULL, "udp-batch: N-API call failed");    \
+      return NULL;                                                    \
+    }                                                                 \
+  } while (0)
+
+int to_sockaddr(Sock *s, const char *address, int port, struct sockaddr_in6 *to, socklen_t *len);
+void call_js(Sock *s, napi_ref fn_ref, size_t argc, napi_value *argv);
+napi_value throw_errno(napi_env env, const char *syscall, int err, const char *host, int port);
+Sock *unwrap(napi_env env, napi_value v);
+int send_items(Sock *s, const SendItem *items, uint32_t n, uint32_t *sent);
+void flush_out(Sock *s);
+void on_poll(uv_poll_t *h, int status, int events);
+
+// coap-forward.c: called by the socket for each received datagram (1: the fast path took it), after
+// each round of receiving (sends what it built, tells JavaScript of its events), and at close.
+int fwd_take(Sock *s, const uint8_t *d, size_t len, const struct sockaddr_in6 *from);
+void fwd_round(Sock *s);
+void fwd_unlink(Sock *s);
+napi_value fwd_exports(napi_env env, napi_value exports);
+
+#endif
+
+
