@@ -173,7 +173,8 @@ interface BatchBinding {
   ): boolean;
   fastForget(front: unknown, clientAddress: string, clientPort: number): void;
   fastClear(front: unknown): void;
-  fastTake(front: unknown): (number | string | Buffer | undefined)[] | null;
+  fastTake(front: unknown): Buffer | null;
+  EV_HEADER: number;
 }
 
 let binding: BatchBinding | null | undefined;
@@ -357,20 +358,15 @@ function sendError(native: BatchBinding, errno: number, address: string, port: n
   return e;
 }
 
-/** A client's request the fast path forwarded, and what became of it (linkForwarding()). */
-export interface ForwardEvent {
-  /**
-   * 'timeout': no answer by the deadline; 'answer': the kit's answer, for JavaScript to relay;
-   * 'tap': a copy of a successful answer relayed natively on a route installed with a tap.
-   */
-  kind: 'timeout' | 'answer' | 'tap';
-  client: { address: string; port: number };
-  token: Buffer;
-  /** The kit's answer as it came (kinds 'answer' and 'tap'). */
-  datagram?: Buffer;
-  /** The route's tap (0: none). */
-  tap: number;
-}
+/**
+ * What the fast path hands back (linkForwarding()): a forward with no answer by the deadline
+ * ('timeout'), the kit's answer for JavaScript to relay ('answer'), both for the client and token
+ * named; and a copy of a successful answer it relayed itself on a route installed with a tap ('tap').
+ */
+export type ForwardEvent =
+  | { kind: 'timeout'; client: { address: string; port: number }; token: Buffer; tap: number }
+  | { kind: 'answer'; client: { address: string; port: number }; token: Buffer; datagram: Buffer; tap: number }
+  | { kind: 'tap'; datagram: Buffer; tap: number };
 
 /** What the fast path counted, as indexes into Forwarder.counters (written by the native side). */
 export const FORWARD_COUNTERS = { forwarded: 0, relayed: 1, kitErrors: 2, timeouts: 3, duplicates: 4, handedOver: 5, inFlight: 6 } as const;
@@ -413,14 +409,22 @@ export function linkForwarding(front: Datagrams, back: Datagrams, o: { maxReques
     forget: (client) => native.fastForget(f, client.address, client.port),
     clear: () => native.fastClear(f),
     take: () => {
-      const a = native.fastTake(f);
+      const b = native.fastTake(f);
       const out: ForwardEvent[] = [];
-      if (!a) return out;
-      for (let i = 0; i < a.length; i += 6) {
-        const kind = a[i] === native.EV_TIMEOUT ? 'timeout' : a[i] === native.EV_TAP ? 'tap' : 'answer';
-        const e: ForwardEvent = { kind, client: { address: a[i + 1] as string, port: a[i + 2] as number }, token: a[i + 3] as Buffer, tap: a[i + 5] as number };
-        if (a[i + 4] !== undefined) e.datagram = a[i + 4] as Buffer;
-        out.push(e);
+      if (!b) return out;
+      // Each event: a header of EV_HEADER bytes, then its datagram (native/coap-forward.c, js_take).
+      for (let at = 0; at < b.length; ) {
+        const kind = b[at]!;
+        const tap = b.readInt32BE(at + 8);
+        const len = b.readUInt32BE(at + 12);
+        const data = b.subarray(at + native.EV_HEADER, at + native.EV_HEADER + len);
+        if (kind === native.EV_TAP) out.push({ kind: 'tap', datagram: data, tap });
+        else {
+          const client = { address: b.toString('latin1', at + 24, at + 24 + b[at + 2]!), port: b.readUInt16BE(at + 4) };
+          const token = Buffer.from(b.subarray(at + 16, at + 16 + b[at + 1]!));
+          out.push(kind === native.EV_TIMEOUT ? { kind: 'timeout', client, token, tap } : { kind: 'answer', client, token, datagram: data, tap });
+        }
+        at += native.EV_HEADER + len;
       }
       return out;
     },

@@ -160,7 +160,7 @@ export class FastPath {
     }
     for (const e of events) {
       if (e.kind === 'tap') {
-        this.tap(e.tap, parseMessage(e.datagram!));
+        this.tap(e.tap, parseMessage(e.datagram));
         continue;
       }
       let spec: ResponseSpec;
@@ -170,7 +170,7 @@ export class FastPath {
       } else {
         // An answer with options relayed only after the endpoint's own checks (RFC 7252 §5.4.1):
         // an elective one it does not know is dropped, a critical one makes the answer unreadable.
-        const c = classifyDatagram(e.datagram!, this.d.back.recognizedOptions);
+        const c = classifyDatagram(e.datagram, this.d.back.recognizedOptions);
         if (c.kind === 'message' && isResponseCode(c.msg.code)) relayed = c.msg;
         spec = relayed ? this.d.relayed(relayed) : refuse('BAD_GATEWAY', "the kit's answer could not be read");
       }

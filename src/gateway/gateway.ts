@@ -746,16 +746,25 @@ export class Gateway {
     const sensorType = o.sensor ?? sensorTypeOf(m.payload, o.path ?? TEMP_PATH);
     // It becomes an MQTT topic level: no separators, wildcards or control characters.
     if (!/^[A-Za-z0-9_.-]{1,32}$/.test(sensorType)) return;
-    const hand = (dev: DeviceRecord | null) => {
-      if (!dev || dev.solution !== SANDBOX) return;
-      try {
-        sink({ device: dev, mac, sensorType, payload: m.payload });
-      } catch (e) {
-        this.log.warn({ err: e, mac }, 'gateway payload sink failed');
-      }
-    };
-    if (o.device !== undefined) return hand(o.device);
-    void this.device(mac).then(hand, (e: unknown) => this.log.warn({ err: e, mac }, 'gateway could not look up a kit'));
+    if (o.device !== undefined) return this.hand(o.device, mac, sensorType, m.payload);
+    // A fresh cached record is used at once: no promise (nor closure) per payload; every fast-path
+    // answer of a temperature comes here when MQTT is on.
+    const cached = this.cachedDevice(mac);
+    if (cached !== undefined) return this.hand(cached, mac, sensorType, m.payload);
+    void this.device(mac).then(
+      (dev) => this.hand(dev, mac, sensorType, m.payload),
+      (e: unknown) => this.log.warn({ err: e, mac }, 'gateway could not look up a kit'),
+    );
+  }
+
+  /** bubble()'s last step: the payload to the sink, for a sandbox kit. */
+  private hand(dev: DeviceRecord | null, mac: string, sensorType: string, payload: Buffer): void {
+    if (!dev || dev.solution !== SANDBOX) return;
+    try {
+      this.deps.payloads?.({ device: dev, mac, sensorType, payload });
+    } catch (e) {
+      this.log.warn({ err: e, mac }, 'gateway payload sink failed');
+    }
   }
 
   private storeReading(mac: string, m: CoapMessage): void {
