@@ -1,6 +1,7 @@
 // npm run bench:query — reads against 10,000,000 stored observations (10,000 devices × 1,000) on a
 // real `reef serve` child process:
-//   latest of all 10,000 devices (target p50 ≤ 20 ms), one device's newest 1,000 (target p50 ≤ 5 ms),
+//   latest of all 10,000 devices (target p50 ≤ 10 ms, issue 18; 20 ms before it), one device's
+//   newest 1,000 (target p50 ≤ 5 ms),
 //   GET devices requests/s against a bare Fastify route serving the same JSON in the same run
 //   (target ratio ≥ 0.5), the solution-wide query (issue 13.5: a page of 1,000 at the start and
 //   one reached through many next_page links, which keyset paging keeps at the same cost), and the
@@ -92,7 +93,7 @@ try {
   const latest = await latency(get('/api/solutions/StudioSimulation/observations'), 100, 5);
   const check = JSON.parse((await request(`${server.url}/api/solutions/StudioSimulation/observations`, { headers: h })).body) as unknown[];
   if (check.length !== DEVICES) throw new Error(`latest of all returned ${check.length} groups`);
-  console.log(`latest of all ${fmt(DEVICES)} devices:  p50 ${fmt(latest.p50, 2)} ms, p99 ${fmt(latest.p99, 2)} ms  (target p50 ≤ 20 ms: ${latest.p50 <= 20 ? 'met' : 'NOT met'})`);
+  console.log(`latest of all ${fmt(DEVICES)} devices:  p50 ${fmt(latest.p50, 2)} ms, p99 ${fmt(latest.p99, 2)} ms  (target p50 ≤ 10 ms: ${latest.p50 <= 10 ? 'met' : 'NOT met'})`);
 
   let i = 0;
   const one = await latency(async () => get(`/api/solutions/StudioSimulation/devices/${ids[(i++ * 7919) % DEVICES]}/observations?limit=1000`)(), 300);
