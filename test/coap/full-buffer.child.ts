@@ -22,6 +22,10 @@ for (const batched of [false, true]) {
   await new Promise<void>((r) => receiver.bind(0, '127.0.0.1', () => r()));
   const got: string[] = [];
   receiver.on('message', (m) => got.push(m.toString()));
+  // Room for the whole burst at the receiver (4 MiB, net.core.rmem_max here): the loss this test
+  // looks for is the sender's; a receiver kept off the CPU by other tests for a few tens of
+  // milliseconds would otherwise drop datagrams from its ~200 KiB default buffer (seen in CI).
+  receiver.setRecvBufferSize(4 << 20);
   const sender = await openDatagrams({ host: '127.0.0.1', port: 0, batched, maxMessageSize: 1152 });
   const errors: string[] = [];
   sender.listen(
@@ -38,7 +42,9 @@ for (const batched of [false, true]) {
   // handed the kernel what it would take.
   await new Promise((r) => setImmediate(r));
   const queuedAfterBurst = sender.queuedSends();
-  await waitFor(`${COUNT} datagrams at the receiver`, () => got.length >= COUNT, 30_000);
+  await waitFor(`${COUNT} datagrams at the ${sender.kind} sender's receiver`, () => got.length >= COUNT, 30_000).catch((e: Error) => {
+    throw new Error(`${e.message} (${got.length} arrived)`);
+  });
   results[sender.kind] = { queuedAfterBurst, queuedAtEnd: sender.queuedSends(), inOrder: got.length === sent.length && got.every((g, i) => g === sent[i]), received: got.length, errors };
   await sender.close();
   receiver.close();
