@@ -45,6 +45,9 @@
 // EV_TAP: a copy of an answer relayed here, for JavaScript to see too (its route's tap).
 enum { EV_TIMEOUT = 1, EV_ANSWER = 2, EV_TAP = 3 };
 
+// Indexes of Fwd.counters, the order of FORWARD_COUNTERS in src/coap/datagrams.ts.
+enum { C_FORWARDED, C_RELAYED, C_KIT_ERRORS, C_TIMEOUTS, C_DUPLICATES, C_HANDED_OVER, C_IN_FLIGHT };
+
 /** A peer as compared here: family (4 or 6), port, address (IPv4 in the first 4 bytes). */
 typedef struct {
   uint16_t family;
@@ -182,8 +185,19 @@ static uint32_t fnv(uint32_t h, const uint8_t *p, size_t n) {
   return h;
 }
 
-static uint32_t route_hash(const Addr *client, const uint8_t *uri, size_t urilen) {
-  return fnv(fnv(2166136261u, (const uint8_t *)client, sizeof *client), uri, urilen);
+/** A peer and some bytes of its (a Proxy-Uri, a token), hashed: the key of every table here. */
+static uint32_t peer_hash(const Addr *peer, const uint8_t *bytes, size_t n) {
+  return fnv(fnv(2166136261u, (const uint8_t *)peer, sizeof *peer), bytes, n);
+}
+
+static void put_be16(uint8_t *w, uint32_t v) {
+  w[0] = (uint8_t)(v >> 8);
+  w[1] = (uint8_t)v;
+}
+
+static void put_be32(uint8_t *w, uint32_t v) {
+  put_be16(w, v >> 16);
+  put_be16(w + 2, v);
 }
 
 static Route *route_find(Fwd *f, const Addr *client, const uint8_t *uri, size_t urilen, uint32_t h) {
@@ -195,10 +209,9 @@ static Route *route_find(Fwd *f, const Addr *client, const uint8_t *uri, size_t 
 }
 
 static uint32_t seen_slot(const Addr *peer, uint16_t mid, const uint8_t *tok, uint8_t tkl) {
-  uint32_t h = fnv(2166136261u, (const uint8_t *)peer, sizeof *peer);
-  uint8_t m[2] = {(uint8_t)(mid >> 8), (uint8_t)mid};
-  h = fnv(fnv(h, m, 2), tok, tkl);
-  return h & (SEEN - 1);
+  uint8_t m[2];
+  put_be16(m, mid);
+  return fnv(peer_hash(peer, tok, tkl), m, 2) & (SEEN - 1);
 }
 
 /** Whether this NON was forwarded here already (RFC 7252 §4.5). Lossy: a newer message may have taken an older one's slot. */
@@ -273,15 +286,11 @@ static Event *add_data_event(Fwd *f, int kind, const Pend *p, const uint8_t *d, 
   return e;
 }
 
-static uint32_t pidx_slot(const Addr *client, const uint8_t *tok, uint8_t tkl) {
-  return fnv(fnv(2166136261u, (const uint8_t *)client, sizeof *client), tok, tkl) & (PIDX - 1);
-}
-
 static void free_pend(Fwd *f, Pend *p) {
   if (f->pidx[p->slot] == (uint32_t)(p - f->pends) + 1) f->pidx[p->slot] = 0;
   p->used = 0;
   f->npend--;
-  f->counters[6] = f->npend;
+  f->counters[C_IN_FLIGHT] = f->npend;
 }
 
 /** A client's request on the front socket: 1 when forwarded (or dropped as a duplicate). */
@@ -298,20 +307,20 @@ static int take_request(Fwd *f, const uint8_t *d, size_t len, const Addr *from) 
   uint16_t mid = (uint16_t)(d[2] << 8 | d[3]);
   // A duplicate of one forwarded here is dropped whether or not its route is still there.
   if (seen_before(f, from, mid, d + 4, tkl)) {
-    f->counters[4]++;
+    f->counters[C_DUPLICATES]++;
     return 1;
   }
-  uint32_t h = route_hash(from, uri, olen);
+  uint32_t h = peer_hash(from, uri, olen);
   Route *r = route_find(f, from, uri, olen, h);
   if (!r || r->expires <= f->now) return 0;
   // The same request again with a new Message ID (a client's retry) while the first is on its
   // way: that answer serves it (the full path merges it the same way).
-  uint32_t slot = pidx_slot(from, d + 4, tkl);
+  uint32_t slot = peer_hash(from, d + 4, tkl) & (PIDX - 1);
   uint32_t prior = f->pidx[slot];
   if (prior) {
     Pend *q = &f->pends[prior - 1];
     if (q->used && q->rhash == h && q->ctkl == tkl && addr_eq(&q->client, from) && memcmp(q->ctok, d + 4, tkl) == 0) {
-      f->counters[4]++;
+      f->counters[C_DUPLICATES]++;
       return 1;
     }
   }
@@ -326,7 +335,7 @@ static int take_request(Fwd *f, const uint8_t *d, size_t len, const Addr *from) 
   Pend *pe = &f->pends[idx];
   pe->used = 1;
   f->npend++;
-  f->counters[6] = f->npend;
+  f->counters[C_IN_FLIGHT] = f->npend;
   pe->due = f->now + f->deadline_ms;
   uint64_t rnd = next_random(f);
   pe->token[0] = (uint8_t)(idx >> 8);
@@ -346,14 +355,13 @@ static int take_request(Fwd *f, const uint8_t *d, size_t len, const Addr *from) 
   uint8_t *w = (uint8_t *)o->data;
   w[0] = 0x50 | 8;
   w[1] = 0x01;
-  w[2] = (uint8_t)(m >> 8);
-  w[3] = (uint8_t)m;
+  put_be16(w + 2, (uint32_t)m);
   memcpy(w + 4, pe->token, 8);
   memcpy(w + 12, r->opts, r->optlen);
   o->len = 12u + r->optlen;
   o->tolen = sockaddr_of(back, &r->kit, &o->to);
   back->out_n++;
-  f->counters[0]++;
+  f->counters[C_FORWARDED]++;
   return 1;
 }
 
@@ -385,8 +393,7 @@ static void ack_answer(Fwd *f, int type, uint16_t mid, const Addr *kit) {
   uint8_t *w = (uint8_t *)a->data;
   w[0] = 0x60;
   w[1] = 0;
-  w[2] = (uint8_t)(mid >> 8);
-  w[3] = (uint8_t)mid;
+  put_be16(w + 2, mid);
   a->len = 4;
   a->tolen = sockaddr_of(f->back, kit, &a->to);
   f->back->out_n++;
@@ -424,7 +431,7 @@ static int take_answer(Fwd *f, const uint8_t *d, size_t len, const Addr *from) {
   size_t outlen = 4u + pe->ctkl + (len - 12);
   if (!plain || !o || outlen > GSO_SEG) {
     if (!add_data_event(f, EV_ANSWER, pe, d, len)) return 0;
-    f->counters[5]++;
+    f->counters[C_HANDED_OVER]++;
     free_pend(f, pe);
     ack_answer(f, type, mid, from);
     return 1;
@@ -436,15 +443,14 @@ static int take_answer(Fwd *f, const uint8_t *d, size_t len, const Addr *from) {
   uint8_t *w = (uint8_t *)o->data;
   w[0] = 0x50 | pe->ctkl;
   w[1] = d[1];
-  w[2] = (uint8_t)(m >> 8);
-  w[3] = (uint8_t)m;
+  put_be16(w + 2, (uint32_t)m);
   memcpy(w + 4, pe->ctok, pe->ctkl);
   memcpy(w + 4 + pe->ctkl, d + 12, len - 12);
   o->len = (uint32_t)outlen;
   o->tolen = sockaddr_of(front, &pe->client, &o->to);
   front->out_n++;
-  f->counters[1]++;
-  if (cls != 2) f->counters[2]++;
+  f->counters[C_RELAYED]++;
+  if (cls != 2) f->counters[C_KIT_ERRORS]++;
   free_pend(f, pe);
   ack_answer(f, type, mid, from);
   return 1;
@@ -466,12 +472,7 @@ void fwd_round(Sock *s) {
   if (f->nevents > f->notified && !f->front->closed) {
     f->notified = f->nevents;
     // JavaScript may close a socket in the call, which frees f: nothing of f is read after it.
-    Sock *front = f->front;
-    napi_env env = front->env;
-    napi_handle_scope scope;
-    napi_open_handle_scope(env, &scope);
-    call_js(front, f->on_events, 0, NULL);
-    napi_close_handle_scope(env, scope);
+    call_js_scoped(f->front, f->on_events);
   }
 }
 
@@ -600,7 +601,7 @@ static napi_value js_install(napi_env env, napi_callback_info info) {
   else ok = 0;
   if (ok) {
     f->now = now_ms();
-    uint32_t h = route_hash(&client, uri, urilen);
+    uint32_t h = peer_hash(&client, uri, urilen);
     Route *r = route_find(f, &client, uri, urilen, h);
     for (uint32_t k = 0; !r && k < ROUTE_PROBES; k++) {
       Route *c = &f->routes[(h + k) & (ROUTES - 1)];
@@ -656,26 +657,30 @@ static napi_value js_clear(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-// fastTake(front) → a Buffer of events, or null: forwards past their deadline (EV_TIMEOUT), answers
-// for JavaScript to relay (EV_ANSWER) and copies of answers relayed here on a tapped route (EV_TAP).
+// fastTake(front, sweep) → a Buffer of events, or null: forwards past their deadline (EV_TIMEOUT,
+// looked for only when `sweep`: a walk of the whole table, JavaScript's timer asks for it, not every
+// wake-up), answers for JavaScript to relay (EV_ANSWER) and copies of answers relayed here on a
+// tapped route (EV_TAP).
 // Each event is a header of EV_HEADER bytes (kind, token length, address length, port (BE),
 // tap (BE), datagram length (BE), token, the client's address as text), then its datagram. One
 // buffer for all: no JavaScript object made here per event.
 #define EV_HEADER 72
 static napi_value js_take(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
+  size_t argc = 2;
+  napi_value argv[2];
   Fwd *f = front_fwd(env, info, &argc, argv);
   napi_value out;
   napi_get_null(env, &out);
   if (!f) return out;
-  if (f->npend > 0) {
+  bool sweep = false;
+  if (argc >= 2) CHECK(napi_get_value_bool(env, argv[1], &sweep));
+  if (sweep && f->npend > 0) {
     double now = now_ms();
     for (uint32_t k = 0; k < PENDS && f->npend > 0; k++) {
       Pend *p = &f->pends[k];
       if (!p->used || p->due > now) continue;
       if (!add_event(f, EV_TIMEOUT, p)) break;
-      f->counters[3]++;
+      f->counters[C_TIMEOUTS]++;
       free_pend(f, p);
     }
   }
@@ -693,17 +698,9 @@ static napi_value js_take(napi_env env, napi_callback_info info) {
     inet_ntop(e->client.family == 6 ? AF_INET6 : AF_INET, e->client.addr, text, sizeof text);
     size_t alen = strlen(text);
     w[2] = (uint8_t)alen;
-    w[4] = (uint8_t)(e->client.port >> 8);
-    w[5] = (uint8_t)e->client.port;
-    uint32_t tap = (uint32_t)e->tap;
-    w[8] = (uint8_t)(tap >> 24);
-    w[9] = (uint8_t)(tap >> 16);
-    w[10] = (uint8_t)(tap >> 8);
-    w[11] = (uint8_t)tap;
-    w[12] = (uint8_t)(e->len >> 24);
-    w[13] = (uint8_t)(e->len >> 16);
-    w[14] = (uint8_t)(e->len >> 8);
-    w[15] = (uint8_t)e->len;
+    put_be16(w + 4, e->client.port);
+    put_be32(w + 8, (uint32_t)e->tap);
+    put_be32(w + 12, e->len);
     memcpy(w + 16, e->ctok, e->ctkl);
     memcpy(w + 24, text, alen);
     if (e->data) memcpy(w + EV_HEADER, e->data, e->len);
@@ -725,14 +722,9 @@ napi_value fwd_exports(napi_env env, napi_value exports) {
       {"fastTake", NULL, js_take, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
-  napi_value x;
-  napi_create_int32(env, EV_TIMEOUT, &x);
-  napi_set_named_property(env, exports, "EV_TIMEOUT", x);
-  napi_create_int32(env, EV_ANSWER, &x);
-  napi_set_named_property(env, exports, "EV_ANSWER", x);
-  napi_create_int32(env, EV_TAP, &x);
-  napi_set_named_property(env, exports, "EV_TAP", x);
-  napi_create_int32(env, EV_HEADER, &x);
-  napi_set_named_property(env, exports, "EV_HEADER", x);
+  export_int(env, exports, "EV_TIMEOUT", EV_TIMEOUT);
+  export_int(env, exports, "EV_ANSWER", EV_ANSWER);
+  export_int(env, exports, "EV_TAP", EV_TAP);
+  export_int(env, exports, "EV_HEADER", EV_HEADER);
   return exports;
 }

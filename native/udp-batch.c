@@ -76,6 +76,15 @@ int to_sockaddr(Sock *s, const char *address, int port, struct sockaddr_in6 *to,
   return 1;
 }
 
+/** call_js() with no arguments, in a handle scope of its own (from a libuv callback). */
+void call_js_scoped(Sock *s, napi_ref fn_ref) {
+  napi_env env = s->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  call_js(s, fn_ref, 0, NULL);
+  napi_close_handle_scope(env, scope);
+}
+
 void call_js(Sock *s, napi_ref fn_ref, size_t argc, napi_value *argv) {
   napi_env env = s->env;
   napi_value fn, recv, result;
@@ -216,10 +225,7 @@ void on_poll(uv_poll_t *h, int status, int events) {
     s->events &= ~UV_WRITABLE;
     uv_poll_start(&s->poll, s->events, on_poll);
     flush_out(s);
-    napi_handle_scope scope;
-    napi_open_handle_scope(s->env, &scope);
-    call_js(s, s->on_writable, 0, NULL);
-    napi_close_handle_scope(s->env, scope);
+    call_js_scoped(s, s->on_writable);
   }
   if (!s->closed && (events & UV_READABLE)) read_batches(s);
 }
@@ -640,10 +646,7 @@ static void on_closed(uv_handle_t *h) {
   s->fd = -1;
   if (s->on_closed) {
     // The port is free now: a caller that awaits close() may bind it again at once.
-    napi_handle_scope scope;
-    napi_open_handle_scope(env, &scope);
-    call_js(s, s->on_closed, 0, NULL);
-    napi_close_handle_scope(env, scope);
+    call_js_scoped(s, s->on_closed);
     napi_delete_reference(env, s->on_closed);
   }
   napi_delete_reference(env, s->on_batch);
@@ -672,7 +675,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static void export_int(napi_env env, napi_value exports, const char *name, int32_t v) {
+void export_int(napi_env env, napi_value exports, const char *name, int32_t v) {
   napi_value x;
   napi_create_int32(env, v, &x);
   napi_set_named_property(env, exports, name, x);

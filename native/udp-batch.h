@@ -113,7 +113,8 @@ typedef struct Sock {
   uint32_t out_n;
 } Sock;
 
-// OUT_MAX datagrams at most wait in a socket's out queue; when it is full the fast path declines.
+// OUT_MAX datagrams at most wait in a socket's out queue; a full one is sent first, and when the
+// kernel takes none of it the fast path declines (the datagram goes to JavaScript).
 #define OUT_MAX 256
 
 #define CHECK(call)                                                   \
@@ -126,6 +127,8 @@ typedef struct Sock {
 
 int to_sockaddr(Sock *s, const char *address, int port, struct sockaddr_in6 *to, socklen_t *len);
 void call_js(Sock *s, napi_ref fn_ref, size_t argc, napi_value *argv);
+void call_js_scoped(Sock *s, napi_ref fn_ref);
+void export_int(napi_env env, napi_value exports, const char *name, int32_t v);
 napi_value throw_errno(napi_env env, const char *syscall, int err, const char *host, int port);
 Sock *unwrap(napi_env env, napi_value v);
 int send_items(Sock *s, const SendItem *items, uint32_t n, uint32_t *sent);

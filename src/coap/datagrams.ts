@@ -173,7 +173,7 @@ interface BatchBinding {
   ): boolean;
   fastForget(front: unknown, clientAddress: string, clientPort: number): void;
   fastClear(front: unknown): void;
-  fastTake(front: unknown): Buffer | null;
+  fastTake(front: unknown, sweep: boolean): Buffer | null;
   EV_HEADER: number;
 }
 
@@ -386,8 +386,8 @@ export interface Forwarder {
   install(client: { address: string; port: number }, proxyUri: Buffer, kit: { address: string; port: number }, kitOptions: Buffer, ttlMs: number, mid: number, token: Buffer, tap: number): boolean;
   forget(client: { address: string; port: number }): void;
   clear(): void;
-  /** Forwards past their deadline, and answers to relay; empties the list. */
-  take(): ForwardEvent[];
+  /** What is waiting (answers to relay, taps), and with `sweep` forwards past their deadline too (a walk of the whole table: for a timer, not every wake-up); empties the list. */
+  take(sweep: boolean): ForwardEvent[];
   /** Running counts, by FORWARD_COUNTERS (in flight: now). */
   readonly counters: Float64Array;
 }
@@ -395,7 +395,7 @@ export interface Forwarder {
 /**
  * Links two batched sockets, `front` facing clients and `back` facing kits; null when either is
  * not the batched socket. `onEvents` is told when take() has answers waiting (timeouts are found by
- * calling take()). Closing either socket ends the link.
+ * calling take(true)). Closing either socket ends the link.
  */
 export function linkForwarding(front: Datagrams, back: Datagrams, o: { maxRequest: number; deadlineMs: number; nonLifetimeMs: number }, onEvents: () => void): Forwarder | null {
   const native = batchBinding();
@@ -408,8 +408,8 @@ export function linkForwarding(front: Datagrams, back: Datagrams, o: { maxReques
     install: (client, proxyUri, kit, kitOptions, ttlMs, mid, token, tap) => native.fastInstall(f, client.address, client.port, proxyUri, kit.address, kit.port, kitOptions, ttlMs, mid, token, tap),
     forget: (client) => native.fastForget(f, client.address, client.port),
     clear: () => native.fastClear(f),
-    take: () => {
-      const b = native.fastTake(f);
+    take: (sweep) => {
+      const b = native.fastTake(f, sweep);
       const out: ForwardEvent[] = [];
       if (!b) return out;
       // Each event: a header of EV_HEADER bytes, then its datagram (native/coap-forward.c, js_take).

@@ -68,14 +68,14 @@ export class FastPath {
     private readonly fwd: Forwarder,
     private readonly d: FastPathDeps,
   ) {
-    this.sweeper = setInterval(() => this.drain(), SWEEP_MS);
+    this.sweeper = setInterval(() => this.drain(true), SWEEP_MS);
     this.sweeper.unref();
   }
 
   /** The fast path over the gateway's two endpoints; null when they are not both batched sockets. */
   static link(d: FastPathDeps): FastPath | null {
     let self: FastPath | null = null;
-    const fwd = linkForwarding(d.front.socket, d.back.socket, { maxRequest: d.front.maxMessageSize, deadlineMs: d.deadlineMs, nonLifetimeMs: d.front.times.nonLifetimeMs }, () => self?.drain());
+    const fwd = linkForwarding(d.front.socket, d.back.socket, { maxRequest: d.front.maxMessageSize, deadlineMs: d.deadlineMs, nonLifetimeMs: d.front.times.nonLifetimeMs }, () => self?.drain(false));
     if (!fwd) return null;
     self = new FastPath(fwd, d);
     return self;
@@ -148,11 +148,11 @@ export class FastPath {
     clearInterval(this.sweeper);
   }
 
-  /** Answers what the native side handed back: 5.04 past the deadline, and answers it does not relay itself. */
-  private drain(): void {
+  /** Answers what the native side handed back: answers it does not relay itself, taps, and with `sweep` 5.04 past the deadline. */
+  private drain(sweep: boolean): void {
     let events;
     try {
-      events = this.fwd.take();
+      events = this.fwd.take(sweep);
     } catch (e) {
       // The sockets are closing; nothing is left to answer.
       this.d.log.debug({ err: e }, 'gateway fast path: nothing to take');

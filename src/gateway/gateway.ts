@@ -517,15 +517,16 @@ export class Gateway {
     if (req.type !== NON || req.code !== Code.GET || req.payload.length > 0 || req.options.length !== 1 || pu?.number !== Option.PROXY_URI) return;
     // The session may have ended while the kit answered (its routes were removed then).
     if (this.relay.hasClient(peer) || this.sessions.cachedCheck(peer) !== session) return;
-    // The temperature's answers also go to MQTT, from JavaScript (bubble(), as send() does).
-    const kp = this.deps.payloads ? kitPath(k, t.path) : undefined;
-    const tap = kp && isTempPath(kp) ? { key: `${k.mac}|${kp.join('/')}`, fn: (m: CoapMessage) => this.bubble(k.mac, m, { path: kp }) } : undefined;
     const uri = this.uriOptionCache.get(t.path);
     const dev = this.deviceCache.get(t.mac);
     if (!uri || uri.prefix !== k.prefix || !dev) return;
     const now = Date.now();
     const ttl = Math.min(session.expiresAt - now, DEVICE_FRESH_MS - (now - dev.at), this.deps.auth.accountFreshMs(session.tenantId));
-    if (ttl > 0) this.fast!.offer(peer, pu.value, k.peer, uri.options, ttl, req.mid, req.token, tap);
+    if (ttl <= 0) return;
+    // The temperature's answers also go to MQTT, from JavaScript (bubble(), as send() does).
+    const kp = this.deps.payloads ? kitPath(k, t.path) : undefined;
+    const tap = kp && isTempPath(kp) ? { key: `${k.mac}|${kp.join('/')}`, fn: (m: CoapMessage) => this.bubble(k.mac, m, { path: kp }) } : undefined;
+    this.fast!.offer(peer, pu.value, k.peer, uri.options, ttl, req.mid, req.token, tap);
   }
 
   /**
