@@ -248,10 +248,14 @@ describe('the forwarding fast path', () => {
     ];
     for (const how of cases) {
       const before = h.gw.gateway.stats.timeouts;
+      const seen = c.got.length;
       const a = await fastAsk(c, FAKE, 'timeouts', how);
       assert.equal(a.code, Code.GATEWAY_TIMEOUT);
       assert.match(a.payload.toString(), /did not answer/);
-      assert.equal(h.gw.gateway.stats.timeouts - before, 1, "counted once, in the gateway's count");
+      // fastAsk may have tried more than once (a route that lapsed sends a request the full path,
+      // which times out too): every 5.04 the client got is counted once, whichever path sent it.
+      const told = c.got.slice(seen).filter((g) => g.msg.code === Code.GATEWAY_TIMEOUT).length;
+      assert.equal(h.gw.gateway.stats.timeouts - before, told, "each counted once, in the gateway's count");
     }
     answer = plain;
     forger.close();
