@@ -33,7 +33,7 @@ it('upgrades a version-3 database and keeps its observations readable', async ()
     await store.migrate();
     // The device quota's count (migration 12) starts from the devices already there.
     assert.equal(await store.countDevices('T'), 2);
-    assert.equal(await store.latestObservationsJson!('G', 's'), '[{"deviceId":"d1","observations":[{"timestamp":"1970-01-01T00:00:01.000Z","temperature":20.5,"humidity":40}]}]');
+    assert.equal((await store.latestObservationsJson!('G', 's')).toString(), '[{"deviceId":"d1","observations":[{"timestamp":"1970-01-01T00:00:01.000Z","temperature":20.5,"humidity":40}]}]');
     const d1 = await store.queryObservations('d1', { limit: 10 });
     assert.deepEqual(d1.observations, [{ ts: 1000, temperature: 20.5, extra: { humidity: 40 } }]);
     const d2 = await store.queryObservations('d2', { limit: 5000 });

@@ -703,7 +703,8 @@ export class SqliteStore implements Store {
    * version is PRAGMA data_version (moves when any other connection commits: the writer thread,
    * another process such as `reef provision` or a second `reef serve`) with this connection's own
    * total_changes() (its own writes, which data_version does not count). Each upload's commit
-   * moves it, so under constant uploads every read builds the text afresh.
+   * moves it, so under constant uploads every read builds the text afresh. Kept as bytes: see
+   * Store.latestObservationsJson.
    */
   latestObservationsJson(groupId: string, solution: string) {
     return this.run(() => {
@@ -711,13 +712,13 @@ export class SqliteStore implements Store {
       const key = `${groupId}\u0000${solution}`;
       const hit = this.latestCache.get(key);
       if (hit && hit.version === version) return hit.json;
-      const json = this.s.latestJson.get(groupId, solution) as string;
+      const json = Buffer.from(this.s.latestJson.get(groupId, solution) as string);
       if (this.latestCache.size >= LATEST_CACHE) this.latestCache.clear();
       this.latestCache.set(key, { version, json });
       return json;
     });
   }
-  private latestCache = new Map<string, { version: string; json: string }>();
+  private latestCache = new Map<string, { version: string; json: Buffer }>();
 
   private pkOf(deviceId: string): number {
     const pk = this.s.devicePk.get(deviceId) as number | undefined;
