@@ -127,7 +127,10 @@ describe('sqlite: remembered latest of all', () => {
       for (const id of [a, b]) await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       const t0 = Date.UTC(2026, 0, 1);
       const temps = async () =>
-        (JSON.parse((await store.latestObservationsJson('G', 's')).toString()) as { deviceId: string; observations: { temperature: number }[] }[]).map((g) => [g.deviceId, g.observations[0]!.temperature]);
+        (JSON.parse((await store.latestObservationsJson('G', 's')).toString()) as { deviceId: string; observations: { temperature: number }[] }[]).map((g) => [
+          g.deviceId,
+          g.observations[0]!.temperature,
+        ]);
       assert.deepEqual(await temps(), []);
       await store.insertObservations(a, [{ ts: t0, temperature: 1, extra: null }]); // the writer thread
       assert.deepEqual(await temps(), [[a, 1]]);
