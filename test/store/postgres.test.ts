@@ -2,6 +2,7 @@
 // database made for this run and dropped afterwards.
 import assert from 'node:assert/strict';
 import { describe, it, before, after } from 'node:test';
+import pg from 'pg';
 import { periodStart, widthOf } from '../../src/store/postgres/partitions.ts';
 import { storeConformance } from './conformance.ts';
 import { MIGRATIONS } from '../../src/store/postgres/migrations.ts';
@@ -230,25 +231,20 @@ describe('postgres: batch writes', () => {
   // checked by PostgreSQL rather than looked up; another node may have changed it meanwhile.
   describe('a device whose key the node knows', () => {
     let s2: PostgresStore;
-    // Queries sent to PostgreSQL while f runs, not counting the heads' PREPARE (once per pooled
-    // connection, whichever the pool hands out).
+    // Queries sent to PostgreSQL while f runs, on any connection (the pool's, or the one known
+    // devices' groups are pipelined on), not counting the heads' PREPARE (once per connection).
     const queriesOf = async (f: () => Promise<unknown>): Promise<number> => {
       let n = 0;
-      const counted = new WeakSet<object>();
-      const count = (c: { query: (...a: unknown[]) => unknown }) => {
-        if (counted.has(c)) return;
-        counted.add(c);
-        const q = c.query.bind(c);
-        c.query = (...a: unknown[]) => {
-          if (!(typeof a[0] === 'string' && a[0].startsWith('PREPARE '))) n++;
-          return q(...a);
-        };
+      const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
+      const query = proto.query;
+      proto.query = function (this: unknown, ...a: unknown[]) {
+        if (!(typeof a[0] === 'string' && a[0].startsWith('PREPARE '))) n++;
+        return query.apply(this, a);
       };
-      s.pool.on('acquire', count);
       try {
         await f();
       } finally {
-        s.pool.off('acquire', count);
+        proto.query = query;
       }
       return n;
     };
@@ -281,6 +277,60 @@ describe('postgres: batch writes', () => {
       await assert.rejects(s.insertObservations('k-gone', rows(2, 1)), { code: 'DEVICE_NOT_FOUND' });
       const orphans = await s.pool.query('SELECT count(*)::int AS n FROM observations WHERE device_pk NOT IN (SELECT pk FROM devices)');
       assert.equal(orphans.rows[0].n, 0);
+    });
+
+    it('groups pipelined on one connection: one failing leaves the group written behind it stored, and the connection goes on', async () => {
+      const ids = ['p-1', 'p-2', 'p-3'];
+      for (const id of ids) await s.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 'k', deviceType: 'VirtualDevice', domainInfo: {} });
+      for (const id of ids) await s.insertObservations(id, rows(2, 1)); // T and T + 1000; keys known
+      // p-1 alone, then p-2 and p-3 together, both written before PostgreSQL answers the first:
+      // p-1 repeats a stored time, so its COPY fails on the unique index (and it is merged).
+      const results = await Promise.all([s.insertObservations('p-1', rows(2, 5, T + 1000)), s.insertObservations('p-2', rows(2, 6, T + 10_000)), s.insertObservations('p-3', rows(2, 7, T + 10_000))]);
+      assert.deepEqual(
+        results.map((r) => r.written),
+        [2, 2, 2],
+      );
+      assert.deepEqual(await stored('p-1'), [
+        [T, 1],
+        [T + 1000, 5],
+        [T + 2000, 5],
+      ]);
+      for (const [id, t] of [
+        ['p-2', 6],
+        ['p-3', 7],
+      ] as const)
+        assert.deepEqual(await stored(id), [
+          [T, 1],
+          [T + 1000, 1],
+          [T + 10_000, t],
+          [T + 11_000, t],
+        ]);
+      const tx = await s.pool.query(`SELECT count(DISTINCT o.xmin::text)::int AS n FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id IN ('p-2', 'p-3') AND o.ts >= $1`, [T + 10_000]);
+      assert.equal(tx.rows[0].n, 1);
+      // Not left inside a failed transaction: the next group goes in one query and is stored.
+      assert.equal(await queriesOf(() => s.insertObservations('p-2', rows(1, 8, T + 20_000))), 1);
+      assert.deepEqual((await stored('p-2')).at(-1), [T + 20_000, 8]);
+    });
+
+    it('the pipelined connection ended by PostgreSQL: the next upload is still written (through the pool, then a new connection)', async () => {
+      await s.createDevice({ id: 'p-kill', tenantId: 'T', groupId: 'G', solution: 'k', deviceType: 'VirtualDevice', domainInfo: {} });
+      await s.insertObservations('p-kill', rows(1, 1));
+      const admin = await s2.pool.connect();
+      try {
+        const r = await admin.query(
+          "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%reef_group_head_known%'",
+        );
+        assert.equal(r.rows[0].n, 1);
+      } finally {
+        admin.release();
+      }
+      assert.deepEqual(await s.insertObservations('p-kill', rows(1, 2, T + 5000)), { written: 1 });
+      assert.deepEqual(await s.insertObservations('p-kill', rows(1, 3, T + 6000)), { written: 1 });
+      assert.deepEqual(await stored('p-kill'), [
+        [T, 1],
+        [T + 5000, 2],
+        [T + 6000, 3],
+      ]);
     });
 
     it("moved to another tier by another node: the rows go to the device's new tier", async () => {

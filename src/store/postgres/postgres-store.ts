@@ -23,7 +23,7 @@ import type {
   Store,
 } from '../store.ts';
 import { solutionPage } from '../store.ts';
-import { translate } from './errors.ts';
+import { isUnavailable, translate } from './errors.ts';
 import { LOCK_MIGRATE, LOCK_PARTITIONS, MIGRATIONS } from './migrations.ts';
 import { PartitionMap, parseRangeBound } from './partitions.ts';
 
@@ -157,7 +157,8 @@ SELECT d.i, d.pk, d.tier, EXISTS (SELECT 1 FROM observations o WHERE o.tier = d.
  * a seq scan of 1,000 rows against an index probe per batch); a partition analyzed while nearly
  * empty would likewise be scanned whole until analyzed again. Every probe of the head is by key.
  */
-const BEGIN_WRITE = 'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
+const WRITE_SETTINGS = 'SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off';
+const BEGIN_WRITE = `BEGIN; ${WRITE_SETTINGS}`;
 
 /**
  * The head of a group whose devices' keys (pk, tier) the node knows (from the route's device read
@@ -198,21 +199,24 @@ function isKeyChanged(e: unknown): boolean {
 }
 
 /**
- * Groups in flight at once per node (each on its own pooled connection), and a group's size. Three,
- * not two: with four uploads in flight on two shared cores, a third group keeps PostgreSQL working
- * while one commits and the node parses; the machine's cores were busy 1.63–1.70 of 2 against
- * 1.50–1.60 with two, and uploads were faster in 4 of 5 alternated pairs (docs/benchmarks.md,
- * "Eleventh session"). Four did no better than three.
+ * Groups in flight at once per node, and a group's size. Groups of devices whose keys the node
+ * knows (the usual upload) are pipelined on one connection (PostgresStore.pipelined); the others
+ * each take a pooled connection. Three, not two: with four uploads in flight on two shared cores, a
+ * third group keeps PostgreSQL working while one commits and the node parses; the machine's cores
+ * were busy 1.63–1.70 of 2 against 1.50–1.60 with two, and uploads were faster in 4 of 5
+ * alternated pairs (docs/benchmarks.md, "Eleventh session"). Four did no better than three.
  */
 const WRITERS = 3;
 const GROUP_BATCHES = 64;
 /**
  * While a group is being written, another starts only with at least this many batches: a group
- * costs PostgreSQL about 1 ms of CPU whatever its size (BEGIN, the head, the COPY's setup, the
- * commit's WAL flush), so with four uploads in flight and a writer free for each, every group held
- * one batch (1,000 groups per million rows). A lone batch waits for the group in flight, whose end
- * pumps again, and goes with the batches that arrived meanwhile: half as many groups, PostgreSQL
- * 2.56–3.11 → 2.29–2.57 µs per observation uploaded (docs/benchmarks.md, "Twentieth session").
+ * costs PostgreSQL CPU whatever its size (the head, the COPY's setup, the commit's WAL flush: about
+ * 0.3 ms one after another, and about 1 ms when groups ran at once on pooled connections), and with
+ * four uploads in flight and a writer free for each, every group held one batch (1,000 groups per
+ * million rows). A lone batch waits for the group in flight, whose end pumps again, and goes with
+ * the batches that arrived meanwhile: half as many groups. On pooled connections PostgreSQL spent
+ * 2.29–2.57 µs per observation uploaded against 2.56–3.11; pipelined, 1.63–1.67 against 1.82–1.97
+ * (docs/benchmarks.md, "Twentieth session").
  */
 const MIN_EXTRA_GROUP = 2;
 const GROUP_ROWS = 100_000;
@@ -404,7 +408,7 @@ function copyAndCommitMessage(text: string, batches: readonly CopyRows[]): Buffe
  * A group head's arguments as SQL literals, comma-separated: the devices, two numbers per batch (its
  * span for GROUP_HEAD, its device's pk and tier for GROUP_HEAD_KNOWN), then each batch's newest row.
  */
-function headArgs(c: pg.PoolClient, group: Pending[], second: readonly number[], third: readonly number[]): string {
+function headArgs(c: pg.ClientBase, group: Pending[], second: readonly number[], third: readonly number[]): string {
   return [
     textArray(group.map((p) => p.deviceId)),
     numArray(second),
@@ -543,6 +547,9 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     // Batches already accepted are written (or fail) before the pool goes.
     if (this.writers || this.pending.length) await new Promise<void>((r) => this.drained.push(r));
+    const writer = this.writer;
+    this.writer = null;
+    await writer?.then((c) => c.end()).catch(() => {});
     await this.pool.end();
   }
 
@@ -967,29 +974,79 @@ export class PostgresStore implements Store {
       if (!k) return undefined;
       found[i] = k;
     }
+    const opened = this.pipelined();
     try {
-      await this.tx(
-        async (c) => {
-          await this.prepareHeads(c);
-          const args = headArgs(
-            c,
-            group,
-            found.map((k) => k.pk),
-            found.map((k) => k.tier),
-          );
-          const batches = group.map((p, i) => copyRowsOf(p, found[i]!));
-          await copyInAndCommit(c, batches, `${BEGIN_WRITE}; EXECUTE reef_group_head_known(${args}); `);
-        },
-        null,
-        true,
+      const c = await opened;
+      const args = headArgs(
+        c,
+        group,
+        found.map((k) => k.pk),
+        found.map((k) => k.tier),
       );
+      const batches = group.map((p, i) => copyRowsOf(p, found[i]!));
+      // No BEGIN and COMMIT: the statements of one simple query are one transaction, committed
+      // when the last succeeds and rolled back whole when one fails, after which the connection
+      // is idle again for the group written behind it (PostgreSQL protocol, "Multiple Statements
+      // in a Simple Query"). An explicit transaction would stay open, failed, under the next group.
+      await sendCopy(c, copyAndCommitMessage(`${WRITE_SETTINGS}; EXECUTE reef_group_head_known(${args}); ${COPY_BATCH}`, batches));
     } catch (e) {
-      if (!isKeyChanged(e)) throw e;
+      if (isUnavailable(e) || (e instanceof ReefError && e.code === 'STORE_UNAVAILABLE')) {
+        // The pipelined connection broke or could not be opened (PostgreSQL restarting, or it
+        // ended the connection): the group is written again the two-round-trip way, through the
+        // pool, whose head finds the spans taken by a commit that made it before the break, and
+        // merges the batch over its own rows.
+        if (this.writer === opened) this.writer = null;
+        opened.then((c) => c.end()).catch(() => {});
+        return undefined;
+      }
+      if (!isKeyChanged(e)) translate(e);
       for (const p of group) this.keys.delete(p.deviceId);
       return undefined;
     }
     return found;
   }
+
+  /**
+   * The connection groups of known devices are written on, in pipeline mode: a group's round trip
+   * is written as soon as the group forms, behind those still in flight, and PostgreSQL starts it
+   * the moment the one before commits. One backend, never waiting on this process between groups:
+   * with a pooled connection per group, three backends inserting into the same partitions at once
+   * spent a quarter more CPU per row (WAL insertion and buffer locks, and the sleeps and wake-ups
+   * around them) and one such connection sat idle for each round trip (docs/benchmarks.md,
+   * "Twentieth session"). Opened on first use; a connection that fails fails the groups in
+   * flight on it (each is then written again through the pool) and is replaced.
+   */
+  private pipelined(): Promise<pg.Client> {
+    if (this.writer) return this.writer;
+    const client = new pg.Client({
+      connectionString: this.opts.connectionString,
+      connectionTimeoutMillis: this.opts.connectTimeoutMs ?? 5000,
+      keepAlive: true,
+      application_name: 'reef',
+      types,
+      pipeline: true,
+    });
+    const opened = (async () => {
+      try {
+        await client.connect();
+        await client.query(PREPARE_HEADS);
+        return client;
+      } catch (e) {
+        client.end().catch(() => {});
+        translate(e);
+      }
+    })();
+    const forget = () => {
+      if (this.writer === opened) this.writer = null;
+    };
+    // The groups in flight get the error themselves (pg fails every query sent on the connection).
+    client.on('error', forget);
+    client.on('end', forget);
+    opened.catch(forget);
+    this.writer = opened;
+    return opened;
+  }
+  private writer: Promise<pg.Client> | null = null;
 
   /**
    * One transaction: the head, one COPY of the batches whose span is free, a merge for each other
@@ -1395,16 +1452,20 @@ export class PostgresStore implements Store {
  * pg-copy-streams waits for CopyInResponse before sending data and needs a round trip of its own
  * for COMMIT: two round trips more per group. Settles once, on the first error or on ReadyForQuery.
  */
-class CopyAndCommit implements pg.Submittable {
+class CopyAndCommit extends pg.Query {
   private settled = false;
   constructor(
     /** The query, the COPY's data and its end (copyAndCommitMessage). */
     private readonly message: Buffer,
     private readonly done: (e: unknown) => void,
-  ) {}
-  submit(connection: pg.Connection): void {
-    // Written to the connection's socket as pg-copy-streams writes its COPY data; pg's types do not list `stream`.
-    (connection as unknown as { stream: { write(b: Buffer): boolean } }).stream.write(this.message);
+  ) {
+    // A pg.Query, not a bare Submittable: a client in pipeline mode refuses other query classes
+    // (they may hold a portal open across round trips; this one does not).
+    super({ text: '' });
+    this.submit = (connection: pg.Connection) => {
+      // Written to the connection's socket as pg-copy-streams writes its COPY data; pg's types do not list `stream`.
+      (connection as unknown as { stream: { write(b: Buffer): boolean } }).stream.write(this.message);
+    };
   }
   private settle(e: unknown): void {
     if (this.settled) return;
@@ -1417,7 +1478,7 @@ class CopyAndCommit implements pg.Submittable {
   handleReadyForQuery(): void {
     this.settle(null);
   }
-  // The COPY's CopyInResponse and the two CommandCompletes carry nothing this needs.
+  // The COPY's CopyInResponse and the statements' CommandCompletes carry nothing this needs.
   handleCopyInResponse(): void {}
   handleCommandComplete(): void {}
   handleRowDescription(): void {}
@@ -1428,8 +1489,11 @@ class CopyAndCommit implements pg.Submittable {
 }
 
 /** Writes a group's batches by binary COPY and commits the transaction (CopyAndCommit), after `before` (statements) when given. */
-function copyInAndCommit(c: pg.PoolClient, batches: readonly CopyRows[], before = ''): Promise<void> {
-  const message = copyAndCommitMessage(`${before}${COPY_BATCH}; COMMIT`, batches);
+function copyInAndCommit(c: pg.ClientBase, batches: readonly CopyRows[], before = ''): Promise<void> {
+  return sendCopy(c, copyAndCommitMessage(`${before}${COPY_BATCH}; COMMIT`, batches));
+}
+
+function sendCopy(c: pg.ClientBase, message: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
     c.query(new CopyAndCommit(message, (e) => (e ? reject(e) : resolve())));
   });
