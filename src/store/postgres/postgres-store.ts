@@ -439,18 +439,15 @@ export class PostgresStore implements Store {
   private partsLoaded = false;
 
   constructor(private readonly opts: PostgresOptions) {
-    this.pool = new pg.Pool({
-      connectionString: opts.connectionString,
-      max: opts.maxConnections ?? 10,
-      connectionTimeoutMillis: opts.connectTimeoutMs ?? 5000,
-      idleTimeoutMillis: 30_000,
-      keepAlive: true,
-      application_name: 'reef',
-      types,
-    });
+    this.pool = new pg.Pool({ ...this.clientConfig(), max: opts.maxConnections ?? 10, idleTimeoutMillis: 30_000 });
     // An idle connection dies when PostgreSQL restarts; without a listener pg would throw it
     // out of the process. The pool drops it and opens a new one on the next request.
     this.pool.on('error', (e) => opts.onIdleError?.(e));
+  }
+
+  /** How every connection of the store is made: the pool's and the pipelined writer's. */
+  private clientConfig(): pg.ClientConfig {
+    return { connectionString: this.opts.connectionString, connectionTimeoutMillis: this.opts.connectTimeoutMs ?? 5000, keepAlive: true, application_name: 'reef', types };
   }
 
   /** The connection string, for companions that need their own connection (LISTEN, leadership). */
@@ -991,7 +988,7 @@ export class PostgresStore implements Store {
       // in a Simple Query"). An explicit transaction would stay open, failed, under the next group.
       await sendCopy(c, copyAndCommitMessage(`${WRITE_SETTINGS}; EXECUTE reef_group_head_known(${args}); ${COPY_BATCH}`, batches));
     } catch (e) {
-      if (isUnavailable(e) || (e instanceof ReefError && e.code === 'STORE_UNAVAILABLE')) {
+      if (isUnavailable(e)) {
         // The pipelined connection broke or could not be opened (PostgreSQL restarting, or it
         // ended the connection): the group is written again the two-round-trip way, through the
         // pool, whose head finds the spans taken by a commit that made it before the break, and
@@ -1019,14 +1016,8 @@ export class PostgresStore implements Store {
    */
   private pipelined(): Promise<pg.Client> {
     if (this.writer) return this.writer;
-    const client = new pg.Client({
-      connectionString: this.opts.connectionString,
-      connectionTimeoutMillis: this.opts.connectTimeoutMs ?? 5000,
-      keepAlive: true,
-      application_name: 'reef',
-      types,
-      pipeline: true,
-    });
+    const client = new pg.Client({ ...this.clientConfig(), pipeline: true });
+    // Rejects with pg's own error: writeKnown tells a connection that cannot be had from others.
     const opened = (async () => {
       try {
         await client.connect();
@@ -1034,7 +1025,7 @@ export class PostgresStore implements Store {
         return client;
       } catch (e) {
         client.end().catch(() => {});
-        translate(e);
+        throw e;
       }
     })();
     const forget = () => {
