@@ -219,10 +219,11 @@ export class SqliteStore implements Store {
       deleteLatest: p('DELETE FROM latest WHERE device_pk = ?'),
       deleteDevice: p('DELETE FROM devices WHERE pk = ?'),
       updateDevice: p('UPDATE devices SET device_type = ?, domain_info = ? WHERE pk = ?'),
-      // The whole response body in one row, built in SQLite's C code from the rendered rows.
+      // The whole response body in one row, built in SQLite's C code from the rendered rows, and
+      // handed over as its UTF-8 bytes (a Buffer; no JavaScript string of it is made).
       // The subquery's order comes from the covering index (no sort step; an ORDER BY inside
       // group_concat would sort the strings); the conformance suite checks it matches pk order.
-      latestJson: p(`SELECT '[' || coalesce(group_concat(g, ','), '') || ']' FROM (
+      latestJson: p(`SELECT CAST('[' || coalesce(group_concat(g, ','), '') || ']' AS BLOB) FROM (
                        SELECT coalesce(l.item, '{"deviceId":"' || d.id || '","observations":[' || l.wire || ']}') AS g
                        FROM devices d JOIN latest l ON l.device_pk = d.pk WHERE d.group_id = ? AND d.solution = ? ORDER BY d.pk)`).pluck(),
       // Rows as arrays: for 10,000 devices, not building a keyed object per row is a measurable share.
@@ -712,7 +713,7 @@ export class SqliteStore implements Store {
       const key = `${groupId}\u0000${solution}`;
       const hit = this.latestCache.get(key);
       if (hit && hit.version === version) return hit.json;
-      const json = Buffer.from(this.s.latestJson.get(groupId, solution) as string);
+      const json = this.s.latestJson.get(groupId, solution) as Buffer;
       if (this.latestCache.size >= LATEST_CACHE) this.latestCache.clear();
       this.latestCache.set(key, { version, json });
       return json;
