@@ -5,6 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import { deviceQuotaError, ReefError } from '../../core/errors.ts';
 import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
+import { latestJsonOfColumns } from '../../core/observation-json.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type {
@@ -104,6 +105,10 @@ function numArray(xs: ArrayLike<number | null>): string {
   }
   return s + '}';
 }
+
+/** Each device of a solution with its latest reading, in device order (latest of all, seed §4.2). */
+const LATEST_OF_SOLUTION = `SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
+       WHERE d.group_id = $1 AND d.solution = $2 ORDER BY d.pk`;
 
 const DEVICE_COLS = 'id, tenant_id, group_id, solution, device_type, domain_info, provisioning_info, mac, created_at';
 
@@ -1108,13 +1113,37 @@ export class PostgresStore implements Store {
   }
 
   async latestObservations(groupId: string, solution: string) {
-    const r = await this.q(
-      `SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
-       WHERE d.group_id = $1 AND d.solution = $2 ORDER BY d.pk`,
-      [groupId, solution],
-      'latest-of-solution',
-    );
+    const r = await this.q(LATEST_OF_SOLUTION, [groupId, solution], 'latest-of-solution');
     return r.rows.map((x) => ({ deviceId: x.id as string, observation: obsFromRow(x) }));
+  }
+
+  /**
+   * Store.latestObservationsJson: the rows as arrays (no keyed object per device), written straight
+   * into UTF-8 bytes. For 10,000 devices the records and their rendering as a string took about as
+   * long as the query, and the string about as long again to send (docs/benchmarks.md,
+   * "Twenty-first session"). Free fields arrive parsed (jsonb) and are written as JSON.stringify
+   * gives them, as latestJson does.
+   */
+  async latestObservationsJson(groupId: string, solution: string): Promise<Buffer> {
+    let r: pg.QueryResult<unknown[]>;
+    try {
+      r = await this.pool.query<unknown[]>({ name: 'latest-of-solution-rows', text: LATEST_OF_SOLUTION, values: [groupId, solution], rowMode: 'array' });
+    } catch (e) {
+      translate(e);
+    }
+    const n = r.rows.length;
+    const ids = new Array<string>(n);
+    const ts = new Float64Array(n);
+    const temps = new Float64Array(n);
+    let extras: (string | null)[] | null = null;
+    for (let i = 0; i < n; i++) {
+      const row = r.rows[i]!;
+      ids[i] = row[0] as string;
+      ts[i] = row[1] as number;
+      temps[i] = (row[2] as number | null) ?? Number.NaN;
+      if (row[3]) (extras ??= new Array<string | null>(n).fill(null))[i] = JSON.stringify(row[3]);
+    }
+    return latestJsonOfColumns(ids, ts, temps, extras, n);
   }
 
   private async devicePk(deviceId: string): Promise<{ pk: number; tier: number }> {
