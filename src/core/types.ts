@@ -53,6 +53,12 @@ export interface DeviceRecord extends Device {
 }
 
 /**
+ * What an upload needs of its device: who it is and whose (owner, group, solution). None of these
+ * changes while the device exists, so a store may remember them (Store.uploadDevice).
+ */
+export type DeviceRef = Pick<DeviceRecord, 'id' | 'tenantId' | 'groupId' | 'solution'>;
+
+/**
  * One observation as stored: time in epoch milliseconds, temperature split out (it is what every
  * query and the plot use), every other field kept verbatim in `extra`.
  */

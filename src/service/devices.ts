@@ -2,7 +2,7 @@
 // decides what a valid device is, how a solution is resolved and what a caller may see.
 import { randomUUID } from 'node:crypto';
 import { ReefError } from '../core/errors.ts';
-import { DEVICE_TYPE_DEVKIT, SANDBOX, STUDIO_SIMULATION, type Account, type DeviceRecord, type DomainInfo, type ProvisioningInfo } from '../core/types.ts';
+import { DEVICE_TYPE_DEVKIT, SANDBOX, STUDIO_SIMULATION, type Account, type DeviceRecord, type DeviceRef, type DomainInfo, type ProvisioningInfo } from '../core/types.ts';
 import { UUID, deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import { issueKitKey } from './kit-keys.ts';
@@ -46,8 +46,26 @@ function solutionNotFound(name: string): ReefError {
 export async function findDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRecord> {
   solutionName(solution);
   const d = await store.getDevice(account.groupId, solution, checkDeviceId(id));
-  if (!d) throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
+  if (!d) throw deviceNotFound(solution, id);
   return d;
+}
+
+/**
+ * The device an upload names, as findDevice finds it (same checks, same 404), from the store's
+ * memory where it keeps one (Store.uploadDevice): on PostgreSQL the read was a round trip and a
+ * backend woken for every upload, about a fifth of the database's CPU per observation uploaded
+ * (docs/benchmarks.md, "Twenty-first session").
+ */
+export async function findUploadDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRef> {
+  if (!store.uploadDevice) return findDevice(store, account, solution, id);
+  solutionName(solution);
+  const d = await store.uploadDevice(account.groupId, solution, checkDeviceId(id));
+  if (!d) throw deviceNotFound(solution, id);
+  return d;
+}
+
+function deviceNotFound(solution: string, id: string): ReefError {
+  return new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
 }
 
 export interface DeviceInput {

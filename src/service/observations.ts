@@ -2,7 +2,7 @@
 // store path every producer uses (HTTP uploads, the gateway's kit readings, simulations), and the
 // read side (latest of all, one device's range with keyset paging, per-bucket aggregates).
 import { ReefError } from '../core/errors.ts';
-import { toWireObservation, type DeviceRecord, type Observation, type ObservationRecord } from '../core/types.ts';
+import { toWireObservation, type DeviceRecord, type DeviceRef, type Observation, type ObservationRecord } from '../core/types.ts';
 import { duration, isoTimestamp, temperature } from '../core/validate.ts';
 import { spanOf, type EventBus, type ObservationSpan } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
@@ -58,7 +58,7 @@ function listeningHere(events: EventBus): boolean {
  * here (before, every upload of a node with a neighbour made its 1,000 records for nothing; the
  * profile of two nodes in bench:ingest).
  */
-export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[] | PackedObservations): Promise<number> {
+export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
   if (Array.isArray(batch)) {
     const { written } = await store.insertObservations(device.id, batch);
     publishStored(events, device, batch);
@@ -76,7 +76,7 @@ export async function storeObservations(store: Store, events: EventBus | null, d
  * Several devices' batches in one store call (one commit on SQLite): what a simulation tick writes.
  * Returns the ids of devices that no longer exist (skipped).
  */
-export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRecord; batch: ObservationRecord[] }[]): Promise<string[]> {
+export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRef; batch: ObservationRecord[] }[]): Promise<string[]> {
   const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
   const gone = new Set(missing);
   for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
@@ -89,7 +89,7 @@ export async function storeObservationsMany(store: Store, events: EventBus | nul
  * (not enumerable), for in-process consumers that want numbers: alarm evaluation (src/alarms); so
  * does the batch's time span, for other nodes.
  */
-function publishStored(events: EventBus | null, device: DeviceRecord, batch: ObservationRecord[]): void {
+function publishStored(events: EventBus | null, device: DeviceRef, batch: ObservationRecord[]): void {
   if (!listening(events) || !batch.length) return;
   publishObservations(
     events,
@@ -106,7 +106,7 @@ function publishStored(events: EventBus | null, device: DeviceRecord, batch: Obs
  * being stored and reads them; the packed numbers are still there, as only SQLite's writer takes
  * them, and a bus that crosses nodes runs on PostgreSQL.
  */
-function publishSpan(events: EventBus, device: DeviceRecord, batch: PackedObservations): void {
+function publishSpan(events: EventBus, device: DeviceRef, batch: PackedObservations): void {
   const n = batch.ts.length;
   if (!n) return;
   publishObservations(
@@ -118,7 +118,7 @@ function publishSpan(events: EventBus, device: DeviceRecord, batch: PackedObserv
 }
 
 /** An observations event whose wire form and span are made on first read; records and span ride along, not enumerable. */
-function publishObservations(events: EventBus, device: DeviceRecord, makeWire: () => Observation[], makeSpan: () => ObservationSpan, records?: ObservationRecord[]): void {
+function publishObservations(events: EventBus, device: DeviceRef, makeWire: () => Observation[], makeSpan: () => ObservationSpan, records?: ObservationRecord[]): void {
   let wire: Observation[] | undefined;
   let span: ObservationSpan | undefined;
   const e = {

@@ -3,7 +3,7 @@
 // errors into the catalogue of src/core/errors.ts (unique violations → CONFLICT-family codes,
 // connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../core/alarms.ts';
-import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
+import type { Account, DeviceRecord, DeviceRef, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
 import type { PackedObservations } from '../core/observation-scan.ts';
 
 export interface NewDevice {
@@ -168,6 +168,13 @@ export interface Store {
   createDevice(d: NewDevice, maxForTenant?: number): Promise<DeviceRecord>;
   listDevices(groupId: string, solution: string, deviceType?: string): Promise<DeviceRecord[]>;
   getDevice(groupId: string, solution: string, id: string): Promise<DeviceRecord | null>;
+  /**
+   * Optional: the device an upload names, as getDevice finds it, but only what an upload needs; a
+   * store may answer from an earlier read. Then its writes must not store a batch on a device that
+   * is not the one answered: gone meanwhile, the batch fails with DEVICE_NOT_FOUND; made again
+   * under the same id in another group or solution, likewise. Callers fall back to getDevice.
+   */
+  uploadDevice?(groupId: string, solution: string, id: string): Promise<DeviceRef | null>;
   /** Any group: for the gateway, which addresses kits by MAC. */
   getDeviceByMac(mac: string): Promise<DeviceRecord | null>;
   /** Deletes the device and all its observations; false when there was none. */

@@ -279,6 +279,73 @@ describe('postgres: batch writes', () => {
       assert.equal(orphans.rows[0].n, 0);
     });
 
+    // An upload's device read is answered from the read before (Store.uploadDevice): the writes
+    // must then notice a device that is gone or is no longer the one read.
+    const make = (id: string, groupId = 'G', solution = 'k', store = s) => store.createDevice({ id, tenantId: `T-${groupId}`, groupId, solution, deviceType: 'VirtualDevice', domainInfo: {} });
+
+    it('uploadDevice answers from the device read before, without a query, in its own group and solution only', async () => {
+      await make('u-1');
+      assert.ok(await s.getDevice('G', 'k', 'u-1'));
+      let ref: unknown;
+      assert.equal(
+        await queriesOf(async () => {
+          ref = await s.uploadDevice('G', 'k', 'u-1');
+        }),
+        0,
+      );
+      assert.deepEqual(ref, { id: 'u-1', tenantId: 'T-G', groupId: 'G', solution: 'k' });
+      // Another group or solution reads, and finds nothing: never another account's device.
+      assert.equal(await s.uploadDevice('G2', 'k', 'u-1'), null);
+      assert.equal(await s.uploadDevice('G', 'k2', 'u-1'), null);
+      // A node that never read it reads it.
+      assert.ok((await queriesOf(() => s2.uploadDevice('G', 'k', 'u-1'))) >= 1);
+    });
+
+    it('remembered, then deleted by another node: the upload is refused and stores nothing', async () => {
+      await make('u-gone');
+      assert.ok(await s.uploadDevice('G', 'k', 'u-gone'));
+      assert.equal(await s2.deleteDevice('G', 'k', 'u-gone'), true);
+      assert.ok(await s.uploadDevice('G', 'k', 'u-gone')); // still remembered here: the write decides
+      await assert.rejects(s.insertObservations('u-gone', rows(2, 1)), { code: 'DEVICE_NOT_FOUND' });
+      const orphans = await s.pool.query('SELECT count(*)::int AS n FROM observations WHERE device_pk NOT IN (SELECT pk FROM devices)');
+      assert.equal(orphans.rows[0].n, 0);
+    });
+
+    it('remembered, then made again under the same id in another group: the upload stores nothing on it', async () => {
+      // Both forms of a batch: records, and the upload scanner's numbers.
+      const forms = {
+        'u-moved': () => s.insertObservations('u-moved', rows(2, 5, T + 10_000)),
+        'u-moved-packed': () => s.insertPackedObservations('u-moved-packed', { ts: Float64Array.of(T + 10_000), temperature: Float64Array.of(5), newest: 0 }),
+      };
+      for (const [id, upload] of Object.entries(forms)) {
+        await make(id);
+        await s.insertObservations(id, rows(1, 1));
+        assert.ok(await s.uploadDevice('G', 'k', id));
+        assert.equal(await s2.deleteDevice('G', 'k', id), true);
+        await make(id, 'G-other', 'k', s2);
+        assert.equal((await s.uploadDevice('G', 'k', id))?.groupId, 'G'); // remembered here
+        await assert.rejects(upload(), { code: 'DEVICE_NOT_FOUND' });
+        assert.deepEqual(await stored(id), [], id);
+        // Forgotten now: the next upload's read finds no such device in this group.
+        assert.equal(await s.uploadDevice('G', 'k', id), null);
+      }
+    });
+
+    it('remembered, then made again under the same id in the same group and solution: the upload is stored on the new device', async () => {
+      await make('u-again');
+      await s.insertObservations('u-again', rows(1, 1));
+      assert.ok(await s.uploadDevice('G', 'k', 'u-again'));
+      assert.equal(await s2.deleteDevice('G', 'k', 'u-again'), true);
+      await make('u-again', 'G', 'k', s2);
+      assert.deepEqual(await s.insertObservations('u-again', rows(2, 5, T + 10_000)), { written: 2 });
+      assert.deepEqual(await stored('u-again'), [
+        [T + 10_000, 5],
+        [T + 11_000, 5],
+      ]);
+      // The new device is read afresh for the next upload.
+      assert.ok((await queriesOf(() => s.uploadDevice('G', 'k', 'u-again'))) >= 1);
+    });
+
     it('groups pipelined on one connection: one failing leaves the group written behind it stored, and the connection goes on', async () => {
       const ids = ['p-1', 'p-2', 'p-3'];
       for (const id of ids) await s.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 'k', deviceType: 'VirtualDevice', domainInfo: {} });

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { solutionName } from '../../core/validate.ts';
 import type { Config } from '../../config/config.ts';
 import type { EventBus, ReefEvent } from '../../events/bus.ts';
-import { findDevice, resolveSolution } from '../../service/devices.ts';
+import { findDevice, findUploadDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservationsJson, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
 import { groupedJson, latestJson } from '../../core/observation-json.ts';
 import { ScannedUpload, scanUpload } from '../../core/observation-scan.ts';
@@ -82,7 +82,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     },
     async (request, reply) => {
       const { solution, id } = request.params as { solution: string; id: string };
-      const device = await findDevice(store, request.account, solution, id);
+      const device = await findUploadDevice(store, request.account, solution, id);
       const body = request.body;
       const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest);
       // The device's owner pays for what is stored on it, whoever in its group uploads.

@@ -7,7 +7,7 @@ import { deviceQuotaError, ReefError } from '../../core/errors.ts';
 import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
 import { latestJsonOfColumns } from '../../core/observation-json.ts';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
-import type { Account, DeviceRecord, DeviceTemplateRecord, DomainInfo, ObservationRecord } from '../../core/types.ts';
+import type { Account, DeviceRecord, DeviceRef, DeviceTemplateRecord, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type {
   AlarmQuery,
   Bucket,
@@ -137,12 +137,15 @@ const COUNT_TENANT_DEVICES = 'SELECT n FROM device_counts WHERE tenant_id = $1';
 // others are merged by an unnest upsert each (an upload of the same device and timestamp
 // replaces). Two nodes racing one device into the same span both see it free: the second COPY
 // meets the first's rows in the unique index, and its batches are redone one by one as merges.
+// A batch whose device the node had read by group and solution (Pending.group) is written only to a
+// device of that group and solution: one made again under the same id elsewhere is not it.
 const GROUP_HEAD = `
 WITH u AS (
-  SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::float8[], $6::text[]) WITH ORDINALITY AS u(id, lo, hi, nts, nt, nx, i)
+  SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::float8[], $6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS u(id, lo, hi, nts, nt, nx, g, s, i)
 ),
 d AS (
-  SELECT u.i, v.pk, v.tier, u.lo, u.hi, u.nts, u.nt, u.nx FROM u JOIN devices v ON v.id = u.id COLLATE "C" FOR SHARE OF v
+  SELECT u.i, v.pk, v.tier, u.lo, u.hi, u.nts, u.nt, u.nx FROM u JOIN devices v ON v.id = u.id COLLATE "C"
+    AND (u.g IS NULL OR (v.group_id = u.g COLLATE "C" AND v.solution = u.s COLLATE "C")) FOR SHARE OF v
 ),
 l AS (
   INSERT INTO latest (device_pk, ts, temperature, extra)
@@ -191,7 +194,7 @@ l AS (
 SELECT reef_expect_devices((SELECT count(*) FROM d), cardinality($1::text[]))`;
 
 /** The group heads, prepared once per connection (SQL PREPARE, so that EXECUTE can share a round trip with BEGIN). */
-const PREPARE_HEADS = `PREPARE reef_group_head(text[], bigint[], bigint[], bigint[], float8[], text[]) AS ${GROUP_HEAD};
+const PREPARE_HEADS = `PREPARE reef_group_head(text[], bigint[], bigint[], bigint[], float8[], text[], text[], text[]) AS ${GROUP_HEAD};
 PREPARE reef_group_head_known(text[], bigint[], int[], bigint[], float8[], text[]) AS ${GROUP_HEAD_KNOWN}`;
 
 /** Device keys (pk, tier) a node remembers for GROUP_HEAD_KNOWN; past this many it starts afresh. */
@@ -232,6 +235,12 @@ const GROUP_ROWS = 100_000;
  */
 interface Pending {
   deviceId: string;
+  /**
+   * The group and solution the node last read the device in (Store.uploadDevice may have answered
+   * the upload from that read): the batch is written to no device elsewhere. Null when unknown.
+   */
+  group: string | null;
+  solution: string | null;
   rows: ObservationRecord[] | null;
   /** The caller's count (before repeated timestamps were collapsed). */
   written: number;
@@ -411,19 +420,20 @@ function copyAndCommitMessage(text: string, batches: readonly CopyRows[]): Buffe
 
 /**
  * A group head's arguments as SQL literals, comma-separated: the devices, two numbers per batch (its
- * span for GROUP_HEAD, its device's pk and tier for GROUP_HEAD_KNOWN), then each batch's newest row.
+ * span for GROUP_HEAD, its device's pk and tier for GROUP_HEAD_KNOWN), then each batch's newest row,
+ * and with `owners` (GROUP_HEAD) the group and solution each batch's device is expected in.
  */
-function headArgs(c: pg.ClientBase, group: Pending[], second: readonly number[], third: readonly number[]): string {
-  return [
+function headArgs(c: pg.ClientBase, group: Pending[], second: readonly number[], third: readonly number[], owners = false): string {
+  const args = [
     textArray(group.map((p) => p.deviceId)),
     numArray(second),
     numArray(third),
     numArray(group.map((p) => p.newestTs)),
     numArray(group.map((p) => p.newestT)),
     textArray(group.map((p) => p.newestX)),
-  ]
-    .map((a) => c.escapeLiteral(a))
-    .join(', ');
+  ];
+  if (owners) args.push(textArray(group.map((p) => p.group)), textArray(group.map((p) => p.solution)));
+  return args.map((a) => c.escapeLiteral(a)).join(', ');
 }
 
 /** Every timestamp of a group, for the partitions it needs. */
@@ -758,8 +768,22 @@ export class PostgresStore implements Store {
     const row = r.rows[0];
     if (!row) return null;
     // An upload reads its device first: its group then needs no round trip to learn the key.
-    this.knowKey(id, row.pk as number, row.tier as number);
-    return deviceFromRow(row);
+    const d = deviceFromRow(row);
+    this.knowKey(id, row.pk as number, row.tier as number, { id: d.id, tenantId: d.tenantId, groupId: d.groupId, solution: d.solution });
+    return d;
+  }
+
+  /**
+   * Store.uploadDevice: the device as getDevice last read it in this group and solution, without a
+   * round trip; else getDevice. What it answers cannot go stale unnoticed: its batch is written by
+   * GROUP_HEAD_KNOWN only while the device's pk (never reused) is still there, else by GROUP_HEAD
+   * only to a device of that group and solution (Pending.group), and fails with DEVICE_NOT_FOUND
+   * when there is none. Deleting the device here, or a retention change, forgets it at once.
+   */
+  async uploadDevice(groupId: string, solution: string, id: string): Promise<DeviceRef | null> {
+    const ref = this.keys.get(id)?.ref;
+    if (ref && ref.groupId === groupId && ref.solution === solution) return ref;
+    return this.getDevice(groupId, solution, id);
   }
   async getDeviceByMac(mac: string): Promise<DeviceRecord | null> {
     const r = await this.q(`SELECT ${DEVICE_COLS} FROM devices WHERE mac = $1`, [mac], 'device-by-mac');
@@ -831,7 +855,7 @@ export class PostgresStore implements Store {
     const extras = anyExtra ? JSON.stringify(rows.map((o) => o.extra ?? null)) : '[]';
     const newestX = newest.extra ? JSON.stringify(newest.extra) : null;
     return new Promise((resolve, reject) => {
-      this.pending.push({ deviceId, rows, written: batch.length, ts, temps, extras, from, to, newestTs: newest.ts, newestT: newest.temperature, newestX, resolve, reject });
+      this.pending.push({ deviceId, ...this.ownerOf(deviceId), rows, written: batch.length, ts, temps, extras, from, to, newestTs: newest.ts, newestT: newest.temperature, newestX, resolve, reject });
       this.pump();
     });
   }
@@ -851,6 +875,7 @@ export class PostgresStore implements Store {
     return new Promise((resolve, reject) => {
       this.pending.push({
         deviceId,
+        ...this.ownerOf(deviceId),
         rows: null,
         written: n,
         ts,
@@ -950,12 +975,23 @@ export class PostgresStore implements Store {
 
   /** Connections (pooled clients) on which the group heads are prepared: PREPARE lasts a session. */
   private readonly headPrepared = new WeakSet<pg.PoolClient>();
-  /** Device id → (pk, tier) as last read: what GROUP_HEAD_KNOWN checks rather than looks up. */
-  private readonly keys = new Map<string, { pk: number; tier: number }>();
+  /**
+   * Device id → (pk, tier) as last read: what GROUP_HEAD_KNOWN checks rather than looks up; and,
+   * when getDevice read it, the device as an upload needs it (uploadDevice).
+   */
+  private readonly keys = new Map<string, { pk: number; tier: number; ref?: DeviceRef }>();
 
-  private knowKey(id: string, pk: number, tier: number): void {
-    if (this.keys.size >= KNOWN_DEVICES && !this.keys.has(id)) this.keys.clear();
-    this.keys.set(id, { pk, tier });
+  /** `ref`: the device as getDevice read it; kept from before while the pk is the same. */
+  private knowKey(id: string, pk: number, tier: number, ref?: DeviceRef): void {
+    const before = this.keys.get(id);
+    if (this.keys.size >= KNOWN_DEVICES && !before) this.keys.clear();
+    this.keys.set(id, { pk, tier, ref: ref ?? (before?.pk === pk ? before.ref : undefined) });
+  }
+
+  /** The group and solution a batch of the device may be written in (Pending.group). */
+  private ownerOf(deviceId: string): { group: string | null; solution: string | null } {
+    const ref = this.keys.get(deviceId)?.ref;
+    return ref ? { group: ref.groupId, solution: ref.solution } : { group: null, solution: null };
   }
 
   private async prepareHeads(c: pg.PoolClient): Promise<void> {
@@ -1062,6 +1098,7 @@ export class PostgresStore implements Store {
           group,
           group.map((p) => p.from),
           group.map((p) => p.to),
+          true,
         );
         // A simple query of several statements answers one result per statement: the head's is the last.
         const results = (await c.query(`${BEGIN_WRITE}; EXECUTE reef_group_head(${args})`)) as unknown as pg.QueryResult[];
