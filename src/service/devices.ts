@@ -53,8 +53,8 @@ export async function findDevice(store: Store, account: Account, solution: strin
 /**
  * The device an upload names, as findDevice finds it (same checks, same 404), from the store's
  * memory where it keeps one (Store.uploadDevice): on PostgreSQL the read was a round trip and a
- * backend woken for every upload, about a fifth of the database's CPU per observation uploaded
- * (docs/benchmarks.md, "Twenty-first session").
+ * pooled backend woken for every upload, about a tenth of PostgreSQL's CPU per observation
+ * uploaded (docs/benchmarks.md, "Twenty-first session").
  */
 export async function findUploadDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRef> {
   if (!store.uploadDevice) return findDevice(store, account, solution, id);
