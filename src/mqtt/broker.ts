@@ -24,7 +24,7 @@ import type { Authenticator } from '../auth/accounts.ts';
 import { ReefError, isReefError, type ErrorCode } from '../core/errors.ts';
 import type { EventBus, KitPayloadEvent } from '../events/bus.ts';
 import { errorBody } from '../http/errors.ts';
-import { findDevice } from '../service/devices.ts';
+import { findUploadDevice } from '../service/devices.ts';
 import { parseBatch, storeObservations } from '../service/observations.ts';
 import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
@@ -374,7 +374,7 @@ export class MqttBroker {
       if (isReefError(e)) throw e;
       throw new ReefError('MALFORMED_JSON', 'the message is not valid JSON: send {"observations":[...]}');
     }
-    const device = await findDevice(this.deps.store, s.account, solution, deviceId);
+    const device = await findUploadDevice(this.deps.store, s.account, solution, deviceId);
     const batch = parseBatch(body, this.o.maxObservations);
     // The device's owner pays for what is stored on it, whoever in its group publishes.
     await this.deps.quotas.checkObservations(device.tenantId, batch.length);
