@@ -43,11 +43,8 @@ function solutionNotFound(name: string): ReefError {
 }
 
 /** A device of the caller's group, or 404 — another group's device answers exactly like none. */
-export async function findDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRecord> {
-  solutionName(solution);
-  const d = await store.getDevice(account.groupId, solution, checkDeviceId(id));
-  if (!d) throw deviceNotFound(solution, id);
-  return d;
+export function findDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRecord> {
+  return lookUp(solution, id, (checked) => store.getDevice(account.groupId, solution, checked));
 }
 
 /**
@@ -56,16 +53,16 @@ export async function findDevice(store: Store, account: Account, solution: strin
  * pooled backend woken for every upload, about a tenth of PostgreSQL's CPU per observation
  * uploaded (docs/benchmarks.md, "Twenty-first session").
  */
-export async function findUploadDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRef> {
-  if (!store.uploadDevice) return findDevice(store, account, solution, id);
-  solutionName(solution);
-  const d = await store.uploadDevice(account.groupId, solution, checkDeviceId(id));
-  if (!d) throw deviceNotFound(solution, id);
-  return d;
+export function findUploadDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRef> {
+  return lookUp(solution, id, (checked) => (store.uploadDevice ?? store.getDevice).call(store, account.groupId, solution, checked));
 }
 
-function deviceNotFound(solution: string, id: string): ReefError {
-  return new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
+/** The solution name and id checked, the device read by `read`, or 404. */
+async function lookUp<D>(solution: string, id: string, read: (checkedId: string) => Promise<D | null>): Promise<D> {
+  solutionName(solution);
+  const d = await read(checkDeviceId(id));
+  if (!d) throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
+  return d;
 }
 
 export interface DeviceInput {

@@ -137,7 +137,7 @@ const COUNT_TENANT_DEVICES = 'SELECT n FROM device_counts WHERE tenant_id = $1';
 // others are merged by an unnest upsert each (an upload of the same device and timestamp
 // replaces). Two nodes racing one device into the same span both see it free: the second COPY
 // meets the first's rows in the unique index, and its batches are redone one by one as merges.
-// A batch whose device the node had read by group and solution (Pending.group) is written only to a
+// A batch whose device the node had read by group and solution (Pending.owner) is written only to a
 // device of that group and solution: one made again under the same id elsewhere is not it.
 const GROUP_HEAD = `
 WITH u AS (
@@ -236,11 +236,10 @@ const GROUP_ROWS = 100_000;
 interface Pending {
   deviceId: string;
   /**
-   * The group and solution the node last read the device in (Store.uploadDevice may have answered
-   * the upload from that read): the batch is written to no device elsewhere. Null when unknown.
+   * The device as the node last read it (Store.uploadDevice may have answered the upload from that
+   * read): the batch is written to no device of another group or solution. Undefined when unknown.
    */
-  group: string | null;
-  solution: string | null;
+  owner: DeviceRef | undefined;
   rows: ObservationRecord[] | null;
   /** The caller's count (before repeated timestamps were collapsed). */
   written: number;
@@ -432,7 +431,7 @@ function headArgs(c: pg.ClientBase, group: Pending[], second: readonly number[],
     numArray(group.map((p) => p.newestT)),
     textArray(group.map((p) => p.newestX)),
   ];
-  if (owners) args.push(textArray(group.map((p) => p.group)), textArray(group.map((p) => p.solution)));
+  if (owners) args.push(textArray(group.map((p) => p.owner?.groupId ?? null)), textArray(group.map((p) => p.owner?.solution ?? null)));
   return args.map((a) => c.escapeLiteral(a)).join(', ');
 }
 
@@ -470,8 +469,10 @@ export class PostgresStore implements Store {
     return this.opts.connectionString;
   }
 
-  private async q(text: string, values?: unknown[], name?: string): Promise<pg.QueryResult<Row>> {
+  /** `arrays`: each row as an array of its columns (pg's rowMode 'array'), not a keyed object. */
+  private async q(text: string, values?: unknown[], name?: string, arrays = false): Promise<pg.QueryResult<Row>> {
     try {
+      if (arrays) return await this.pool.query({ name, text, values, rowMode: 'array' });
       return await this.pool.query(name ? { name, text, values } : { text, values });
     } catch (e) {
       translate(e);
@@ -777,7 +778,7 @@ export class PostgresStore implements Store {
    * Store.uploadDevice: the device as getDevice last read it in this group and solution, without a
    * round trip; else getDevice. What it answers cannot go stale unnoticed: its batch is written by
    * GROUP_HEAD_KNOWN only while the device's pk (never reused) is still there, else by GROUP_HEAD
-   * only to a device of that group and solution (Pending.group), and fails with DEVICE_NOT_FOUND
+   * only to a device of that group and solution (Pending.owner), and fails with DEVICE_NOT_FOUND
    * when there is none. Deleting the device here, or a retention change, forgets it at once.
    */
   async uploadDevice(groupId: string, solution: string, id: string): Promise<DeviceRef | null> {
@@ -855,7 +856,22 @@ export class PostgresStore implements Store {
     const extras = anyExtra ? JSON.stringify(rows.map((o) => o.extra ?? null)) : '[]';
     const newestX = newest.extra ? JSON.stringify(newest.extra) : null;
     return new Promise((resolve, reject) => {
-      this.pending.push({ deviceId, ...this.ownerOf(deviceId), rows, written: batch.length, ts, temps, extras, from, to, newestTs: newest.ts, newestT: newest.temperature, newestX, resolve, reject });
+      this.pending.push({
+        deviceId,
+        owner: this.keys.get(deviceId)?.ref,
+        rows,
+        written: batch.length,
+        ts,
+        temps,
+        extras,
+        from,
+        to,
+        newestTs: newest.ts,
+        newestT: newest.temperature,
+        newestX,
+        resolve,
+        reject,
+      });
       this.pump();
     });
   }
@@ -875,7 +891,7 @@ export class PostgresStore implements Store {
     return new Promise((resolve, reject) => {
       this.pending.push({
         deviceId,
-        ...this.ownerOf(deviceId),
+        owner: this.keys.get(deviceId)?.ref,
         rows: null,
         written: n,
         ts,
@@ -986,12 +1002,6 @@ export class PostgresStore implements Store {
     const before = this.keys.get(id);
     if (this.keys.size >= KNOWN_DEVICES && !before) this.keys.clear();
     this.keys.set(id, { pk, tier, ref: ref ?? (before?.pk === pk ? before.ref : undefined) });
-  }
-
-  /** The group and solution a batch of the device may be written in (Pending.group). */
-  private ownerOf(deviceId: string): { group: string | null; solution: string | null } {
-    const ref = this.keys.get(deviceId)?.ref;
-    return ref ? { group: ref.groupId, solution: ref.solution } : { group: null, solution: null };
   }
 
   private async prepareHeads(c: pg.PoolClient): Promise<void> {
@@ -1162,12 +1172,7 @@ export class PostgresStore implements Store {
    * gives them, as latestJson does.
    */
   async latestObservationsJson(groupId: string, solution: string): Promise<Buffer> {
-    let r: pg.QueryResult<unknown[]>;
-    try {
-      r = await this.pool.query<unknown[]>({ name: 'latest-of-solution-rows', text: LATEST_OF_SOLUTION, values: [groupId, solution], rowMode: 'array' });
-    } catch (e) {
-      translate(e);
-    }
+    const r = await this.q(LATEST_OF_SOLUTION, [groupId, solution], 'latest-of-solution-rows', true);
     const n = r.rows.length;
     const ids = new Array<string>(n);
     const ts = new Float64Array(n);
