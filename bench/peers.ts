@@ -14,7 +14,11 @@
 // With --rounds N (default 3) the four ingest runs are repeated N times, each round alternated the
 // same way; each round's ratio is printed and the target is judged on the median ratio (one window
 // of a shared machine moves by a quarter from one to the next, mostly on InfluxDB's side).
-//   --observations N  --devices N  --batch N  --concurrency N  --queries N  --rounds N  --influx URL
+// Before any timed window, --warm N (default 5) untimed passes of one batch per device go through
+// each server, each pass followed by a few reads: a Node server fresh from start-up runs its code in
+// V8's baseline tiers and compiles it meanwhile (Reef's CPU per observation fell for four to five
+// passes; docs/benchmarks.md, "Twenty-second session"), and a server in use runs warm.
+//   --observations N  --devices N  --batch N  --concurrency N  --queries N  --rounds N  --warm N  --influx URL
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +32,7 @@ const BATCH = Number(arg('batch', '1000'));
 const CONCURRENCY = Number(arg('concurrency', '4'));
 const QUERIES = Number(arg('queries', '300'));
 const ROUNDS = Number(arg('rounds', '3'));
+const WARM = Number(arg('warm', '5'));
 const DAY = 86_400_000;
 
 /** CPU seconds (user + system) a process has used so far. */
@@ -215,28 +220,44 @@ try {
     { who: 'reef', prebuilt: false },
     { who: 'influx', prebuilt: false },
   ];
-  // Warm-up, not timed: one batch per device on each (InfluxDB creates its 1,000 series and a
-  // shard, as Reef's devices already exist; both JITs and caches warm up).
-  const warm = ingestPlan(DEVICES * BATCH, DEVICES, BATCH, Date.UTC(2024, 0, 1));
-  for (const who of ['influx', 'reef'] as const) await ingest(targets[who], warm, true);
+  let k = 0;
+  const pick = () => (k++ * 7919) % DEVICES;
+  const influxQuery = async (q: string, rows: number | null) => {
+    const r = await request(`${influx.url}/query?db=${db}&q=${encodeURIComponent(q)}`);
+    if (r.status !== 200) throw new Error(`InfluxDB query: ${r.status} ${r.body.slice(0, 300)}`);
+    if (rows !== null) {
+      const got = JSON.parse(r.body).results[0].series?.[0]?.values?.length ?? 0;
+      if (got !== rows) throw new Error(`InfluxDB returned ${got} rows, expected ${rows}`);
+    }
+  };
+  const reefGet = async (p: string) => {
+    const r = await request(`${reefUrl}${p}`, { headers: { authorization: tok } });
+    if (r.status !== 200) throw new Error(`Reef ${p}: ${r.status} ${r.body.slice(0, 300)}`);
+    return r.body;
+  };
+  // Warm-up, not timed: WARM passes of one batch per device on each, each pass a month after the
+  // last (InfluxDB creates its 1,000 series and a shard, as Reef's devices already exist; both
+  // JITs and caches warm up), each pass followed by a few of the reads timed later: a server in
+  // use answers both, and code that first meets a read's responses after it was compiled for
+  // uploads only is thrown away and compiled again (V8's deoptimizations, "wrong map").
+  for (let w = 0; w < WARM; w++) {
+    const warm = ingestPlan(DEVICES * BATCH, DEVICES, BATCH, Date.UTC(2024, w, 1));
+    const line: string[] = [];
+    for (const who of ['influx', 'reef'] as const) {
+      const r = await ingest(targets[who], warm, true);
+      line.push(`${targets[who].name} ${fmt(r.rate)} /s, server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs`);
+    }
+    for (let q = 0; q < 20; q++) {
+      await influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, null);
+      await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`);
+    }
+    await influxQuery('SELECT last(temperature) FROM obs GROUP BY device', null);
+    await reefGet('/api/solutions/StudioSimulation/observations');
+    console.log(`  warm-up pass ${w + 1} of ${WARM} (untimed for the targets): ${line.join('; ')}`);
+  }
   // Reads, after the first round (the stores then hold what a single round leaves: the same data
   // for every --rounds), interleaved request by request so both see the same machine.
   const reads = async () => {
-    let k = 0;
-    const pick = () => (k++ * 7919) % DEVICES;
-    const influxQuery = async (q: string, rows: number | null) => {
-      const r = await request(`${influx.url}/query?db=${db}&q=${encodeURIComponent(q)}`);
-      if (r.status !== 200) throw new Error(`InfluxDB query: ${r.status} ${r.body.slice(0, 300)}`);
-      if (rows !== null) {
-        const got = JSON.parse(r.body).results[0].series?.[0]?.values?.length ?? 0;
-        if (got !== rows) throw new Error(`InfluxDB returned ${got} rows, expected ${rows}`);
-      }
-    };
-    const reefGet = async (p: string) => {
-      const r = await request(`${reefUrl}${p}`, { headers: { authorization: tok } });
-      if (r.status !== 200) throw new Error(`Reef ${p}: ${r.status} ${r.body.slice(0, 300)}`);
-      return r.body;
-    };
     await influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, 1000);
     if (JSON.parse(await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)).observations.length !== 1000) throw new Error('Reef returned a short page');
     const readPids: [number | null, number | null] = [influx.pid, reefPid];
