@@ -13,7 +13,7 @@ import { Readable } from 'node:stream';
 import { from as copyFrom } from 'pg-copy-streams';
 import { periodEnd, periodStart, widthOf } from '../src/store/postgres/partitions.ts';
 import { createTestDatabase, PG_ADMIN_URL, type TestDatabase } from '../test/helpers/pg.ts';
-import { cpuBudget, cpuSeconds, median, reefCli, request, serve, type CpuBudget, type Served } from './lib.ts';
+import { cpuBudget, cpuSeconds, median, reefCli, request, serve, threadCpu, threadSplit, type CpuBudget, type Served } from './lib.ts';
 
 export interface PgBatch {
   device: number;
@@ -137,10 +137,15 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
       db.name,
       servers.map((s) => s.child.pid!),
     );
+    const th0 = servers.map((s) => threadCpu(s.child.pid!));
     const t = performance.now();
     await upload(bodies);
     const secs = (performance.now() - t) / 1000;
     const cpu = await meter.stop();
+    const nObs = plan.reduce((a, b) => a + b.rows.length, 0);
+    // Each node's threads (/proc/PID/task), per observation of the whole plan: with n nodes each
+    // handles 1/n of it, so a node as cheap per observation it handles shows 1/n of one node's figure.
+    for (const [i, s] of servers.entries()) console.log(`    node ${i + 1} of ${servers.length}, threads µs/obs: ${threadSplit(th0[i]!, threadCpu(s.child.pid!), nObs)}`);
     return { secs, cpu, rss: Math.max(...servers.map((s) => s.peakRss())), bytes: await dbSize(db.url) };
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
