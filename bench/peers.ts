@@ -235,6 +235,12 @@ try {
     if (r.status !== 200) throw new Error(`Reef ${p}: ${r.status} ${r.body.slice(0, 300)}`);
     return r.body;
   };
+  // The reads timed below (and a few in each warm-up pass): one device's newest 1,000, and the
+  // latest of every device. `rows`: how many InfluxDB must return (null: unchecked).
+  const influxNewest = (rows: number | null = null) => influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, rows);
+  const reefNewest = () => reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`);
+  const influxLatest = () => influxQuery('SELECT last(temperature) FROM obs GROUP BY device', null);
+  const reefLatest = () => reefGet('/api/solutions/StudioSimulation/observations');
   // Warm-up, not timed: WARM passes of one batch per device on each, each pass a month after the
   // last (InfluxDB creates its 1,000 series and a shard, as Reef's devices already exist; both
   // JITs and caches warm up), each pass followed by a few of the reads timed later: a server in
@@ -248,34 +254,29 @@ try {
       line.push(`${targets[who].name} ${fmt(r.rate)} /s, server CPU ${fmt(r.serverUsPerObs, 2)} µs/obs`);
     }
     for (let q = 0; q < 20; q++) {
-      await influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, null);
-      await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`);
+      await influxNewest();
+      await reefNewest();
     }
-    await influxQuery('SELECT last(temperature) FROM obs GROUP BY device', null);
-    await reefGet('/api/solutions/StudioSimulation/observations');
+    await influxLatest();
+    await reefLatest();
     console.log(`  warm-up pass ${w + 1} of ${WARM} (untimed for the targets): ${line.join('; ')}`);
   }
   // Reads, after the first round (the stores then hold what a single round leaves: the same data
   // for every --rounds), interleaved request by request so both see the same machine.
   const reads = async () => {
-    await influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, 1000);
-    if (JSON.parse(await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)).observations.length !== 1000) throw new Error('Reef returned a short page');
+    await influxNewest(1000);
+    if (JSON.parse(await reefNewest()).observations.length !== 1000) throw new Error('Reef returned a short page');
     const readPids: [number | null, number | null] = [influx.pid, reefPid];
     const newest = await interleaved(
-      () => influxQuery(`SELECT temperature FROM obs WHERE device='dev${pick()}' ORDER BY time DESC LIMIT 1000`, null),
-      async () => void (await reefGet(`/api/solutions/StudioSimulation/devices/${ids[pick()]}/observations?limit=1000`)),
+      () => influxNewest(),
+      async () => void (await reefNewest()),
       QUERIES,
       readPids,
     );
     console.log(
       `one device's newest 1,000: Reef p50 ${fmt(newest.b.p50, 2)} ms (p99 ${fmt(newest.b.p99, 2)}), InfluxDB p50 ${fmt(newest.a.p50, 2)} ms (p99 ${fmt(newest.a.p99, 2)}) → ratio ${fmt(newest.b.p50 / newest.a.p50, 2)}  (target ≤ 0.5: ${newest.b.p50 / newest.a.p50 <= 0.5 ? 'met' : 'NOT met'}); server CPU per request ${fmt(newest.b.cpuMs, 2)} vs ${fmt(newest.a.cpuMs, 2)} ms → ${fmt(newest.b.cpuMs / newest.a.cpuMs, 2)}`,
     );
-    const all = await interleaved(
-      () => influxQuery('SELECT last(temperature) FROM obs GROUP BY device', null),
-      async () => void (await reefGet('/api/solutions/StudioSimulation/observations')),
-      Math.max(10, Math.round(QUERIES / 10)),
-      readPids,
-    );
+    const all = await interleaved(influxLatest, async () => void (await reefLatest()), Math.max(10, Math.round(QUERIES / 10)), readPids);
     console.log(
       `latest of all ${fmt(DEVICES)} devices: Reef p50 ${fmt(all.b.p50, 2)} ms (p99 ${fmt(all.b.p99, 2)}), InfluxDB p50 ${fmt(all.a.p50, 2)} ms (p99 ${fmt(all.a.p99, 2)}) → ratio ${fmt(all.b.p50 / all.a.p50, 2)}; server CPU per request ${fmt(all.b.cpuMs, 2)} vs ${fmt(all.a.cpuMs, 2)} ms`,
     );
