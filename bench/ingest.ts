@@ -4,7 +4,7 @@
 // durability): the storage limit. Prints both rates and their ratio.
 //   --observations N  --devices N  --batch N  --concurrency N  --store sqlite|postgres  [--nodes 1,2]
 //   [--rounds N: PostgreSQL, one node's uploads and COPY taking turns, default 3]
-//   [--warm N: PostgreSQL, untimed passes of one batch per device through each node first, default 3]
+//   [--warm N: PostgreSQL, every node first takes N untimed passes' worth of one batch per device, default 3]
 //   [--node-cpu F: PostgreSQL, then each node count again with every node on a CPU budget of F cores
 //    of its own (cgroup; needs root): two nodes on separate CPU budgets, measured]
 import fs from 'node:fs';
