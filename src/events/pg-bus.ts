@@ -15,12 +15,6 @@
 // process only. A node learns of the others from PostgreSQL's own list of sessions (the listening
 // connections, by application_name) when its listener connects and every few seconds after, and at
 // once from any message of another node: each listener says hello when it (re)connects.
-//
-// With another node listening, every upload is an event to send. Sends are paced: the first event
-// after a quiet spell goes at once, and while events keep coming one send carries all that queued
-// since the last, at most every SEND_EVERY_MS, packed several to a notification (a JSON array of
-// envelopes). One NOTIFY round trip and one notification per upload cost each of two nodes about
-// 0.25 µs per observation stored, a third of its CPU (docs/benchmarks.md, "Twenty-third session").
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { LocalEventBus, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
@@ -32,13 +26,6 @@ const LISTENER_NAME = 'reef-events';
 const PRESENCE_EVERY_MS = 5000;
 /** NOTIFY payloads must stay under 8000 bytes; a larger event travels through event_payloads (migration 2). */
 const MAX_INLINE = 7000;
-/** Envelopes packed into one notification (a JSON array) up to this many bytes, under NOTIFY's 8000. */
-const MAX_PACKED = 7900;
-/**
- * While events keep coming, sends start at most this often: a live view on another node sees an
- * upload at most this much later, and a busy node sends one NOTIFY for many uploads.
- */
-const SEND_EVERY_MS = 20;
 /** Observations events larger than this go by reference (a wire observation is ~60 bytes). */
 const INLINE_OBSERVATIONS = 40;
 /** A stored payload is kept this long for the other nodes to read, then removed. */
@@ -152,7 +139,7 @@ export class PgEventBus implements EventBus {
     client.on('error', fail);
     client.on('end', () => fail(new Error('connection ended')));
     client.on('notification', (m) => {
-      if (m.channel === CHANNEL && m.payload) this.receive(m.payload);
+      if (m.channel === CHANNEL && m.payload) void this.receive(m.payload);
     });
     client
       .connect()
@@ -187,20 +174,13 @@ export class PgEventBus implements EventBus {
     }
   }
 
-  /** A notification: one envelope, or several packed into an array (flush), each handled as if alone. */
-  private receive(payload: string): void {
-    let parsed: Envelope | Envelope[];
+  private async receive(payload: string): Promise<void> {
+    let env: Envelope;
     try {
-      parsed = JSON.parse(payload) as Envelope | Envelope[];
+      env = JSON.parse(payload) as Envelope;
     } catch {
       return;
     }
-    if (!Array.isArray(parsed)) void this.deliver(parsed);
-    else if (parsed[0]?.n !== this.nodeId) for (const env of parsed) void this.deliver(env); // a node's packs hold its own envelopes only
-  }
-
-  private async deliver(env: Envelope): Promise<void> {
-    if (typeof env !== 'object' || env === null) return;
     if (env.n === this.nodeId) return; // delivered locally when published
     this.heard++;
     this.others = true;
@@ -251,18 +231,12 @@ export class PgEventBus implements EventBus {
 
   /**
    * Sends queued events in order, many per round trip: NOTIFYs of one transaction are delivered
-   * in order, and one sender at a time keeps the order between batches. After a send, the next
-   * starts no sooner than SEND_EVERY_MS after it began, taking everything queued meanwhile.
+   * in order, and one sender at a time keeps the order between batches.
    */
   private async flush(): Promise<void> {
     this.flushing = true;
     try {
-      let began = 0;
       while (this.queue.length && !this.closed) {
-        const wait = began + SEND_EVERY_MS - Date.now();
-        if (began && wait > 0) await new Promise((r) => setTimeout(r, wait));
-        if (this.closed) break;
-        began = Date.now();
         // Queued items are envelopes, except large events (bare, not starting with {"n":) which
         // are stored in event_payloads first and sent as a reference to their row.
         const batch = this.queue.splice(0, 500);
@@ -287,7 +261,7 @@ export class PgEventBus implements EventBus {
           // lost in a crash is what best effort allows (nothing stored depends on it). Waiting cost
           // a flush per upload (docs/benchmarks.md, PostgreSQL).
           await this.opts.pool.query(`SELECT pg_notify('${CHANNEL}', p) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s, unnest($1::text[]) WITH ORDINALITY AS u(p, i) ORDER BY i`, [
-            pack(envelopes),
+            envelopes,
           ]);
         } catch (err) {
           // PostgreSQL unreachable: other nodes miss these live updates; nothing else is lost.
@@ -322,28 +296,4 @@ export class PgEventBus implements EventBus {
     }
     await this.local.close();
   }
-}
-
-/**
- * Envelopes (JSON objects, in order) as notification payloads: a lone envelope as it is, several
- * as a JSON array of at most MAX_PACKED bytes. Order is kept: a payload holds consecutive ones.
- */
-export function pack(envelopes: readonly string[]): string[] {
-  const out: string[] = [];
-  let run: string[] = [];
-  let bytes = 2; // the array's brackets
-  const close = () => {
-    if (run.length === 1) out.push(run[0]!);
-    else if (run.length) out.push(`[${run.join(',')}]`);
-    run = [];
-    bytes = 2;
-  };
-  for (const e of envelopes) {
-    const n = Buffer.byteLength(e) + 1; // and its comma
-    if (run.length && bytes + n > MAX_PACKED) close();
-    run.push(e);
-    bytes += n;
-  }
-  close();
-  return out;
 }

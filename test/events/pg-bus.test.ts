@@ -3,8 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import type { ReefEvent } from '../../src/events/bus.ts';
-import pg from 'pg';
-import { CHANNEL, pack, PgEventBus } from '../../src/events/pg-bus.ts';
+import { PgEventBus } from '../../src/events/pg-bus.ts';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -125,48 +124,4 @@ it('a node reads back the observations another node announces only when somethin
     await b.close();
     await a.close();
   }
-});
-
-it('events published faster than a NOTIFY round trip reach the other node all, in order, several to a notification', async () => {
-  const a = await open();
-  const b = await open();
-  const payloads: string[] = [];
-  const spy = new pg.Client({ connectionString: db.url });
-  try {
-    await Promise.all([a.ready, b.ready]);
-    await waitFor('the first node to hear of the second', () => a.othersListening || null);
-    await spy.connect();
-    spy.on('notification', (m) => m.payload && payloads.push(m.payload));
-    await spy.query(`LISTEN ${CHANNEL}`);
-    const got: string[] = [];
-    b.subscribe((e) => got.push((e as { deviceId: string }).deviceId), ['device']);
-    const sent = Array.from({ length: 300 }, (_, i) => `d${i}`);
-    for (const id of sent) a.publish(device(id));
-    await waitFor('every event on the other node', () => got.length >= sent.length || null);
-    assert.deepEqual(got, sent, 'each event once, in the order published');
-    // 300 events in fewer notifications: after the first send, what queued meanwhile goes packed.
-    await waitFor('the spy to see them', () => payloads.some((p) => p.includes('"d299"')) || null);
-    const mine = payloads.filter((p) => p.includes(a.nodeId));
-    assert.ok(mine.length < sent.length / 5, `300 events in ${mine.length} notifications`);
-    for (const p of mine) assert.ok(Buffer.byteLength(p) < 8000, 'each payload within NOTIFY’s limit');
-  } finally {
-    await spy.end();
-    await b.close();
-    await a.close();
-  }
-});
-
-it('pack keeps envelopes in order, alone as they are, several as an array within the payload limit', () => {
-  assert.deepEqual(pack([]), []);
-  assert.deepEqual(pack(['{"n":"a","e":1}']), ['{"n":"a","e":1}']);
-  assert.deepEqual(pack(['{"n":"a","e":1}', '{"n":"a","e":2}']), ['[{"n":"a","e":1},{"n":"a","e":2}]']);
-  const big = Array.from({ length: 100 }, (_, i) => JSON.stringify({ n: 'a', e: { i, pad: 'x'.repeat(200) } }));
-  const out = pack(big);
-  assert.ok(out.length > 1 && out.length < 10, `${out.length} payloads`);
-  for (const p of out) assert.ok(Buffer.byteLength(p) <= 7900);
-  const back = out.flatMap((p) => (p.startsWith('[') ? (JSON.parse(p) as unknown[]) : [JSON.parse(p)]));
-  assert.deepEqual(
-    back,
-    big.map((s) => JSON.parse(s)),
-  );
 });
