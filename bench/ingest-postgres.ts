@@ -140,15 +140,16 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
       );
     };
     // Warm-up, not timed: every node takes `warm` passes' worth of one batch per device, each pass
-    // a year earlier than the last (other partitions, so the timed rows start on empty ones as
-    // COPY's do). A node fresh from start-up runs its upload path in V8's baseline tiers and
+    // 31 days earlier than the last (WARM_SHIFT_MS: other partitions, so the timed rows start on
+    // empty ones as COPY's do). A node fresh from start-up runs its upload path in V8's baseline tiers and
     // compiles it meanwhile; a server runs warm. One pass was not enough: perf of the timed window
     // after it still found 22 % of the node's samples in V8's compiler threads, after three passes
     // 4 %, and the node's CPU per observation 24 % lower (docs/benchmarks.md, "Sixteenth session").
     // A pass is shared among the nodes, so n nodes take n times the passes: with `warm` passes in
-    // all, each of two nodes had half a lone node's warm-up, and in the timed window its V8 threads
-    // were still compiling (0.10–0.17 µs/obs against 0.03) and its main thread ran slower code:
-    // two nodes cost 0.87–0.89 µs/obs against one's 0.38–0.46 ("Twenty-third session").
+    // all, each of two nodes had half a lone node's warm-up, and in the timed window its V8 helper
+    // threads were still compiling (0.13–0.23 µs/obs against 0.03–0.04) and its main thread ran
+    // slower code: two nodes spent 0.87–0.89 µs/obs together against one node's 0.38–0.46
+    // (the event bus's sends switched off in both; "Twenty-third session").
     for (let k = 1; k <= o.warm * o.nodes; k++) await upload(bodiesOf(plan.slice(0, o.devices), k * WARM_SHIFT_MS));
     const bodies = bodiesOf(plan);
     const meter = await cpuMeter(
