@@ -48,9 +48,10 @@ export interface Cpu {
 }
 
 /**
- * Reads /proc/PID/stat of the server processes, of every backend connected to the database
- * (pg_stat_activity) and of this process, at start and stop. PostgreSQL's shared helpers (WAL
- * writer, checkpointer) serve every database on the machine and are not counted.
+ * Starts a timed window: a CHECKPOINT first (below), then reads /proc/PID/stat of the server
+ * processes, of every backend connected to the database (pg_stat_activity) and of this process, at
+ * start and stop. PostgreSQL's shared helpers (WAL writer, checkpointer) serve every database on the
+ * machine and are not counted.
  */
 async function cpuMeter(dbName: string, nodePids: number[]): Promise<{ stop(): Promise<Cpu> }> {
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
@@ -141,8 +142,8 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
     };
     // Warm-up, not timed: every node takes `warm` passes' worth of one batch per device, each pass
     // 31 days earlier than the last (WARM_SHIFT_MS: other partitions, so the timed rows start on
-    // empty ones as COPY's do). A node fresh from start-up runs its upload path in V8's baseline tiers and
-    // compiles it meanwhile; a server runs warm. One pass was not enough: perf of the timed window
+    // empty ones as COPY's do). A node fresh from start-up runs its upload path in V8's baseline
+    // tiers and compiles it meanwhile; a server runs warm. One pass was not enough: perf of the timed window
     // after it still found 22 % of the node's samples in V8's compiler threads, after three passes
     // 4 %, and the node's CPU per observation 24 % lower (docs/benchmarks.md, "Sixteenth session").
     // A pass is shared among the nodes, so n nodes take n times the passes: with `warm` passes in
