@@ -1,6 +1,6 @@
 // npm run bench:peers — Reef against the time-series database its users would pick instead
-// (InfluxDB 1.6, Debian's `influxdb` package, default settings), on the same machine in one run
-// (issue 18). The same observations (default 1,000,000 of 1,000 devices) go through both:
+// (InfluxDB 1.6, Debian's `influxdb` package, default settings), on the same machine in one run.
+// The same observations (default 1,000,000 of 1,000 devices) go through both:
 //   InfluxDB: line protocol, --batch points per POST /write (precision ms), --concurrency in flight;
 //   Reef:     JSON with ISO timestamps (written by the SDK's uploadBody), --batch per POST
 //             .../observations, --concurrency in flight;

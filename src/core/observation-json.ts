@@ -49,7 +49,7 @@ export function pageJson(rows: ObservationRecord[]): string {
   return '{"observations":[' + rows.map(observationJson).join(',') + ']}';
 }
 
-// A device's page written as bytes, then made into one string (issue 18 item 2). Building the
+// A device's page written as bytes, then made into one string. Building the
 // page by string concatenation made a rope of ~4,000 pieces that the HTTP layer flattened (for
 // the Content-Length) before encoding it; here the timestamps and keys never become strings, the
 // bytes go into one buffer reused from page to page, and one UTF-8 decode gives a flat string.

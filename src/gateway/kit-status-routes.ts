@@ -1,4 +1,4 @@
-// What the gateway knows of a solution's dev kits, for the browser app's table and tiles (issue 15:
+// What the gateway knows of a solution's dev kits, for the browser app's table and tiles (so that
 // an offline kit must not look normal until "Read now" fails):
 //   GET /api/solutions/{solution}/kits → {kits: [{deviceId, mac, reachable, lastHeard, announcePeriodSeconds, firmware}]}
 // `reachable` is the gateway's own rule (a current announcement, src/gateway/kits.ts: forgotten after

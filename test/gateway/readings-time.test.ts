@@ -1,4 +1,4 @@
-// Kit readings and client uploads of the same reading (issue 13.7): the gateway stores each kit
+// Kit readings and client uploads of the same reading: the gateway stores each kit
 // reading at the kit's own reading time, so when an original Java client uploads the same reading
 // itself (the kit's epoch second as timestamp, the kit's figure as a string) it replaces the bridged
 // observation instead of doubling it. Over real UDP (kit → gateway) and HTTP (the upload).

@@ -148,7 +148,7 @@ SELECT reef_ensure_tier(0);
   {
     version: 4,
     name: 'devkit wire names',
-    // Dev kits carry the original's wire names (issue 13.3): provisioningInfo.ssniMacAddress and
+    // Dev kits carry the original's wire names: provisioningInfo.ssniMacAddress and
     // ssniNetworkDeviceType instead of the seed's vendor* placeholders, and domainInfo.nic_macID.
     // Their solutions' versions move on so no node's cached device list outlives the rewrite.
     sql: `UPDATE devices SET
@@ -163,7 +163,7 @@ SELECT reef_ensure_tier(0);
   {
     version: 5,
     name: 'device templates',
-    // Device templates (issue 13.4): per tenant group and solution, listed in creation order.
+    // Device templates: per tenant group and solution, listed in creation order.
     sql: `CREATE TABLE device_templates (
             pk         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             id         text COLLATE "C" NOT NULL UNIQUE,

@@ -1,4 +1,4 @@
-// The SQLite store's observations, kept in per-device blocks (issue 18, item 1): one row of
+// The SQLite store's observations, kept in per-device blocks: one row of
 // `obs_blocks` holds up to BLOCK_MAX consecutive readings of one device — their timestamps and
 // temperatures in the compact forms below, their free fields (if any) as a JSON list of the stored
 // texts. A batch of 1,000 readings is then one B-tree insert instead of 1,000 inserts into the
