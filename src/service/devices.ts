@@ -51,7 +51,7 @@ export function findDevice(store: Store, account: Account, solution: string, id:
  * The device an upload names, as findDevice finds it (same checks, same 404), from the store's
  * memory where it keeps one (Store.uploadDevice): on PostgreSQL the read was a round trip and a
  * pooled backend woken for every upload, about a tenth of PostgreSQL's CPU per observation
- * uploaded (docs/benchmarks.md, "Twenty-first session").
+ * uploaded (docs/performance.md, "PostgreSQL: the device cache for uploads").
  */
 export function findUploadDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRef> {
   return lookUp(solution, id, (checked) => (store.uploadDevice ?? store.getDevice).call(store, account.groupId, solution, checked));

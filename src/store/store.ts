@@ -232,7 +232,7 @@ export interface Store {
    * latestObservations gives (the conformance suite checks). Callers fall back when absent. Bytes,
    * not a string: for 10,000 devices (1.3 MB) Node spends ~6 ms encoding a string into freshly
    * mapped memory for each response, and ~0.4 ms writing a Buffer it already has
-   * (docs/benchmarks.md, "Twentieth session").
+   * (docs/performance.md, "Latest of all as bytes").
    */
   latestObservationsJson?(groupId: string, solution: string): Promise<Buffer>;
   /** One device, newest first, keyset-paged. */

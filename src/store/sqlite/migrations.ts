@@ -264,7 +264,7 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     name: 'devices-by-tenant',
     // The device quota counts an account's devices before each one is made (QuotaService
     // .checkDevices): without an index that count read every device of every account, 3.5 ms at
-    // 100,000 devices against 27 µs with it (docs/benchmarks.md, "Eleventh session").
+    // 100,000 devices against 27 µs with it.
     sql: 'CREATE INDEX devices_by_tenant ON devices (tenant_id);',
   },
   {
@@ -273,7 +273,7 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     // Each account's device count, kept by triggers with every device made or deleted, whatever
     // makes or deletes it: the device quota reads one row (and decides with the insert, in its
     // transaction: SqliteStore.createDevice) instead of counting the account's devices, a cost
-    // that grew with them (docs/benchmarks.md, "Twelfth session"). The tenant index served only
+    // that grew with them (docs/performance.md, "Device quota kept as a count"). The tenant index served only
     // the old count.
     sql: `CREATE TABLE device_counts (
             tenant_id TEXT PRIMARY KEY,

@@ -478,7 +478,7 @@ export class SqliteStore implements Store {
    * Device by device, each count one range of the (device_pk, ts) key, yielding to the event loop
    * every ~10 ms: better-sqlite3 runs on the main thread, and one statement over every row kept a
    * 100,000,000-row server from answering (or, at start, from listening) for 41–95 s at each upkeep
-   * (docs/benchmarks.md, "Start-up and the observation count"). Rows a device gains or loses
+   * (bench:scale's start-up figures). Rows a device gains or loses
    * meanwhile may be counted or not: the quota is approximate between counts anyway.
    */
   async countObservationsByTenant() {
