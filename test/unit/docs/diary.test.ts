@@ -2,8 +2,9 @@
 // (a numbered session, sitting or pass; "tried and reverted"), no citations of issues that are not
 // in the repository, and no links to the benchmark diary docs/performance.md replaced. Figures
 // live in docs/performance.md's table, rules next to the code they govern. This test reads every
-// text file under src/, test/, bench/ and docs/, and CONTRIBUTING.md and README.md, and reports
-// file:line of each hit. Its own file is skipped: it has to spell the patterns out.
+// text file under src/, test/, bench/, docs/, web/, native/, bin/ and scripts/, and CONTRIBUTING.md
+// and README.md, and reports file:line of each hit. Its own file is skipped: it has to spell the
+// patterns out.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -37,14 +38,14 @@ const RULES: [RegExp, string][] = [
 ];
 
 /** Not read: leaving the project with the gateway's native forwarding path. */
-const SKIP = new Set(['src/gateway/fast-path.ts']);
+const SKIP = new Set(['src/gateway/fast-path.ts', 'native/coap-forward.c']);
 
 const TEXT = /\.(?:ts|mts|mjs|cjs|js|json|md|c|h|html|css|sql|txt|yml|yaml)$/;
 
 function walk(dir: string, out: string[]): string[] {
   if (!fs.existsSync(dir)) return out;
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    if (e.name === 'node_modules' || e.name === 'dist' || e.name.startsWith('.')) continue;
+    if (e.name === 'node_modules' || e.name === 'dist' || e.name === 'build' || e.name.startsWith('.')) continue;
     const p = path.join(dir, e.name);
     if (e.isDirectory()) walk(p, out);
     else if (TEXT.test(e.name) && p !== self && !SKIP.has(path.relative(root, p))) out.push(p);
@@ -53,7 +54,7 @@ function walk(dir: string, out: string[]): string[] {
 }
 
 it('no file speaks of how the project was made, nor cites issues not in the repository', () => {
-  const files = [...['src', 'test', 'bench', 'docs'].flatMap((d) => walk(path.join(root, d), [])), path.join(root, 'CONTRIBUTING.md'), path.join(root, 'README.md')];
+  const files = [...['src', 'test', 'bench', 'docs', 'web', 'native', 'bin', 'scripts'].flatMap((d) => walk(path.join(root, d), [])), path.join(root, 'CONTRIBUTING.md'), path.join(root, 'README.md')];
   const hits: string[] = [];
   for (const file of files) {
     if (!fs.existsSync(file)) continue;
