@@ -1093,9 +1093,10 @@ export class PostgresStore implements Store {
 
   /**
    * One transaction: the head, one COPY of the batches whose span is free, a merge for each other
-   * one. Two round trips when no batch is merged (the driver alone would need five): the transaction's start and the head
-   * go as one simple query (the head prepared once per connection, its arrays sent as literals),
-   * and the COPY's data and the COMMIT go with the COPY (CopyAndCommit). With four uploads in
+   * one. Two round trips when no batch is merged (the driver alone would need five): the
+   * transaction's start and the head go as one simple query (the head prepared once per connection,
+   * its arrays sent as literals), and the COPY's data and the COMMIT go with the COPY
+   * (CopyAndCommit). With four uploads in
    * flight the groups wait on round trips more than on PostgreSQL's CPU.
    */
   private writeTx(group: Pending[], merge: boolean): Promise<({ pk: number; tier: number } | undefined)[]> {
