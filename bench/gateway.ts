@@ -21,11 +21,10 @@
 // and the counters are dumped: stable on a shared machine where CPU times are not. --keep FILE: the dump.
 // --budget F: the pipelined windows again with the generator, the gateway and the kit each on a CPU
 // budget of F cores (a cgroup of its own; needs root), as they would run on machines of their own.
-// --gen-dgram: the load generator on node:dgram, encoding every request (the generator before the
-// eighth session; see genChild).
-// --no-fast-path: the gateway without its forwarding fast path (every request in JavaScript, as
-// before the nineteenth session). --payloads: with a kit payload sink, as when MQTT is on, so the
-// temperature's answers also go to JavaScript (the fast path's tap, docs/coap.md).
+// --gen-dgram: the load generator on node:dgram, encoding every request (encoding costs the generator
+// CPU it shares with the gateway's arm; see genChild).
+// --payloads: with a kit payload sink, as when MQTT is on, so the temperature's answers are also
+// handed to it (docs/mqtt.md).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -268,7 +267,7 @@ async function main(): Promise<void> {
     console.log(`   capacity per core, gateway / kit (kit CPU per direct request ÷ gateway CPU per proxied one): median ${median(capacity).toFixed(2)}×`);
     // Each window's ratio is exactly the product of the two (an arm's rate is its cores busy ÷ its
     // CPU per request): they say how much of the shortfall is CPU the gateway adds and how much is
-    // idle time (docs/benchmarks.md, "Fifteenth session").
+    // idle time.
     console.log(
       `   each window's ratio = CPU per request, direct ÷ gateway arm (generator + kit ÷ generator + gateway + kit) × cores busy, gateway ÷ direct arm; medians ${median(costFactor).toFixed(2)}× and ${median(busyFactor).toFixed(2)}×`,
     );
@@ -511,8 +510,8 @@ async function fleetChild(base: string, count: number, gwPort: number, period: n
  * load generators are (wrk is written in C for this reason): the batched socket (recvmmsg and
  * sendmmsg, one JavaScript call per batch of answers), and each request copied from one encoded
  * template with its message ID and token written in, instead of encoding it again. --gen-dgram:
- * node:dgram and encoding per request, the generator of the sixth and seventh sessions
- * (docs/benchmarks.md, "Eighth session").
+ * node:dgram and encoding per request, which takes a share of the two cores from the gateway's
+ * arm.
  */
 async function genChild(cfg: GenConfig): Promise<void> {
   const options = cfg.proxy ? [stringOption(Option.PROXY_URI, cfg.proxy)] : uriOptions(PATH);

@@ -26,7 +26,7 @@ export interface PgBatch {
  * partitions are made for on demand (ON_DEMAND_PAST_MS). With a year per pass, passes 5 and later
  * went to the default partition, and each partition made in the timed window then scanned it
  * (moving its rows of the new range, then attaching): two nodes, warmed by twice the passes, paid
- * for that in their window and one node did not ("Twenty-third session").
+ * for that in their window and one node did not.
  */
 const WARM_SHIFT_MS = 31 * 86_400_000;
 
@@ -145,12 +145,12 @@ export async function overHttpPostgres(plan: PgBatch[], o: { devices: number; co
     // empty ones as COPY's do). A node fresh from start-up runs its upload path in V8's baseline
     // tiers and compiles it meanwhile; a server runs warm. One pass was not enough: perf of the timed window
     // after it still found 22 % of the node's samples in V8's compiler threads, after three passes
-    // 4 %, and the node's CPU per observation 24 % lower (docs/benchmarks.md, "Sixteenth session").
+    // 4 %, and the node's CPU per observation 24 % lower.
     // A pass is shared among the nodes, so n nodes take n times the passes: with `warm` passes in
     // all, each of two nodes had half a lone node's warm-up, and in the timed window its V8 helper
     // threads were still compiling (0.13–0.23 µs/obs against 0.03–0.04) and its main thread ran
     // slower code: two nodes spent 0.87–0.89 µs/obs together against one node's 0.38–0.46
-    // (the event bus's sends switched off in both; "Twenty-third session").
+    // (the event bus's sends switched off in both).
     for (let k = 1; k <= o.warm * o.nodes; k++) await upload(bodiesOf(plan.slice(0, o.devices), k * WARM_SHIFT_MS));
     const bodies = bodiesOf(plan);
     const meter = await cpuMeter(
@@ -247,8 +247,8 @@ function perObs(c: Cpu, total: number): string {
  * Prints the PostgreSQL figures of bench:ingest: COPY (storage limit), the store path, HTTP on 1..N
  * nodes. One node's uploads and COPY take turns for `rounds` rounds, COPY first and last, and each
  * round's ratio is taken against the faster of the COPY just before and just after it: on this
- * shared machine the same work's PostgreSQL cost moved from 2.2 to 3.6 µs per row within minutes
- * (docs/benchmarks.md, "Eleventh session"), so a single pair could land on either side of a slow
+ * shared machine the same work's PostgreSQL cost moved from 2.2 to 3.6 µs per row within minutes,
+ * so a single pair could land on either side of a slow
  * spell; the target is judged on the median round. The first COPY on a fresh server can be slowed
  * by cold caches (seen at 0.73 of the next), which the faster-of-two keeps out of the limit.
  */

@@ -1,6 +1,6 @@
 // npm run bench:instructions — CPU instructions the server spends per uploaded observation, counted
 // by valgrind's callgrind (this machine's perf has no hardware counters): stable on a noisy shared
-// machine where times are not (issue 18). A real `reef serve` runs under callgrind; after the
+// machine where times are not. A real `reef serve` runs under callgrind; after the
 // devices exist and a warm-up upload, the counters are zeroed (callgrind_control -z), the measured
 // uploads run (bench:ingest's plan, bodies built beforehand, --concurrency in flight), and the
 // counters are dumped: the total counts every thread of the server process (main, libuv, V8).

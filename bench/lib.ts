@@ -170,7 +170,7 @@ export function threadCpuSeconds(pid: number): number {
 /**
  * A CPU budget of its own for some processes: a cgroup whose CPU bandwidth (CFS quota) is `cores`
  * of a core, as a process on a machine or a container of its own would have, so that parts sharing
- * this machine's two cores can be measured as they would run apart (issue 18: "two nodes on separate
+ * this machine's two cores can be measured as they would run apart ("two nodes on separate
  * CPU budgets ... show it with taskset/cgroups"). cgroup v2 (`cpu.max`) where its cpu controller is
  * on, else v1 (`cpu.cfs_quota_us`); needs root. The 10 ms period (the kernel's default is 100) keeps
  * a budget's pauses shorter than a request's round trip under load. remove() moves the processes

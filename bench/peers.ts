@@ -1,6 +1,6 @@
 // npm run bench:peers — Reef against the time-series database its users would pick instead
-// (InfluxDB 1.6, Debian's `influxdb` package, default settings), on the same machine in one run
-// (issue 18). The same observations (default 1,000,000 of 1,000 devices) go through both:
+// (InfluxDB 1.6, Debian's `influxdb` package, default settings), on the same machine in one run.
+// The same observations (default 1,000,000 of 1,000 devices) go through both:
 //   InfluxDB: line protocol, --batch points per POST /write (precision ms), --concurrency in flight;
 //   Reef:     JSON with ISO timestamps (written by the SDK's uploadBody), --batch per POST
 //             .../observations, --concurrency in flight;
@@ -17,7 +17,7 @@
 // Before any timed window, --warm N (default 5) untimed passes of one batch per device go through
 // each server, each pass followed by a few reads: a Node server fresh from start-up runs its code in
 // V8's baseline tiers and compiles it meanwhile (Reef's CPU per observation fell for four to five
-// passes; docs/benchmarks.md, "Twenty-second session"), and a server in use runs warm.
+// passes, and its first read responses deoptimized the upload path), and a server in use runs warm.
 //   --observations N  --devices N  --batch N  --concurrency N  --queries N  --rounds N  --warm N  --influx URL
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';

@@ -1,9 +1,9 @@
 // npm run bench:query — reads against 10,000,000 stored observations (10,000 devices × 1,000) on a
 // real `reef serve` child process:
-//   latest of all 10,000 devices (target p50 ≤ 10 ms, issue 18; 20 ms before it), one device's
+//   latest of all 10,000 devices (target p50 ≤ 10 ms), one device's
 //   newest 1,000 (target p50 ≤ 5 ms),
 //   GET devices requests/s against a bare Fastify route serving the same JSON in the same run
-//   (target ratio ≥ 0.5), the solution-wide query (issue 13.5: a page of 1,000 at the start and
+//   (target ratio ≥ 0.5), the solution-wide query (a page of 1,000 at the start and
 //   one reached through many next_page links, which keyset paging keeps at the same cost), and the
 //   server's peak RSS.
 //   --devices N  --per-device N  --seconds S  --concurrency N  --store sqlite|postgres
@@ -99,7 +99,7 @@ try {
   const one = await latency(async () => get(`/api/solutions/StudioSimulation/devices/${ids[(i++ * 7919) % DEVICES]}/observations?limit=1000`)(), 300);
   console.log(`one device, newest 1,000:     p50 ${fmt(one.p50, 2)} ms, p99 ${fmt(one.p99, 2)} ms  (target p50 ≤ 5 ms: ${one.p50 <= 5 ? 'met' : 'NOT met'})`);
 
-  // Solution-wide range query (issue 13.5): the first page, then a page reached by following
+  // Solution-wide range query: the first page, then a page reached by following
   // next_page DEEP times; keyset paging (no OFFSET) should keep the deep one at the first one's cost.
   const DEEP = Math.min(200, Math.floor((DEVICES * PER_DEVICE) / 1000) - 1);
   const range = `/api/solutions/StudioSimulation/observations?from=${new Date(T0).toISOString()}&to=${new Date(T0 + PER_DEVICE * 10_000).toISOString()}&limit=1000`;

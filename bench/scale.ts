@@ -1,4 +1,4 @@
-// npm run bench:scale — issue 18 item 6: how reads and ingest change as the SQLite store grows.
+// npm run bench:scale: how reads and ingest change as the SQLite store grows.
 // Every point is measured through a real `reef serve` child process over HTTP; each curve's first
 // point (for ingest: the empty store) is the same-run baseline its ratios are taken to.
 //   1. latest of all devices (GET /api/solutions/{s}/observations) at 1,000 / 10,000 / 100,000

@@ -1,5 +1,5 @@
 // `npm run bench:soak`: sustained mixed load on a real `reef serve` (child process, loopback) with
-// crash rounds, to show nothing grows without bound and nothing acknowledged is lost (issue 11).
+// crash rounds, to show nothing grows without bound and nothing acknowledged is lost.
 //   clients (default 1,000): 60 % upload 10 observations per request for their own device, 30 % read
 //   (a device's newest 100, the solution's latest), 8 % hold a live event stream, 2 % read the demo
 //   kit through the CoAP gateway (session + Proxy-Uri over UDP). Each client waits ~1 s between

@@ -1,9 +1,10 @@
-// Batched UDP datagram I/O for the CoAP gateway (src/coap/datagrams.ts is its only user).
+// Batched UDP datagram I/O for the CoAP gateway and the kit's network module (src/coap/datagrams.ts
+// is its only user, behind the same interface as node:dgram).
 //
 // Why it exists: node:dgram makes one system call and one JavaScript callback per datagram, and
 // allocates a receive buffer and an address object for each. The gateway receives and sends two
-// datagrams per proxied request, so that per-datagram cost is most of what it spends (docs/
-// benchmarks.md, "Seventh session"). Here one readiness callback drains the socket with
+// datagrams per proxied request, so that per-datagram cost is most of what it spends
+// (docs/performance.md). Here one readiness callback drains the socket with
 // recvmmsg(2) (up to SLOTS messages per call), copies the datagrams into one Buffer and hands them
 // to JavaScript in one call; datagrams queued during that call go out with sendmmsg(2) in one
 // system call. Elsewhere than Linux the same interface loops over recvmsg(2)/sendmsg(2).
@@ -14,7 +15,7 @@
 // message with a UDP_SEGMENT control message, and a socket that set UDP_GRO takes such a run as one
 // message with its segment size, split here into its datagrams. On loopback a datagram's walk
 // through the sending and receiving stack, paid by the sender, was most of the gateway's CPU per
-// request; as one run it is paid once (docs/benchmarks.md, "Eighteenth session"). What the peer
+// request; as one run it is paid once (docs/performance.md). What the peer
 // receives is the same datagrams: the kernel segments the run for a socket that did not ask for
 // GRO, and a network card or the kernel does for the wire. A kernel or route that refuses GSO gets
 // one datagram per message from then on.

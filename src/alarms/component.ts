@@ -1,4 +1,4 @@
-// The alarms part of `reef serve` (issue 17, docs/alarms.md): the alarms API on every node; the
+// The alarms part of `reef serve` (docs/alarms.md): the alarms API on every node; the
 // evaluator and the webhook sender as one leadership job, so on several nodes one node evaluates
 // each rule and sends each delivery.
 import type { Component, ComponentFactory, Services } from '../app/contracts.ts';

@@ -29,7 +29,7 @@ const TENANT_ID = /^TN[0-9A-F]{20}$/i;
  * A new account. Without a group it is a group of its own (group id = its tenant id). `group`
  * starts a new named group; `joinGroup` joins an existing one, and only that way: a group is never
  * joined by accident, and a group name can never be another account's tenant id, so nobody joins a
- * tenant's own devices by naming its id (issue 11.7).
+ * tenant's own devices by naming its id.
  */
 export async function createAccount(store: Store, opts: { name: string; group?: string; joinGroup?: string }): Promise<NewCredentials> {
   const name = opts.name.trim();
@@ -75,8 +75,8 @@ export async function setDisabled(store: Store, idOrClientId: string, disabled: 
 
 /**
  * The secret version a token carries (`sv`): a short fingerprint of the account's secret hash. The
- * hash changes when the secret is rotated, so tokens issued before a rotation stop verifying
- * (issue 11.6). It reveals nothing: the hash is salted and this is a digest of it.
+ * hash changes when the secret is rotated, so tokens issued before a rotation stop verifying.
+ * It reveals nothing: the hash is salted and this is a digest of it.
  */
 export function secretVersion(secretHash: string): string {
   return createHash('sha256').update(secretHash).digest('base64url').slice(0, 12);

@@ -46,8 +46,8 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
 }
 
 /**
- * Bounds scrypt work (issue 11.3). scrypt runs on libuv's thread pool (4 threads), which file I/O
- * and DNS share; a flood of logins used to fill it, and everything behind it waited. At most
+ * Bounds scrypt work. scrypt runs on libuv's thread pool (4 threads), which file I/O
+ * and DNS share; a flood of logins would fill it, and everything behind it would wait. At most
  * `concurrency` hashes run at once; waiting work is queued per source address and served
  * round-robin, so one address flooding cannot starve another's login. At most `maxQueued` wait in
  * all and `maxQueuedPerSource` from one address; when the queue is full, the newest waiting check

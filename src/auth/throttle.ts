@@ -1,4 +1,4 @@
-// Failed-login throttle (issue 11.4). Two limits, both over a sliding window and both counting an
+// Failed-login throttle. Two limits, both over a sliding window and both counting an
 // attempt the moment it starts (an attempt still being checked counts as a failure until it
 // succeeds), so 200 guesses sent in parallel are not all checked:
 // - per (source address, client id): after `maxFailures`, that source gets 429 for that client id;

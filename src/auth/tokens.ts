@@ -7,7 +7,7 @@
 // Signing and verifying are synchronous HMAC-SHA256 with node:crypto (a few microseconds), not a
 // JOSE library: jose verifies through WebCrypto, whose HMAC runs on libuv's small thread pool, the
 // same pool that scrypt password hashing occupies, so a flood of bogus logins made every request
-// with a not-yet-remembered token wait behind it (issue 11.3). The verifier is also stricter than a
+// with a not-yet-remembered token wait behind it. The verifier is also stricter than a
 // general JOSE library needs to be: exactly HS256, a kid, no `crit`, canonical base64url.
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { ReefError } from '../core/errors.ts';

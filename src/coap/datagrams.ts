@@ -3,8 +3,9 @@
 // received datagrams, one system call per batch sent; on Linux a run of datagrams to one peer goes
 // through the kernel as one packet, UDP GSO/GRO). The gateway uses the batched one, because
 // it receives and sends two datagrams per proxied request and node:dgram's per-datagram cost was
-// most of its own (docs/benchmarks.md, "Seventh session"); so does the kit's network module, whose
-// per-request cost it cut by a third ("Fourteenth session"). Clients use node:dgram.
+// most of its own; so does the kit's network module (docs/performance.md). Clients use node:dgram.
+// Both implement the one interface below, and behave alike: nothing above it depends on which one
+// it got, so the gateway and the kit work (more slowly) where the addon was not built.
 import dgram from 'node:dgram';
 import dns from 'node:dns';
 import { createRequire } from 'node:module';

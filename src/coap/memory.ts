@@ -2,8 +2,8 @@
 // each (peer, Message ID), the message's token, until when it is remembered, and for a CON the
 // answer it got. A busy endpoint (the gateway: two messages per proxied request) remembers tens of
 // thousands of messages for EXCHANGE_LIFETIME; as JavaScript objects and string keys in a Map they
-// all lived through V8's young-generation collections and were copied by each (docs/benchmarks.md,
-// "Seventh session"). Here they are numbers in typed arrays with one open-addressing index: a
+// all lived through V8's young-generation collections and were copied by each (docs/performance.md,
+// "CoAP: memory without per-datagram objects"). Here they are numbers in typed arrays with one open-addressing index: a
 // message remembered allocates nothing.
 //
 // The newest `max` messages are remembered, in a ring that starts small and doubles until `max`

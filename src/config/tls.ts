@@ -1,7 +1,7 @@
 // TLS material for every listener that speaks TLS (HTTPS here; MQTT over TLS reuses it): the
 // operator's certificate and key files (REEF_TLS_CERT / REEF_TLS_KEY), or a self-signed certificate
 // made at first start and kept in the data directory (REEF_TLS_SELF_SIGNED). The original clients
-// speak only https (issue 13.8), so a deployment without a certificate still has a way to serve it.
+// speak only https, so a deployment without a certificate still has a way to serve it.
 //
 // The self-signed certificate is written here in DER by hand (X.509 v3, RFC 5280 §4.1) because
 // node:crypto signs but does not build certificates, and no dependency is needed for ~60 lines.

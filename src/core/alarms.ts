@@ -1,4 +1,4 @@
-// Alarm domain types (issue 17, docs/alarms.md): rules, alarms with their lifecycle and history,
+// Alarm domain types (docs/alarms.md): rules, alarms with their lifecycle and history,
 // evaluation state and webhook deliveries. Records are what the store keeps; the feature
 // (src/alarms) validates rules and turns records into the wire form.
 

@@ -1,4 +1,4 @@
-// A dedicated reader for the common upload body (issue 18): {"observations":[{"timestamp":
+// A dedicated reader for the common upload body: {"observations":[{"timestamp":
 // "2026-01-31T12:00:00.000Z","temperature":21.5}, ...]} — canonical ISO timestamps, temperatures
 // as JSON numbers or null, no other fields — scanned once, byte by byte from the body as received
 // (UTF-8; every byte this shape allows is ASCII, so any other byte is "not this shape"), straight

@@ -23,7 +23,7 @@ export interface DomainInfo {
 /**
  * seed §2 writes the two MAC fields with the placeholder word `vendor` "where the wire form carries a
  * vendor word"; the wire word is `ssni`, and the original clients read exactly
- * `provisioningInfo.ssniMacAddress` (issue 13.3), so Reef serves the wire names.
+ * `provisioningInfo.ssniMacAddress`, so Reef serves the wire names.
  */
 export interface ProvisioningInfo {
   status: 'provisioned';
@@ -81,7 +81,7 @@ export interface ObservationGroup {
 }
 
 /**
- * A device template (issue 13.4): a named list of sensors of a solution. `sensors` items are kept
+ * A device template: a named list of sensors of a solution. `sensors` items are kept
  * as the client sent them: a sensor name, or an object with at least `name`.
  */
 export interface DeviceTemplate {

@@ -175,7 +175,7 @@ export class Kit {
     await this.module.start();
     await this.primary.connect();
     const at = `${this.address().address}:${this.address().port} (prefix /${this.module.prefix}, firmware ${this.config.firmware})`;
-    // With a gateway the kit is "up" only once the gateway accepts it (the module says which, item 7 of issue 16).
+    // With a gateway the kit is "up" only once the gateway accepts it (the module says which).
     if (this.config.gateway) this.log.note(`kit ${this.mac} started on ${at}; announcing to the gateway ${this.config.gateway.address}:${this.config.gateway.port}`);
     else this.log.note(`kit ${this.mac} up on ${at}`);
   }

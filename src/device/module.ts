@@ -162,7 +162,7 @@ export class NetworkModule {
     // The batched socket (native/udp-batch.c: recvmmsg/sendmmsg), as the gateway's: on node:dgram a
     // request cost the kit one JavaScript callback, an address object and a system call per
     // datagram each way, a third of its CPU per request on machines where Node's UDP path is dear
-    // (docs/benchmarks.md, "Fourteenth session"). node:dgram when the addon is not built.
+    // (docs/performance.md). node:dgram when the addon is not built.
     this.endpoint = await CoapEndpoint.create({ ...opts, batched: true });
     this.endpoint.handle((req, peer) => this.onRequest(req, peer));
     this.endpoint.on('reset', (mid: number, peer: Peer) => this.onPeerReset(mid, peer));

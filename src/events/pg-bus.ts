@@ -11,7 +11,7 @@
 // observations over the batch's time span: the batch itself whenever an upload appends.
 //
 // Nothing is sent while no other node listens: a node alone on its database (the common case, and
-// every upload's NOTIFY was a transaction of its own, docs/benchmarks.md "PostgreSQL") publishes in
+// every upload's NOTIFY would be a transaction of its own) publishes in
 // process only. A node learns of the others from PostgreSQL's own list of sessions (the listening
 // connections, by application_name) when its listener connects and every few seconds after, and at
 // once from any message of another node: each listener says hello when it (re)connects.
@@ -258,8 +258,8 @@ export class PgEventBus implements EventBus {
           }
           // A commit that does not wait for its WAL flush (set_config(..., true) holds until this
           // statement's own commit): a NOTIFY is delivered at commit either way, and a live update
-          // lost in a crash is what best effort allows (nothing stored depends on it). Waiting cost
-          // a flush per upload (docs/benchmarks.md, PostgreSQL).
+          // lost in a crash is what best effort allows (nothing stored depends on it). Waiting would
+          // cost a WAL flush per upload.
           await this.opts.pool.query(`SELECT pg_notify('${CHANNEL}', p) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s, unnest($1::text[]) WITH ORDINALITY AS u(p, i) ORDER BY i`, [
             envelopes,
           ]);

@@ -356,7 +356,7 @@ export class Gateway {
   // ---- sessions --------------------------------------------------------------------------------
 
   private async sessionRequest(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
-    // The original Java client opens a session with POST or PUT (issue 13.6): both carry the token.
+    // The original Java client opens a session with POST or PUT: both carry the token.
     if (req.code === Code.POST || req.code === Code.PUT) {
       const cf = getUintOption(req, Option.CONTENT_FORMAT);
       if (cf !== undefined && cf !== ContentFormat.TEXT_PLAIN) return this.small(req, peer, new ReefError('UNSUPPORTED_MEDIA_TYPE', 'send the token as text (content-format 0)'));
@@ -839,7 +839,7 @@ export class Gateway {
    * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
    * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
    * Never a whole second: that is where a temperature reading is stored (the kit's own reading
-   * second, issue 13.7), so an added sensor's reading cannot replace it.
+   * second), so an added sensor's reading cannot replace it.
    */
   private stamp(mac: string): number {
     const now = Date.now();

@@ -67,11 +67,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: config.http.trustProxy,
     bodyLimit: config.http.bodyLimitBytes,
     // A client has this long to send its whole request, body included; slow senders are reaped
-    // (408) instead of holding a connection open forever (issue 11.7). Node checks open connections
+    // (408) instead of holding a connection open forever. Node checks open connections
     // every `connectionsCheckingInterval`, so the reaping happens within a quarter more.
     requestTimeout: config.http.requestTimeoutMs,
     http: serverTimeouts,
-    // Fastify makes an https.Server when given key material (issue 13.8): the same routes, and the
+    // Fastify makes an https.Server when given key material: the same routes, and the
     // same timeouts (Fastify hands `http` options only to a plain HTTP server).
     ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key, ...serverTimeouts } } : {}),
     // Errors before routing (a path segment too long, a broken URL) and errors Node's HTTP parser
@@ -92,9 +92,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const textAjv = new Ajv({ ...ajvOptions, coerceTypes: 'array' });
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
 
-  // ---- request body content types (issue 13.1; src/http/content-types.ts, docs/api.md) ----
-  // JSON with an empty body allowed (the JavaScript SDK's bodiless GET/DELETE), nesting bounded
-  // (issue 11.7), and a body with no Content-Type read as JSON (the Windows client clears it).
+  // ---- request body content types (src/http/content-types.ts, docs/api.md) ----
+  // JSON with an empty body allowed (the JavaScript SDK's bodiless GET/DELETE), nesting bounded,
+  // and a body with no Content-Type read as JSON (the Windows client clears it).
   // Token routes add text/plain.
   installBodyParsers(app);
   // ---- end of request body content types ----

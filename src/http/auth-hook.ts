@@ -14,7 +14,7 @@ declare module 'fastify' {
     /**
      * The route is an event stream: the token may come as `?access_token=` because EventSource
      * cannot set headers (RFC 6750 §2.3). Only such routes accept it: a token in a URL ends up in
-     * logs and browser history, so nothing else takes it from there (issue 11.7).
+     * logs and browser history, so nothing else takes it from there.
      */
     tokenInQuery?: boolean;
   }

@@ -1,4 +1,4 @@
-// How request bodies are read (issue 13.1; docs/api.md "Request bodies and content types").
+// How request bodies are read (docs/api.md "Request bodies and content types").
 // Every Reef request body is JSON, and the original clients are loose about saying so: the
 // JavaScript SDK sends `Content-Type: application/json` on bodiless GETs and DELETEs, and the
 // Windows client clears the header before it posts its credentials. So:
@@ -18,7 +18,7 @@ type Done = (err: Error | null, body?: unknown) => void;
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * A route's own reader for the common shape of its body (the observation upload, issue 18),
+     * A route's own reader for the common shape of its body (the observation upload),
      * given the bytes as received: returns the body, or undefined for anything else, which then
      * takes the general JSON path below (and so gets the same answers as before, errors included).
      */

@@ -2,8 +2,8 @@
 // blank line ends a message, `:` lines are comments), used by every live stream: the solution's
 // event stream and the gateway's HTTP bridge observe stream.
 //
-// A stream is a long-lived response, so the registry here bounds what streams can cost (issue 11.2)
-// and how long they outlive their authority (issue 11.6):
+// A stream is a long-lived response, so the registry here bounds what streams can cost
+// and how long they outlive their authority:
 // - at most `maxPerAccount` open streams per account and `maxPerNode` in all; one more is refused
 //   with TOO_MANY_STREAMS (429) before anything is written;
 // - a reader that stops reading is disconnected, not buffered for: when a stream already has unsent

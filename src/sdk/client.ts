@@ -361,7 +361,7 @@ export class ReefClient {
   }
 
   /**
-   * Every observation of the solution in a range (issue 13.5): `[{deviceId, observations}]` groups,
+   * Every observation of the solution in a range: `[{deviceId, observations}]` groups,
    * device by device, newest first within a device, page by page through `next_page`. Give `from`
    * and/or `to` (without a range the server answers the latest of each device instead).
    */

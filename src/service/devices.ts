@@ -51,7 +51,7 @@ export function findDevice(store: Store, account: Account, solution: string, id:
  * The device an upload names, as findDevice finds it (same checks, same 404), from the store's
  * memory where it keeps one (Store.uploadDevice): on PostgreSQL the read was a round trip and a
  * pooled backend woken for every upload, about a tenth of PostgreSQL's CPU per observation
- * uploaded (docs/benchmarks.md, "Twenty-first session").
+ * uploaded (docs/performance.md, "PostgreSQL: the device cache for uploads").
  */
 export function findUploadDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRef> {
   return lookUp(solution, id, (checked) => (store.uploadDevice ?? store.getDevice).call(store, account.groupId, solution, checked));
@@ -121,7 +121,7 @@ export async function createDevice(store: Store, events: EventBus, account: Acco
 }
 
 /**
- * A device may name a template of its solution (issue 13.4, docs/api.md "Device templates"): the
+ * A device may name a template of its solution (docs/api.md "Device templates"): the
  * name must resolve, so a typo is a clear 400 rather than a dangling link.
  */
 async function checkTemplate(store: Store, account: Account, solution: string, domainInfo: DomainInfo): Promise<DomainInfo> {
@@ -194,7 +194,7 @@ export async function updateDevice(store: Store, events: EventBus, account: Acco
   throw new ReefError('CONFLICT', 'the device kept changing while this change was made; send it again');
 }
 
-/** Deletes the device and its observations; answers the device as it was (issue 13.2). */
+/** Deletes the device and its observations; answers the device as it was. */
 export async function deleteDevice(store: Store, events: EventBus, account: Account, solution: string, id: string): Promise<DeviceRecord> {
   const d = await findDevice(store, account, solution, id);
   // A concurrent delete may win between the read and this: then it is gone, as for the loser.

@@ -198,7 +198,7 @@ export async function deviceObservationsJson(store: Store, device: DeviceRecord,
   return { json: page.json, nextAfter: page.nextBefore === null ? null : new Date(page.nextBefore).toISOString() };
 }
 
-/** True when a solution-wide read asks for a range (issue 13.5); otherwise it is "latest of each". */
+/** True when a solution-wide read asks for a range; otherwise it is "latest of each". */
 export function isRangeQuery(q: RangeQuery): boolean {
   return q.from !== undefined || q.to !== undefined || q.after !== undefined;
 }

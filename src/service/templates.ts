@@ -1,4 +1,4 @@
-// Device templates (issue 13.4; wire §1 "device templates"): named lists of sensors per solution,
+// Device templates (wire §1 "device templates"): named lists of sensors per solution,
 // isolated per tenant group like devices, and the static templates every tenant sees at
 // /api/tenants/systemTenant/devicetemplates. Bodies come as {"deviceTemplate": {name, sensors}} (the
 // original SDK) or bare {name, sensors}; both are validated here before anything is stored.

@@ -271,7 +271,7 @@ export class SimulationManager {
     if (active >= this.limits.maxActivePerGroup) {
       throw new ReefError('CONFLICT', `at most ${this.limits.maxActivePerGroup} simulations may run at once per account: stop one first`);
     }
-    // Quotas before any work: the devices it creates and the readings its backfill writes (issue 11.5).
+    // Quotas before any work: the devices it creates and the readings its backfill writes.
     if (this.opts.quotas) {
       await this.opts.quotas.checkDevices(account.tenantId, params.devices);
       if (params.backfillMs > 0) await this.opts.quotas.checkBackfill(account.tenantId, Math.ceil(params.backfillMs / params.intervalMs) * params.devices);

@@ -194,7 +194,7 @@ export interface Store {
    */
   countObservationsByTenant(): Promise<Map<string, number>>;
 
-  // device templates (issue 13.4): per group and solution, in creation order
+  // device templates: per group and solution, in creation order
   listTemplates(groupId: string, solution: string): Promise<DeviceTemplateRecord[]>;
   getTemplate(groupId: string, solution: string, id: string): Promise<DeviceTemplateRecord | null>;
   /**
@@ -232,7 +232,7 @@ export interface Store {
    * latestObservations gives (the conformance suite checks). Callers fall back when absent. Bytes,
    * not a string: for 10,000 devices (1.3 MB) Node spends ~6 ms encoding a string into freshly
    * mapped memory for each response, and ~0.4 ms writing a Buffer it already has
-   * (docs/benchmarks.md, "Twentieth session").
+   * (docs/performance.md, "Latest of all as bytes").
    */
   latestObservationsJson?(groupId: string, solution: string): Promise<Buffer>;
   /** One device, newest first, keyset-paged. */
@@ -243,7 +243,7 @@ export interface Store {
    */
   observationPageJson?(deviceId: string, q: ObservationQuery): Promise<{ json: string; nextBefore: number | null }>;
   /**
-   * Every observation of the group's solution in the range (issue 13.5), keyset-paged: device by
+   * Every observation of the group's solution in the range, keyset-paged: device by
    * device in creation order, newest first within a device. A page costs index range scans of the
    * devices it touches (one probe for a device with nothing in range); never OFFSET or COUNT.
    */

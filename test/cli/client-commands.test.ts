@@ -149,7 +149,7 @@ describe('reef devices and observations', () => {
     return r.stdout.split('\n').filter(Boolean).length;
   }
 
-  it('templates create, list, update, get, system and delete (issue 13.4)', async () => {
+  it('templates create, list, update, get, system and delete', async () => {
     const c = await reef(['templates', 'create', '--name', 'Greenhouse', '--sensors', 'temperature,humidity', '--solution', 'tpl'], { env });
     assert.equal(c.code, 0, c.stderr);
     const id = c.stdout.trim();
@@ -172,7 +172,7 @@ describe('reef devices and observations', () => {
     assert.equal((await reef(['templates', 'get', id, '--solution', 'tpl'], { env })).code, 1);
   });
 
-  it('devices create --mac stores domainInfo.nic_macID in wire form; get finds it by MAC in any spelling (issue 13.3)', async () => {
+  it('devices create --mac stores domainInfo.nic_macID in wire form; get finds it by MAC in any spelling', async () => {
     const c = await reef(['devices', 'create', '--type', 'MILLI', '--mac', '00:13:50:05:FF:AA:BB:01', '--json', '--solution', 'macs'], { env });
     assert.equal(c.code, 0, c.stderr);
     const d = JSON.parse(c.stdout);

@@ -55,7 +55,7 @@ describe('reef account / provision', () => {
     assert.match(missing.stderr, /no account/);
   });
 
-  it("--group never joins another account's tenant or an existing group by accident; --join-group joins explicitly (issue 11.7)", async () => {
+  it("--group never joins another account's tenant or an existing group by accident; --join-group joins explicitly", async () => {
     const dir = dataDir();
     const victim = JSON.parse((await reef(['account', 'create', '--name', 'victim', '--json', '--data-dir', dir])).stdout);
     const hijack = await reef(['account', 'create', '--name', 'intruder', '--group', victim.tenantId, '--data-dir', dir]);

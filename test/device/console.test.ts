@@ -1,5 +1,5 @@
-// The module's diagnostic port (issue 16.1), the serial monitor on its own line (16.4) and the
-// firmware constants by name (16.5), over real ptys from socat: every console command, garbage,
+// The module's diagnostic port, the serial monitor on its own line and the
+// firmware constants by name, over real ptys from socat: every console command, garbage,
 // preferences across a restart, and a firmware update that flips the prefix end to end through
 // the gateway with coap-client.
 import assert from 'node:assert/strict';

@@ -92,7 +92,7 @@ describe('kit resources over UDP (firmware build 117958, prefix /snsr)', () => {
     assert.equal(code(await req(Code.POST, '/snsr/arduino/temp?sens')), '4.05');
     assert.equal(code(await req(Code.PUT, '/snsr/arduino/temp?sens')), '4.05');
     assert.equal(code(await req(Code.GET, '/snsr/arduino/temp?cfg=C')), '4.05');
-    // The original firmware: PUT ?cfg with the value in the payload is not implemented (issue 16.6).
+    // The original firmware: PUT ?cfg with the value in the payload is not implemented.
     assert.equal(code(await req(Code.PUT, '/snsr/arduino/temp?cfg', { payload: Buffer.from('C') })), '5.01');
     assert.equal(code(await req(Code.POST, '/snsr/arduino/temp?cfg')), '4.05');
     assert.equal(code(await get('/snsr/arduino/temp?humidity')), '5.01');

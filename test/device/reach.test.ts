@@ -1,4 +1,4 @@
-// Who can reach a kit (issue 16.3, issue 11.7 kit side): only its gateway by default (seed §4.4,
+// Who can reach a kit: only its gateway by default (seed §4.4,
 // §5: direct-to-device CoAP is not supported); with --allow-direct a direct peer is answered, but
 // never more than three times the bytes it sent (RFC 7252 §11.3), and it cannot take the observe
 // slot the gateway holds. Real UDP: hand-made datagrams and libcoap's coap-client.

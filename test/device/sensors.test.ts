@@ -1,4 +1,4 @@
-// Added sensors (issue 16.2) and the original firmware's answers (issue 16.6), over real UDP: the
+// Added sensors and the original firmware's answers, over real UDP: the
 // kit alone (the test plays its gateway), then two added sensors observed through the gateway with
 // coap-client and stored as observations of their own fields.
 import assert from 'node:assert/strict';
@@ -220,7 +220,7 @@ describe('added sensors through the gateway', () => {
     assert.equal(bat.batteryUnit, 'V');
     // The kit notifies all three in the same tick: no added sensor's reading replaces another or a
     // temperature reading (one timestamp each). Temperature readings sit on the kit's own reading
-    // second (issue 13.7), so two in the same kit second are one observation, as an upload of both.
+    // second, so two in the same kit second are one observation, as an upload of both.
     await h.kits[0]!.stop();
     await until(async () => {
       const r = await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations?limit=10000`, { token: alice.token });

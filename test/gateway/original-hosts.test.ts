@@ -1,4 +1,4 @@
-// Kit host names from the original samples (issue 13.6): every original CoAP sample addresses a kit
+// Kit host names from the original samples: every original CoAP sample addresses a kit
 // as SSN<mac>.SG.YEL01.SSN.SSNSGS.NET (some in lower case), and the Java client opens its session
 // with PUT as often as with POST. Driven with libcoap's coap-client over real UDP, as the samples do.
 import assert from 'node:assert/strict';

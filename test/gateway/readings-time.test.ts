@@ -1,7 +1,8 @@
-// Kit readings and client uploads of the same reading (issue 13.7): the gateway stores each kit
-// reading at the kit's own reading time, so when an original Java client uploads the same reading
-// itself (the kit's epoch second as timestamp, the kit's figure as a string) it replaces the bridged
-// observation instead of doubling it. Over real UDP (kit → gateway) and HTTP (the upload).
+// Kit readings and client uploads of the same reading: the gateway stores each kit reading at the
+// kit's own reading time, so when an original Java client uploads the same reading itself (the
+// kit's epoch second as timestamp, the kit's figure as a string, no unit) it replaces the bridged
+// observation instead of doubling it, and in the same unit: °C with the kit's figure kept
+// (docs/api.md "Temperature units"). Over real UDP (kit → gateway) and HTTP (the upload).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { readingObservation } from '../../src/gateway/readings.ts';

@@ -1,4 +1,4 @@
-// A store outage while the gateway checks a session (issue 12.3): the client is told 5.03 Service
+// A store outage while the gateway checks a session: the client is told 5.03 Service
 // Unavailable with a Max-Age giving the seconds to wait (RFC 7252 §5.9.3.4; the catalogue's
 // STORE_UNAVAILABLE), never 4.01 — its session is fine and stays open, so the same request works
 // again once the database is back. Real parts: PostgreSQL on 127.0.0.1:5432 reached through a TCP

@@ -1,4 +1,4 @@
-// Request bodies and their content types (issue 13.1, docs/api.md "Request bodies and content
+// Request bodies and their content types (docs/api.md "Request bodies and content
 // types"): the Windows client posts its credentials with no Content-Type, others with text/plain or
 // a charset parameter; every JSON route reads a body without Content-Type as JSON; a declared
 // non-JSON type is 415 and a body that is not JSON is 400, both in the uniform error body, and

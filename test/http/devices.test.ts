@@ -53,7 +53,7 @@ describe('devices', () => {
     // An upper-case UUID names the same device.
     assert.equal((await server.request('GET', `/api/solutions/mine/devices/${d.id.toUpperCase()}`, { token })).status, 200);
     const del = await server.request('DELETE', `/api/solutions/mine/devices/${d.id}`, { token, headers: { 'content-type': 'application/json' } });
-    // 200 with the deleted device as JSON (issue 13.2): the original SDK parses every answer.
+    // 200 with the deleted device as JSON: the original SDK parses every answer.
     assert.equal(del.status, 200);
     assert.deepEqual(await del.json(), { id: d.id, deviceType: 'Thermo', domainInfo: {} });
     assert.equal((await server.request('GET', `/api/solutions/mine/devices/${d.id}`, { token })).status, 404);
@@ -195,7 +195,7 @@ describe('dev-kit provisioning over HTTP (operator)', () => {
     assert.match(kitKey, /^[0-9a-f]{64}$/);
     assert.equal(r.headers.get('cache-control'), 'no-store');
     assert.equal(d.deviceType, 'NICDevKit');
-    // The original's wire names (issue 13.3): the seed's vendor* placeholders are ssni* on the wire.
+    // The original's wire names: the seed's vendor* placeholders are ssni* on the wire.
     assert.deepEqual(d.domainInfo, { nic_macID: mac });
     assert.equal(d.provisioningInfo.status, 'provisioned');
     assert.equal(d.provisioningInfo.ssniMacAddress, mac);

@@ -1,4 +1,4 @@
-// Device templates (issue 13.4) on SQLite and on PostgreSQL, called the way the original JavaScript
+// Device templates on SQLite and on PostgreSQL, called the way the original JavaScript
 // SDK calls them (Content-Type: application/json on every request, the raw token, its body shapes):
 // GET/POST /api/solutions/{s}/devicetemplates, PUT .../devicetemplates/{id} and
 // GET /api/tenants/systemTenant/devicetemplates. Bad input is a 400 that stores nothing; another

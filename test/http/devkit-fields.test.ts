@@ -1,4 +1,4 @@
-// Dev kits carry the identity fields the original clients read (issue 13.3): the reference plot page
+// Dev kits carry the identity fields the original clients read: the reference plot page
 // reads provisioningInfo.ssniMacAddress, the Windows and MQTT clients find kits by
 // domainInfo.nic_macID (16 lower-case hex). A MAC given to Reef is accepted in either spelling
 // (field name, separators, case) and kept in the one wire form.

@@ -1,4 +1,4 @@
-// HTTPS (issue 13.8): the original clients speak only https. `reef serve` serves it with the
+// HTTPS: the original clients speak only https. `reef serve` serves it with the
 // operator's certificate and key, or with a self-signed certificate it makes once (key 0600);
 // plain HTTP stays the default. Requests go over real TLS sockets that trust only that certificate.
 import assert from 'node:assert/strict';

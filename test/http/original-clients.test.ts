@@ -1,7 +1,7 @@
 // Every call the original platform's clients make, replayed as they send it (method, path, headers,
 // body) against Reef over real sockets — the table in docs/api.md "The original clients, call by
 // call". Each answer has the status the client accepts, and every answer a client parses is JSON
-// (the original SDK parses every body, a delete included: issue 13.2).
+// (the original SDK parses every body, a delete included).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestServer, type TestServer } from '../helpers/server.ts';

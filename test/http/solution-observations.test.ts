@@ -1,4 +1,4 @@
-// Solution-wide queries (issue 13.5), on SQLite and on PostgreSQL: GET /api/solutions/{s}/observations
+// Solution-wide queries, on SQLite and on PostgreSQL: GET /api/solutions/{s}/observations
 // with from/to/limit/after/tags answers every matching observation of the solution in
 // [{deviceId, observations}] groups, paged by the next_page header (cursor `after`) that clients GET
 // verbatim; without a range it keeps answering the latest of each device. Another tenant's

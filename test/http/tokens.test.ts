@@ -132,7 +132,7 @@ describe('Authorization header', () => {
     }
   });
 
-  it('rotating the secret ends the tokens issued before it (issue 11.6)', async () => {
+  it('rotating the secret ends the tokens issued before it', async () => {
     const c = await server.login('rotate-secret');
     const url = '/api/solutions/sandbox/devices';
     assert.equal((await server.request('GET', url, { token: c.token })).status, 200);

@@ -1,4 +1,4 @@
-// Issue 17.4: alarm notifications on MQTT, `<tenantId>/alarms/<deviceId>` (docs/alarms.md), from
+// Alarm notifications on MQTT, `<tenantId>/alarms/<deviceId>` (docs/alarms.md), from
 // the alarm events on the bus, so every node's broker carries them. A real `mqtt` client
 // subscribes; another tenant cannot subscribe to them.
 import assert from 'node:assert/strict';
@@ -11,7 +11,7 @@ import { until } from '../gateway/helpers.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { connect, grants, inbox } from './helpers.ts';
 
-describe('alarms on MQTT (issue 17.4)', () => {
+describe('alarms on MQTT', () => {
   let t: TestServer;
   let factory: MqttFactory;
   before(async () => {

@@ -1,4 +1,4 @@
-// Hostile input at the MQTT port (issue 14 "Hostile input"): malformed packets before and after
+// Hostile input at the MQTT port (docs/mqtt.md): malformed packets before and after
 // CONNECT, packets announcing more than the limits (cut at the header, before the body is held),
 // and seeded random bytes. Every probe must end in the answer MQTT 3.1.1 demands (the connection
 // closed, a CONNACK refusal) and the broker must keep serving real clients, holding no state of the

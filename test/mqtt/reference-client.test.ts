@@ -1,4 +1,4 @@
-// The original platform's public reference MQTT client, as issue 14 describes it, runs unchanged
+// The original platform's public reference MQTT client runs unchanged
 // against Reef: it obtains a token with its client id and secret (POST /api/tokens), CONNECTs with
 // user name `notused` and the token as password, subscribes to `<tenantId>/alert/+/+`, turns each
 // kit payload (text `<epoch>,<value>,<unit>` or the CBOR map {0:"temp",1:"<text>"}) into

@@ -1,4 +1,4 @@
-// Issue 11, "cross-tenant probes over HTTP": another account's requests at every route of the API,
+// Cross-tenant probes over HTTP: another account's requests at every route of the API,
 // enumerated from the OpenAPI document (so a route added later is probed too), with the victim's
 // solution names, device ids, simulation ids and kit MAC, in several spellings. Nothing of the
 // victim's may come back and nothing of the victim's may change; no probe may cause a 5xx.

@@ -1,4 +1,4 @@
-// Issue 11, "forged tokens": JWTs an attacker can make without the signing key — and a few made
+// Forged tokens: JWTs an attacker can make without the signing key — and a few made
 // with it but wrong in another way — are all refused 401 with the uniform body, on a plain route
 // and on a stream, and none reaches the victim's data.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Issue 11, "fuzz" on HTTP: seeded random and mutated bodies, content types and query strings at
+// Fuzzing over HTTP: seeded random and mutated bodies, content types and query strings at
 // every route that takes a body or a query (enumerated from the OpenAPI document). Every answer is
 // a 2xx or a 4xx with the uniform body; no 5xx, no crash; a batch either stores whole or not at all.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Issue 11.7, HTTP side: hostile bodies and broken requests get the uniform error body with the
+// Hostile HTTP input: bodies and broken requests get the uniform error body with the
 // right status, slow senders are reaped, next_page never echoes the client's Host header, the
 // bridge's payload limit holds for every content type, and the data directory is private.
 import assert from 'node:assert/strict';
@@ -35,7 +35,7 @@ function uniform(answer: string): { status: number; body: Record<string, unknown
   return { status, body };
 }
 
-describe('hostile HTTP (issue 11.7)', () => {
+describe('hostile HTTP', () => {
   let s: TestServer;
   let token: string;
   before(async () => {
@@ -119,7 +119,7 @@ describe('REEF_PUBLIC_URL sets the origin of next_page links', () => {
   });
 });
 
-describe('the HTTP bridge payload limit (issue 11.7)', () => {
+describe('the HTTP bridge payload limit', () => {
   let h: GatewayHarness;
   before(async () => {
     h = await startGateway();
@@ -142,7 +142,7 @@ describe('the HTTP bridge payload limit (issue 11.7)', () => {
   });
 });
 
-describe('expected kit failures are not logged as errors (issue 11.7)', () => {
+describe('expected kit failures are not logged as errors', () => {
   it('an offline kit and a kit that answers nothing: one info line each, no error, no stack', async () => {
     const lines: { level: number; msg: string; err?: unknown }[] = [];
     const log = pino({ level: 'debug' }, { write: (l: string) => lines.push(JSON.parse(l)) });
@@ -169,7 +169,7 @@ describe('expected kit failures are not logged as errors (issue 11.7)', () => {
   });
 });
 
-describe('the data directory is private (issue 11.7)', () => {
+describe('the data directory is private', () => {
   it('reef.db (signing keys) and the demo credentials are readable by their owner only', async () => {
     const parent = tempDir();
     const dataDir = path.join(parent, 'data');

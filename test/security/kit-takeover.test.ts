@@ -1,4 +1,4 @@
-// Issue 11.1: a host that can send UDP to the gateway must not be able to take over, enumerate or
+// Kit takeover: a host that can send UDP to the gateway must not be able to take over, enumerate or
 // knock off a provisioned kit. The attacker here is a plain UDP socket on loopback with no account:
 // it announces the victim's MAC from its own address (unsigned, signed with a made-up key, and a
 // captured genuine announcement replayed), floods forged announcements, and probes which MACs exist.
@@ -17,7 +17,7 @@ import { assertClean, tally } from './tally.ts';
 const READING = /^\d{9,12},-?\d+\.\d{2},[CF]$/;
 const VICTIM = '00000000000011a1';
 
-describe('kit takeover over UDP (issue 11.1)', () => {
+describe('kit takeover over UDP', () => {
   let h: GatewayHarness;
   let owner: { tenantId: string; token: string };
   let victim: Kit;

@@ -1,4 +1,4 @@
-// Issues 11.3 and 11.4: a flood of bogus logins must not stall other callers, and the login
+// Logins (docs/security.md): a flood of bogus logins must not stall other callers, and the login
 // throttle must neither lock the owner out nor let parallel guesses through. Requests come from
 // different loopback addresses (127.0.0.0/8 is all local on Linux) so "source address" is real.
 import assert from 'node:assert/strict';
@@ -41,7 +41,7 @@ function login(server: TestServer, from: string, clientId: string, clientSecret:
   });
 }
 
-describe('login throttle (issue 11.4)', () => {
+describe('login throttle', () => {
   let server: TestServer;
   before(async () => {
     server = await startTestServer({ loginThrottle: { maxFailures: 5, sourceMaxFailures: 20, windowSeconds: 600 } });
@@ -78,7 +78,7 @@ describe('login throttle (issue 11.4)', () => {
   });
 });
 
-describe('login flood (issue 11.3)', () => {
+describe('login flood', () => {
   let server: TestServer;
   before(async () => {
     // One hash at a time and room for 100 waiting: the flood keeps hashing busy for seconds, so the

@@ -1,4 +1,4 @@
-// Issue 11.5: per-account quotas on devices, stored observations and simulation backfill, checked
+// Per-account quotas on devices, stored observations and simulation backfill, checked
 // before any work starts, refused whole with 403 QUOTA_EXCEEDED naming the limit, settable by an
 // operator per account.
 import assert from 'node:assert/strict';
@@ -11,7 +11,7 @@ import { assertClean, tally } from './tally.ts';
 const ADMIN = 'an-operator-key-long-enough';
 const SIMS = '/api/solutions/StudioSimulation/simulations';
 
-describe('quotas (issue 11.5)', () => {
+describe('quotas', () => {
   let s: TestServer;
   before(async () => {
     s = await startTestServer({ adminKey: ADMIN, quotas: { devices: 3, observations: 50, backfill: 1000 } }, [createSimulationComponent()]);

@@ -1,4 +1,4 @@
-// Issues 11.2 and 11.6: live event streams are bounded (per account, per node, per connection's
+// Live event streams are bounded (per account, per node, per connection's
 // unsent bytes) and do not outlive the authority they were opened with.
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -47,7 +47,7 @@ function stalled(server: TestServer, token: string): Promise<net.Socket> {
 /** The shared waitFor (test/helpers/wait.ts), for the stream counters. */
 const until = (cond: () => boolean) => waitFor('the stream counters', cond);
 
-describe('event stream limits (issue 11.2)', () => {
+describe('event stream limits', () => {
   let server: TestServer;
   before(async () => {
     server = await startTestServer({ streams: { maxPerAccount: 40, maxPerNode: 60, maxBufferedBytes: 64 * 1024 } });
@@ -106,7 +106,7 @@ describe('event stream limits (issue 11.2)', () => {
   });
 });
 
-describe('streams end when their authority does (issue 11.6)', () => {
+describe('streams end when their authority does', () => {
   let server: TestServer;
   let clock = Date.now();
   before(async () => {

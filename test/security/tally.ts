@@ -1,4 +1,4 @@
-// The hostile-input suite's bookkeeping (issue 11): every probe is counted as tried and classified
+// The hostile-input suite's bookkeeping: every probe is counted as tried and classified
 // as correct (the answer the spec demands), wrong (a clear answer, but not the right one), a 5xx
 // caused by input, or a leak (another tenant's data, or an effect on another tenant's data). Each
 // suite file prints one line per probe class and asserts: leaks 0, 5xx from input 0, all correct.

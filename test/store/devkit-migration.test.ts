@@ -1,4 +1,4 @@
-// Existing stores are migrated to the dev kits' wire names (issue 13.3): a kit provisioned by an
+// Existing stores are migrated to the dev kits' wire names: a kit provisioned by an
 // older Reef (provisioningInfo.vendorMacAddress, empty domainInfo) reads back with
 // ssniMacAddress, ssniNetworkDeviceType and domainInfo.nic_macID, on SQLite and on PostgreSQL;
 // other devices are untouched.

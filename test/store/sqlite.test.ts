@@ -113,7 +113,7 @@ describe('sqlite: the writer thread dying with groups in flight', () => {
   });
 });
 
-// Latest of all is remembered per solution until the database changes (issue 18): a change by any
+// Latest of all is remembered per solution until the database changes: a change by any
 // connection must show at once — the writer thread, another process's connection, this one's own.
 describe('sqlite: remembered latest of all', () => {
   it('shows uploads, another connection’s writes and its own deletes at once', async () => {

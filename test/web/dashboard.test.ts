@@ -1,4 +1,4 @@
-// The wall-screen dashboard of issue 15 end to end: a real service with a running simulation,
+// The wall-screen dashboard end to end: a real service with a running simulation,
 // Debian's Chromium, at desktop and phone sizes. Live keeps following; tick labels are exact;
 // short data is fitted; any numeric field plots, tiles and exports; times in one format, local or
 // UTC; stale devices show; the map draws Natural Earth offline and clusters; the phone layout.

@@ -1,4 +1,4 @@
-// Issue 14.5: the app shows how to connect over MQTT — the broker's address, the account's topics
+// The app shows how to connect over MQTT — the broker's address, the account's topics
 // and a mosquitto_sub line — from GET /api/mqtt, and nothing when the service runs no broker; a
 // service without the alarms component shows no alarms panel.
 import assert from 'node:assert/strict';

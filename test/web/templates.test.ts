@@ -1,4 +1,4 @@
-// Device templates in the browser app (issue 13.4, docs/api.md "Device templates"): the fields a
+// Device templates in the browser app (docs/api.md "Device templates"): the fields a
 // device's template names are offered to plot before any reading carries them, with the units the
 // template states; a template no device names adds nothing, and another solution's never shows.
 // An alarm rule per template draws its threshold on the plot of a device naming that template.

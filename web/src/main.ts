@@ -84,7 +84,7 @@ function showMessage(text: string, kind: 'error' | 'info' = 'error'): void {
   messageEl.hidden = !text;
 }
 
-/** An error beside the control that caused it (issue 15.4): empty text hides it. */
+/** An error beside the control that caused it: empty text hides it. */
 function showError(box: HTMLElement, text: string): void {
   box.textContent = text;
   box.hidden = !text;
@@ -203,7 +203,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   if (devices.length) select(pickFirst(devices), 'only');
 }
 
-/** Another solution of the same sign-in (issue 15.7): no Disconnect, no secret again. */
+/** Another solution of the same sign-in: no Disconnect, no secret again. */
 async function switchSolution(solution: string): Promise<void> {
   const old = state.conn;
   if (!old) return;
@@ -344,7 +344,7 @@ async function loadTemplateFields(devices: Device[]): Promise<void> {
   }
 }
 
-/** Each dev kit's reachability from the gateway (issue 15.6); only asked when the solution has kits. */
+/** Each dev kit's reachability from the gateway; only asked when the solution has kits. */
 async function refreshKits(): Promise<void> {
   const conn = state.conn;
   if (!conn || !state.devices.some(isDevKit)) return;
@@ -521,7 +521,7 @@ async function loadPlot(): Promise<void> {
   try {
     const series = await fetchSeries(conn, ids, from, to, ac.signal);
     if (ac.signal.aborted) return;
-    // A preset range shorter than the data fits the data (issue 15.3); a custom range is shown as asked.
+    // A preset range shorter than the data fits the data; a custom range is shown as asked.
     plot.set(series, [from, to], q(), 'preset' in state.range);
     info.dataset.state = 'ready';
     info.dataset.devices = ids.join(',');
@@ -628,7 +628,7 @@ for (const r of document.querySelectorAll<HTMLInputElement>('input[name="unit"]'
   });
 }
 
-/** Times in the browser's zone or UTC (issue 15 "time you can trust"): every time on screen follows. */
+/** Times in the browser's zone or UTC: every time on screen follows. */
 function showZone(): void {
   zoneSel.options[0]!.textContent = `Local (${zoneLabel(Date.now(), 'local')})`;
   for (const s of document.querySelectorAll('.zone-name')) s.textContent = `(${zoneLabel()})`;

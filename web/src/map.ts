@@ -1,4 +1,4 @@
-// The device map, loaded lazily (issue 15: the first paint stays fast): this wrapper is all the
+// The device map, loaded lazily (so the first paint stays fast): this wrapper is all the
 // first bundle carries; the map itself (d3-geo, topojson-client, src/map-view.ts) and the Natural
 // Earth borders (world-atlas, fetched from this server: no network beyond Reef) load when a solution
 // has located devices.

@@ -56,7 +56,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
       schema: {
         tags: ['admin'],
         summary: "Provision a dev kit (NICDevKit) to an account's sandbox, as on order fulfillment (seed §3)",
-        // The MAC under any of its names (issue 13.3): `mac`, the wire's `ssniMacAddress`, or the
+        // The MAC under any of its names: `mac`, the wire's `ssniMacAddress`, or the
         // seed's `vendorMacAddress`; with or without ':'/'-' separators, any case.
         body: {
           type: 'object',

@@ -108,7 +108,7 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
     async (request) => {
       const { solution, id } = request.params as { solution: string; id: string };
       // 200 with a JSON body, not 204: the original SDK parses every answer as JSON and reports an
-      // empty one as a failed delete (issue 13.2).
+      // empty one as a failed delete.
       return toWireDevice(await deleteDevice(store, events, request.account, solution, id));
     },
   );

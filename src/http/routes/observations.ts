@@ -37,7 +37,7 @@ const solutionRangeQuery = {
  * The next page's full URL: same path and query, with the cursor replaced (wire §1). Its origin is
  * REEF_PUBLIC_URL when set; else the forwarded host when proxy headers are trusted; else the
  * address this server answered on. Never a client's own Host header: a link built from it would
- * send the next request (and its token) wherever the previous request claimed to be (issue 11.7).
+ * send the next request (and its token) wherever the previous request claimed to be.
  */
 function nextPageUrl(request: FastifyRequest, after: string, config: Config): string {
   const raw = request.url;
@@ -115,7 +115,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       await resolveSolution(store, request.account, solution);
       const { groupId } = request.account;
       // With a range (from, to, or a next_page cursor) the original answers every matching
-      // observation of the solution, paged (issue 13.5); without one, the latest of each device,
+      // observation of the solution, paged; without one, the latest of each device,
       // where tags and limit are ignored as the wire reference says.
       const q = request.query as RangeQuery;
       if (isRangeQuery(q)) {

@@ -1,4 +1,4 @@
-// Device templates (issue 13.4; wire §1): the original SDK's four calls —
+// Device templates (wire §1): the original SDK's four calls —
 // GET/POST /api/solutions/{s}/devicetemplates, PUT .../devicetemplates/{id},
 // GET /api/tenants/systemTenant/devicetemplates — plus GET and DELETE of one template.
 // Shapes are the original's: a list is {"deviceTemplates": [...]}, one template is

@@ -6,7 +6,7 @@ import { acceptJsonAsText } from '../content-types.ts';
 import { errors } from '../schemas.ts';
 
 export async function tokenRoutes(app: FastifyInstance, opts: { auth: Authenticator }) {
-  // Clients post credentials as text/plain or with no Content-Type (issue 13.1): JSON either way.
+  // Clients post credentials as text/plain or with no Content-Type: JSON either way.
   acceptJsonAsText(app);
   const schema = {
     tags: ['tokens'],

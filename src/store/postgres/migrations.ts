@@ -148,7 +148,7 @@ SELECT reef_ensure_tier(0);
   {
     version: 4,
     name: 'devkit wire names',
-    // Dev kits carry the original's wire names (issue 13.3): provisioningInfo.ssniMacAddress and
+    // Dev kits carry the original's wire names: provisioningInfo.ssniMacAddress and
     // ssniNetworkDeviceType instead of the seed's vendor* placeholders, and domainInfo.nic_macID.
     // Their solutions' versions move on so no node's cached device list outlives the rewrite.
     sql: `UPDATE devices SET
@@ -163,7 +163,7 @@ SELECT reef_ensure_tier(0);
   {
     version: 5,
     name: 'device templates',
-    // Device templates (issue 13.4): per tenant group and solution, listed in creation order.
+    // Device templates: per tenant group and solution, listed in creation order.
     sql: `CREATE TABLE device_templates (
             pk         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             id         text COLLATE "C" NOT NULL UNIQUE,
@@ -247,8 +247,7 @@ $fn$;`,
     name: 'devices by tenant',
     // The device quota counts an account's devices before each one is made (QuotaService
     // .checkDevices): without an index that count read every device of every account, 6.1 ms at
-    // 100,000 devices against 0.28 with it, round trip included (docs/benchmarks.md, "Eleventh
-    // session"). A plain CREATE INDEX: it holds off device writes while it builds, a moment even for
+    // 100,000 devices against 0.28 with it, round trip included. A plain CREATE INDEX: it holds off device writes while it builds, a moment even for
     // a million devices, where CONCURRENTLY could not run inside the migration's transaction.
     sql: 'CREATE INDEX devices_by_tenant ON devices (tenant_id);',
   },
@@ -258,7 +257,7 @@ $fn$;`,
     // Each account's device count, kept by a trigger with every device made or deleted, whatever
     // makes or deletes it: the device quota reads one row, which the insert's trigger holds until
     // commit (PostgresStore.createDevice decides in that transaction), instead of counting the
-    // account's devices, a cost that grew with them (docs/benchmarks.md, "Twelfth session"). The
+    // account's devices, a cost that grew with them (docs/performance.md, "Device quota kept as a count"). The
     // trigger is made before the counts are filled in: CREATE TRIGGER holds off device writes
     // until this migration commits, so no device made meanwhile is missed. The tenant index
     // served only the old count.
@@ -289,8 +288,8 @@ DROP INDEX devices_by_tenant;`,
     // partitioned table writes its buffered rows out whenever a row goes to a partition that cannot
     // take buffered inserts (one with BEFORE ROW triggers: PostgreSQL's copyfrom.c). Each buffer
     // then holds a few dozen rows, not a thousand, which keeps PostgreSQL 15 off a per-COPY cost
-    // quadratic in the rows buffered (PostgresStore's COPY_BATCH says how, and docs/benchmarks.md,
-    // "Seventeenth session", what it saves). Tier -1 is no retention: tiers are 0 or days kept.
+    // quadratic in the rows buffered (PostgresStore's COPY_BATCH says how, and docs/performance.md,
+    // "PostgreSQL: the COPY's buffers kept small", what it saves). Tier -1 is no retention: tiers are 0 or days kept.
     sql: `CREATE TABLE obs_copy_flush PARTITION OF observations FOR VALUES IN (-1);
 CREATE FUNCTION reef_skip_row() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN RETURN NULL; END $fn$;
 CREATE TRIGGER obs_copy_flush_skip BEFORE INSERT ON obs_copy_flush FOR EACH ROW EXECUTE FUNCTION reef_skip_row();`,

@@ -212,7 +212,7 @@ function isKeyChanged(e: unknown): boolean {
  * each take a pooled connection. Three, not two: with four uploads in flight on two shared cores, a
  * third group keeps PostgreSQL working while one commits and the node parses; the machine's cores
  * were busy 1.63–1.70 of 2 against 1.50–1.60 with two, and uploads were faster in 4 of 5
- * alternated pairs (docs/benchmarks.md, "Eleventh session"). Four did no better than three.
+ * alternated pairs. Four did no better than three.
  */
 const WRITERS = 3;
 const GROUP_BATCHES = 64;
@@ -224,7 +224,7 @@ const GROUP_BATCHES = 64;
  * million rows). A lone batch waits for the group in flight, whose end pumps again, and goes with
  * the batches that arrived meanwhile: half as many groups. On pooled connections PostgreSQL spent
  * 2.29–2.57 µs per observation uploaded against 2.56–3.11; pipelined, 1.63–1.67 against 1.82–1.97
- * (docs/benchmarks.md, "Twentieth session").
+ * (docs/performance.md, "PostgreSQL: groups, binary COPY, one pipelined connection").
  */
 const MIN_EXTRA_GROUP = 2;
 const GROUP_ROWS = 100_000;
@@ -275,10 +275,10 @@ ON CONFLICT (device_pk, ts, tier) DO UPDATE SET temperature = excluded.temperatu
  * array up to 64 entries and past that as a hash table in which identical pointers are probed one
  * after another, so filling and emptying a buffer of n slots costs on the order of n² probes. A
  * group of one or two uploads fills its buffer to 1,000 rows, and paid for that on every COPY: 24 %
- * of PostgreSQL's CPU during uploads (perf: table_slot_create, ExecDropSingleTupleTableSlot). From
- * the fifth session to the sixteenth the COPY therefore inserted row by row (an always-true volatile
- * WHERE, which copyfrom.c takes to mean one row at a time), paying a heap insert and a WAL record per
- * row. Buffers of FLUSH_EVERY rows pay neither: docs/benchmarks.md, "Seventeenth session".
+ * of PostgreSQL's CPU during uploads (perf: table_slot_create, ExecDropSingleTupleTableSlot). Inserting
+ * row by row instead (an always-true volatile WHERE, which copyfrom.c takes to mean one row at a
+ * time) pays a heap insert and a WAL record per row. Buffers of FLUSH_EVERY rows pay neither:
+ * docs/performance.md, "PostgreSQL: the COPY's buffers kept small".
  */
 const COPY_BATCH = 'COPY observations (device_pk, ts, temperature, extra, tier) FROM STDIN (FORMAT binary)';
 /** Rows between two markers: a buffer stays near the resource owner's 64-entry array and still fills about half a heap page per write-out. */
@@ -1061,8 +1061,8 @@ export class PostgresStore implements Store {
    * the moment the one before commits. One backend, never waiting on this process between groups:
    * with a pooled connection per group, three backends inserting into the same partitions at once
    * spent a quarter more CPU per row (WAL insertion and buffer locks, and the sleeps and wake-ups
-   * around them) and one such connection sat idle for each round trip (docs/benchmarks.md,
-   * "Twentieth session"). Opened on first use; a connection that fails fails the groups in
+   * around them) and one such connection sat idle for each round trip (docs/performance.md,
+   * "PostgreSQL: groups, binary COPY, one pipelined connection"). Opened on first use; a connection that fails fails the groups in
    * flight on it (each is then written again through the pool) and is replaced.
    */
   private pipelined(): Promise<pg.Client> {
@@ -1093,11 +1093,11 @@ export class PostgresStore implements Store {
 
   /**
    * One transaction: the head, one COPY of the batches whose span is free, a merge for each other
-   * one. Two round trips when no batch is merged (was five): the transaction's start and the head
-   * go as one simple query (the head prepared once per connection, its arrays sent as literals),
-   * and the COPY's data and the COMMIT go with the COPY (CopyAndCommit). With four uploads in
-   * flight the groups wait on round trips more than on PostgreSQL's CPU (docs/benchmarks.md,
-   * "PostgreSQL", fifth pass).
+   * one. Two round trips when no batch is merged (the driver alone would need five): the
+   * transaction's start and the head go as one simple query (the head prepared once per connection,
+   * its arrays sent as literals), and the COPY's data and the COMMIT go with the COPY
+   * (CopyAndCommit). With four uploads in
+   * flight the groups wait on round trips more than on PostgreSQL's CPU.
    */
   private writeTx(group: Pending[], merge: boolean): Promise<({ pk: number; tier: number } | undefined)[]> {
     return this.tx(
@@ -1167,8 +1167,8 @@ export class PostgresStore implements Store {
   /**
    * Store.latestObservationsJson: the rows as arrays (no keyed object per device), written straight
    * into UTF-8 bytes. For 10,000 devices the records and their rendering as a string took about as
-   * long as the query, and the string about as long again to send (docs/benchmarks.md,
-   * "Twenty-first session"). Free fields arrive parsed (jsonb) and are written as JSON.stringify
+   * long as the query, and the string about as long again to send (docs/performance.md,
+   * "Latest of all as bytes"). Free fields arrive parsed (jsonb) and are written as JSON.stringify
    * gives them, as latestJson does.
    */
   async latestObservationsJson(groupId: string, solution: string): Promise<Buffer> {

@@ -151,7 +151,7 @@ CREATE TABLE state (
   {
     version: 6,
     name: 'devkit-wire-names',
-    // Dev kits carry the original's wire names (issue 13.3): provisioningInfo.ssniMacAddress and
+    // Dev kits carry the original's wire names: provisioningInfo.ssniMacAddress and
     // ssniNetworkDeviceType instead of the seed's vendor* placeholders, and domainInfo.nic_macID.
     // Their solutions' versions move on so no cached device list outlives the rewrite.
     sql: `UPDATE devices SET
@@ -166,7 +166,7 @@ CREATE TABLE state (
   {
     version: 7,
     name: 'device-templates',
-    // Device templates (issue 13.4): per tenant group and solution, listed in creation order.
+    // Device templates: per tenant group and solution, listed in creation order.
     sql: `CREATE TABLE device_templates (
             pk         INTEGER PRIMARY KEY,
             id         TEXT NOT NULL UNIQUE,
@@ -235,14 +235,14 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     name: 'latest-item',
     // The latest observation also as its whole element of "latest of all devices"
     // ({"deviceId":...,"observations":[...]}), written with the row, so the 10,000-device response
-    // is one group_concat of stored text (SQLite's per-row concatenation was 4 of its 5 ms; issue 18).
+    // is one group_concat of stored text (SQLite's per-row concatenation was 4 of its 5 ms).
     sql: `ALTER TABLE latest ADD COLUMN item TEXT;
           UPDATE latest SET item = '{"deviceId":"' || (SELECT id FROM devices WHERE pk = latest.device_pk) || '","observations":[' || wire || ']}';`,
   },
   {
     version: 10,
     name: 'observation-blocks',
-    // Observations in per-device blocks (blocks.mjs; issue 18): a batch is one B-tree insert
+    // Observations in per-device blocks (blocks.mjs): a batch is one B-tree insert
     // instead of one per reading. The rows move over in this migration's step. A rowid table with
     // a separate (device_pk, first_ts) index, not WITHOUT ROWID: there every interior page of the
     // key's tree would hold copies of whole ~1 KB records (3-4 per page: 6 levels at 100,000
@@ -264,7 +264,7 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     name: 'devices-by-tenant',
     // The device quota counts an account's devices before each one is made (QuotaService
     // .checkDevices): without an index that count read every device of every account, 3.5 ms at
-    // 100,000 devices against 27 µs with it (docs/benchmarks.md, "Eleventh session").
+    // 100,000 devices against 27 µs with it.
     sql: 'CREATE INDEX devices_by_tenant ON devices (tenant_id);',
   },
   {
@@ -273,7 +273,7 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
     // Each account's device count, kept by triggers with every device made or deleted, whatever
     // makes or deletes it: the device quota reads one row (and decides with the insert, in its
     // transaction: SqliteStore.createDevice) instead of counting the account's devices, a cost
-    // that grew with them (docs/benchmarks.md, "Twelfth session"). The tenant index served only
+    // that grew with them (docs/performance.md, "Device quota kept as a count"). The tenant index served only
     // the old count.
     sql: `CREATE TABLE device_counts (
             tenant_id TEXT PRIMARY KEY,

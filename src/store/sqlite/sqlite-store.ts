@@ -172,7 +172,7 @@ export class SqliteStore implements Store {
     this.opts = opts;
     if (opts.file !== ':memory:') {
       // The database holds the token signing keys and the kit master key: only its owner may read
-      // it (issue 11.7). The directory is created 0700 and the file 0600 before SQLite opens it;
+      // it. The directory is created 0700 and the file 0600 before SQLite opens it;
       // SQLite gives its -wal and -shm files the database file's permissions.
       fs.mkdirSync(path.dirname(opts.file), { recursive: true, mode: 0o700 });
       fs.closeSync(fs.openSync(opts.file, 'a', 0o600));
@@ -234,7 +234,7 @@ export class SqliteStore implements Store {
       blocksDesc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC').raw(true),
       // A device's blocks that start in [from, to), oldest first (buckets walk forwards).
       blocksAsc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts >= ? AND first_ts < ? ORDER BY first_ts').raw(true),
-      // Solution-wide pages (issue 13.5): the solution's devices in pk order from the covering index.
+      // Solution-wide pages: the solution's devices in pk order from the covering index.
       solDevices: p('SELECT pk, id FROM devices WHERE group_id = ? AND solution = ? AND pk > ? ORDER BY pk LIMIT 256').raw(true),
       countObs: p('SELECT coalesce(sum(n), 0) FROM obs_blocks WHERE device_pk = ?').pluck(),
       listTemplates: p('SELECT * FROM device_templates WHERE group_id = ? AND solution = ? ORDER BY pk'),
@@ -478,7 +478,7 @@ export class SqliteStore implements Store {
    * Device by device, each count one range of the (device_pk, ts) key, yielding to the event loop
    * every ~10 ms: better-sqlite3 runs on the main thread, and one statement over every row kept a
    * 100,000,000-row server from answering (or, at start, from listening) for 41–95 s at each upkeep
-   * (docs/benchmarks.md, "Start-up and the observation count"). Rows a device gains or loses
+   * (bench:scale's start-up figures). Rows a device gains or loses
    * meanwhile may be counted or not: the quota is approximate between counts anyway.
    */
   async countObservationsByTenant() {

@@ -1,4 +1,4 @@
-// The SQLite store's observation writer (issue 18): a worker thread with its own connection to the
+// The SQLite store's observation writer: a worker thread with its own connection to the
 // database file that commits observation batches, so the main thread parses and validates the next
 // uploads while this one waits for the commit's fsync (synchronous=FULL). Everything queued while a
 // commit was under way goes into the next transaction: one fsync for many uploads (group commit).
