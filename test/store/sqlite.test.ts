@@ -64,7 +64,7 @@ describe('sqlite: group commit on the writer thread', () => {
     const t0 = Date.UTC(2026, 0, 1);
     await store.insertObservations(id, [{ ts: t0, temperature: 1, extra: null }]);
     // The thread is private; ending it from outside stands for a crash of the thread.
-    const writer = (store as unknown as { writer: import('node:worker_threads').Worker }).writer;
+    const writer = (store as unknown as { writes: { thread: import('node:worker_threads').Worker } }).writes.thread;
     await writer.terminate();
     assert.deepEqual(await store.insertObservations(id, [{ ts: t0 + 1, temperature: 2, extra: null }]), { written: 1 });
     assert.deepEqual(
@@ -84,7 +84,7 @@ describe('sqlite: the writer thread dying with groups in flight', () => {
     for (const id of ids) await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
     const t0 = Date.UTC(2026, 0, 1);
     await store.insertObservations(ids[0]!, [{ ts: t0 - 1000, temperature: 0, extra: null }]); // the writer thread is up
-    const writer = (store as unknown as { writer: import('node:worker_threads').Worker }).writer;
+    const writer = (store as unknown as { writes: { thread: import('node:worker_threads').Worker } }).writes.thread;
     // 60 uploads of 2,500: three groups (50,000 observations at most), two handed to the thread and
     // one waiting; then the thread ends (as a crash would).
     const pending = ids.map((id) =>
