@@ -1,0 +1,179 @@
+// What every aggregate of the PostgreSQL store (accounts.ts, devices.ts, ...) shares: the pool and
+// its two ways of running SQL (q, tx), the cache of the observations' partitions (partitions.ts),
+// and the node's memory of device keys (pk, tier) that uploads and reads use without a round trip.
+import pg from 'pg';
+import type { DeviceRef } from '../../core/types.ts';
+import { ReefError } from '../../core/errors.ts';
+import { translate } from './errors.ts';
+import { PartitionMap, parseRangeBound } from './partitions.ts';
+
+export interface PostgresOptions {
+  connectionString: string;
+  /** Pool size per node (pg default 10). */
+  maxConnections?: number;
+  /** How long a request waits for a pooled connection before STORE_UNAVAILABLE. */
+  connectTimeoutMs?: number;
+  /** Told about errors of idle pooled connections (a restart of PostgreSQL), which are otherwise harmless. */
+  onIdleError?: (e: Error) => void;
+}
+
+export type Row = Record<string, any>;
+export const DAY = 86_400_000;
+
+// bigint (int8) columns are epoch milliseconds and counts: well inside Number's exact range.
+export const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === 20 && format !== 'binary' ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+/** A PostgreSQL array literal of strings (each quoted, `"` and `\` escaped), null as NULL. */
+export function textArray(xs: readonly (string | null)[]): string {
+  let s = '{';
+  for (let i = 0; i < xs.length; i++) {
+    if (i) s += ',';
+    const x = xs[i];
+    s += x === null || x === undefined ? 'NULL' : `"${x.replace(/[\\"]/g, '\\$&')}"`;
+  }
+  return s + '}';
+}
+
+/** A PostgreSQL array literal of numbers, built directly (pg's generic array encoder is slower); null, or NaN (a packed batch's missing temperature), is NULL. */
+export function numArray(xs: ArrayLike<number | null>): string {
+  let s = '{';
+  for (let i = 0; i < xs.length; i++) {
+    if (i) s += ',';
+    const x = xs[i];
+    s += x === null || x === undefined || Number.isNaN(x) ? 'NULL' : String(x);
+  }
+  return s + '}';
+}
+
+/** Device keys (pk, tier) a node remembers (KnownKey); past this many it starts afresh. */
+const KNOWN_DEVICES = 100_000;
+
+/**
+ * A device's key as the node last read it: what the group writer's GROUP_HEAD_KNOWN checks rather
+ * than looks up (writer.ts), and, when getDevice read it, the device as an upload needs it
+ * (Store.uploadDevice). pk is never reused, so a key that is gone is noticed, never mistaken.
+ */
+export interface KnownKey {
+  pk: number;
+  tier: number;
+  ref?: DeviceRef;
+}
+
+export class PostgresConnection {
+  readonly pool: pg.Pool;
+  readonly parts = new PartitionMap();
+  partsLoaded = false;
+  /** Device id → its key as last read (KnownKey). */
+  readonly keys = new Map<string, KnownKey>();
+
+  constructor(readonly opts: PostgresOptions) {
+    this.pool = new pg.Pool({ ...this.clientConfig(), max: opts.maxConnections ?? 10, idleTimeoutMillis: 30_000 });
+    // An idle connection dies when PostgreSQL restarts; without a listener pg would throw it
+    // out of the process. The pool drops it and opens a new one on the next request.
+    this.pool.on('error', (e) => opts.onIdleError?.(e));
+  }
+
+  /** How every connection of the store is made: the pool's and the pipelined writer's. */
+  clientConfig(): pg.ClientConfig {
+    return { connectionString: this.opts.connectionString, connectionTimeoutMillis: this.opts.connectTimeoutMs ?? 5000, keepAlive: true, application_name: 'reef', types };
+  }
+
+  /** `arrays`: each row as an array of its columns (pg's rowMode 'array'), not a keyed object. */
+  async q(text: string, values?: unknown[], name?: string, arrays = false): Promise<pg.QueryResult<Row>> {
+    try {
+      if (arrays) return await this.pool.query({ name, text, values, rowMode: 'array' });
+      return await this.pool.query(name ? { name, text, values } : { text, values });
+    } catch (e) {
+      translate(e);
+    }
+  }
+
+  /**
+   * Runs f in one transaction on one pooled connection. With `begin` null, f begins it (in its first
+   * round trip); with `commits`, f ends it with its last statement (see CopyAndCommit).
+   */
+  async tx<T>(f: (c: pg.PoolClient) => Promise<T>, begin: string | null = 'BEGIN', commits = false): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (e) {
+      translate(e);
+    }
+    let broken: Error | undefined;
+    // A checked-out client has no pool listener: PostgreSQL ending the connection between two
+    // statements (a restart) would otherwise be an unhandled 'error' event. The next statement
+    // fails on the dead connection, and it is not returned to the pool.
+    const lost = (e: Error) => {
+      broken = e;
+    };
+    client.on('error', lost);
+    try {
+      if (begin !== null) await client.query(begin);
+      const out = await f(client);
+      if (!commits) await client.query('COMMIT');
+      return out;
+    } catch (e) {
+      try {
+        await client.query('ROLLBACK');
+      } catch (re) {
+        broken = re as Error; // the connection is gone: do not return it to the pool
+      }
+      translate(e);
+    } finally {
+      client.off('error', lost);
+      client.release(broken);
+    }
+  }
+
+  /** `ref`: the device as getDevice read it; kept from before while the pk is the same. */
+  knowKey(id: string, pk: number, tier: number, ref?: DeviceRef): void {
+    const before = this.keys.get(id);
+    if (this.keys.size >= KNOWN_DEVICES && !before) this.keys.clear();
+    this.keys.set(id, { pk, tier, ref: ref ?? (before?.pk === pk ? before.ref : undefined) });
+  }
+
+  /** A device's key (pk, tier), read by id; DEVICE_NOT_FOUND when there is none. */
+  async devicePk(deviceId: string): Promise<{ pk: number; tier: number }> {
+    const r = await this.q('SELECT pk, tier FROM devices WHERE id = $1', [deviceId], 'device-pk');
+    if (!r.rows[0]) throw new ReefError('DEVICE_NOT_FOUND');
+    return r.rows[0] as { pk: number; tier: number };
+  }
+
+  /** Reads the partition tree from the catalogue into the cache. */
+  async loadPartitions(): Promise<void> {
+    const r = await this.q(`
+      SELECT c.relname AS name, p.level, pc.relname AS parent, pg_get_expr(c.relpartbound, c.oid) AS bound
+      FROM pg_partition_tree('observations') p
+      JOIN pg_class c ON c.oid = p.relid
+      LEFT JOIN pg_class pc ON pc.oid = p.parentrelid
+      WHERE p.level > 0`);
+    const rows: { tier: number; start: number | null; end: number | null }[] = [];
+    for (const x of r.rows) {
+      if (x.level === 1) {
+        const m = /^obs_t(\d+)$/.exec(x.name);
+        if (m) rows.push({ tier: Number(m[1]), start: null, end: null });
+      } else if (x.level === 2) {
+        const m = /^obs_t(\d+)$/.exec(x.parent ?? '');
+        const range = parseRangeBound(x.bound ?? '');
+        if (m && range) rows.push({ tier: Number(m[1]), ...range });
+      }
+    }
+    this.parts.load(rows);
+    this.partsLoaded = true;
+  }
+
+  /** Makes the given range partitions (idempotent; one round trip), and notes them in the cache. */
+  async ensureRanges(ranges: { tier: number; start: number; end: number }[], client?: pg.PoolClient): Promise<number> {
+    if (ranges.length === 0) return 0;
+    const sql = `SELECT reef_ensure_partition(t, s, e) AS made FROM unnest($1::int[], $2::bigint[], $3::bigint[]) AS u(t, s, e)`;
+    const values = [numArray(ranges.map((r) => r.tier)), numArray(ranges.map((r) => r.start)), numArray(ranges.map((r) => r.end))];
+    let res: pg.QueryResult<Row>;
+    if (client) res = await client.query(sql, values);
+    else res = await this.q(sql, values);
+    for (const r of ranges) this.parts.add(r.tier, { start: r.start, end: r.end });
+    return res.rows.filter((r) => r.made).length;
+  }
+}
