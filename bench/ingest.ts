@@ -13,7 +13,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { observationJson } from '../src/core/observation-json.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
-import { blockStatements, storeBatch } from '../src/store/sqlite/blocks.mjs';
+import { blockStatements, storeBatch } from '../src/store/sqlite/blocks.ts';
 import { arg, fmt, ingestPlan, machine, reefCli, request, serve, threadCpu, threadSplit, type IngestBatch } from './lib.ts';
 
 const TOTAL = Number(arg('observations', '1000000'));
@@ -80,7 +80,7 @@ async function overHttp(plan: Batch[]) {
 
 /**
  * The storage limit: the same batches written straight into SQLite in one process, no HTTP, one
- * transaction per batch: as the store writes them (`blocks`: its block statements, blocks.mjs), and
+ * transaction per batch: as the store writes them (`blocks`: its block statements, blocks.ts), and
  * into a plain table of one row per observation keyed (device, time) with the multi-row upsert —
  * the layout before blocks, the fastest plain better-sqlite3 way we know for it.
  */

@@ -12,7 +12,7 @@
 //   3. HTTP ingest (batches of 1,000, 4 in flight, bodies built before the clock) into a store with
 //      the same devices and no rows against the largest store of curve 2 (same file, reused),
 //      alternated empty, full, empty, full, ... (--rounds); each empty store is new.
-// Rows are loaded in this process straight into the file as the store's blocks (blocks.mjs: one
+// Rows are loaded in this process straight into the file as the store's blocks (blocks.ts: one
 // block of 1,000 readings per device per round, time-major as uploads arrive), the newest row of each
 // device through the store so its latest row is the store's own. Files live under /tmp and are
 // deleted at the end. The server's observation and device quotas are raised for the run (100M
@@ -27,7 +27,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { createAccount, type NewCredentials } from '../src/auth/accounts.ts';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
-import { blockStatements, insertBlocks } from '../src/store/sqlite/blocks.mjs';
+import { blockStatements, insertBlocks } from '../src/store/sqlite/blocks.ts';
 import { arg, cpuSeconds, fmt, ingestPlan, machine, percentile, request, serve, type IngestBatch, type Served } from './lib.ts';
 
 const MAX_ROWS = Number(arg('max-rows', '100000000'));
@@ -147,7 +147,7 @@ async function grow(f: Fleet, devices: number, rows: number, label: string): Pro
   db.pragma('cache_size = -1000000');
   const pkOf = db.prepare('SELECT pk FROM devices WHERE id = ?').pluck();
   const pks = fresh.map((id) => pkOf.get(id) as number);
-  // Straight into the store's blocks (blocks.mjs): each round is one block of BATCH readings per device.
+  // Straight into the store's blocks (blocks.ts): each round is one block of BATCH readings per device.
   const blocks = blockStatements(db);
   const history = rows - 1;
   const ts = new Float64Array(BATCH);

@@ -1,4 +1,4 @@
-// The SQLite store keeps observations in per-device blocks (src/store/sqlite/blocks.mjs). What a
+// The SQLite store keeps observations in per-device blocks (src/store/sqlite/blocks.ts). What a
 // user relies on is that this changes nothing they can see: every reading is kept, one per device
 // and millisecond, the last written wins, and every read answers what a plain list of readings
 // would. Here random uploads — overlapping earlier ones, unsorted, repeating timestamps, with and
@@ -14,7 +14,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { pageJson } from '../../src/core/observation-json.ts';
 import type { ObservationRecord } from '../../src/core/types.ts';
-import { BLOCK_MAX, blockStatements, decodeBlock, insertBlocks, type BlockRow } from '../../src/store/sqlite/blocks.mjs';
+import { BLOCK_MAX, blockStatements, decodeBlock, insertBlocks, type BlockRow } from '../../src/store/sqlite/blocks.ts';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 

@@ -19,7 +19,7 @@ export interface SqliteOptions {
    */
   synchronous?: 'FULL' | 'NORMAL';
   /**
-   * Commit observation uploads on a writer thread with its own connection (writer-thread.mjs), so
+   * Commit observation uploads on a writer thread with its own connection (writer-thread.ts), so
    * parsing the next uploads overlaps the commit's fsync. Files only; default true.
    */
   writerThread?: boolean;

@@ -1,7 +1,7 @@
 // Versioned schema of the SQLite backend. Append only: a released migration is never edited.
 // Times are epoch milliseconds (INTEGER); JSON documents are TEXT.
 import type Database from 'better-sqlite3';
-import { BLOCK_MAX, blockStatements, insertBlocks } from './blocks.mjs';
+import { BLOCK_MAX, blockStatements, insertBlocks } from './blocks.ts';
 
 /** A migration: its SQL, then (if it has one) a step in JavaScript, in the same transaction. */
 export interface Migration {
@@ -242,7 +242,7 @@ CREATE INDEX alarm_deliveries_by_solution ON alarm_deliveries (group_id, solutio
   {
     version: 10,
     name: 'observation-blocks',
-    // Observations in per-device blocks (blocks.mjs): a batch is one B-tree insert
+    // Observations in per-device blocks (blocks.ts): a batch is one B-tree insert
     // instead of one per reading. The rows move over in this migration's step. A rowid table with
     // a separate (device_pk, first_ts) index, not WITHOUT ROWID: there every interior page of the
     // key's tree would hold copies of whole ~1 KB records (3-4 per page: 6 levels at 100,000

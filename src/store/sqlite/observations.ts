@@ -6,7 +6,7 @@ import { ReefError } from '../../core/errors.ts';
 import type { ObservationRecord } from '../../core/types.ts';
 import type { Bucket, BucketQuery, ObservationPage, ObservationQuery, SolutionObservationPage, SolutionObservationQuery } from '../store.ts';
 import { solutionPage } from '../store.ts';
-import { blockStatements, decodeBlock, type BlockRow, type BlockStatements, type Columns } from './blocks.mjs';
+import { blockStatements, decodeBlock, type BlockRow, type BlockStatements, type Columns } from './blocks.ts';
 import type { Row, SqliteContext } from './context.ts';
 
 /** Solutions whose latest-of-all text is remembered at once (latestObservationsJson). */

@@ -3,7 +3,7 @@
 // block a cutoff falls inside, and drops a latest row that expired.
 import { ReefError } from '../../core/errors.ts';
 import type { MaintenanceReport } from '../store.ts';
-import { blockStatements, decodeBlock, insertBlocks, type BlockRow, type BlockStatements } from './blocks.mjs';
+import { blockStatements, decodeBlock, insertBlocks, type BlockRow, type BlockStatements } from './blocks.ts';
 import type { Row, SqliteContext } from './context.ts';
 
 function statements(c: SqliteContext) {

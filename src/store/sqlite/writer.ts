@@ -1,5 +1,5 @@
 // The SQLite store's write engine (docs/storage.md "SQLite: the write path"): observation batches
-// queue here and are committed in groups, on the writer thread (writer-thread.mjs, its own
+// queue here and are committed in groups, on the writer thread (writer-thread.ts, its own
 // connection) for a database file, or on this thread for ':memory:' or after the thread failed.
 import { Worker } from 'node:worker_threads';
 import { ReefError } from '../../core/errors.ts';
@@ -7,8 +7,9 @@ import { observationJson, observationJsonText } from '../../core/observation-jso
 import type { PackedObservations } from '../../core/observation-scan.ts';
 import type { ObservationRecord } from '../../core/types.ts';
 import type { InsertResult, ManyInsertResult } from '../store.ts';
-import { blockStatements, storeBatch, type BlockStatements } from './blocks.mjs';
+import { blockStatements, storeBatch, type BlockStatements } from './blocks.ts';
 import type { SqliteContext, SqliteOptions } from './context.ts';
+import type { FromWriter, ToWriter } from './writer-thread.ts';
 import { translated } from './errors.ts';
 
 interface Queued {
@@ -53,6 +54,13 @@ const WRITER_GROUPS = 2;
 /** Most observations the writer thread commits in one transaction (see sendToWriter). */
 const GROUP_ROWS = 50_000;
 
+/**
+ * How the writer thread is started: a worker inherits neither `--import tsx` nor the loader
+ * bin/reef.js registers, so a line of JavaScript registers tsx's loader in the new thread and then
+ * imports writer-thread.ts through it (the same under `npm start`, bin/reef.js and the tests).
+ */
+const WRITER_THREAD = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(new URL('./writer-thread.ts', import.meta.url).href)}); })`;
+
 export class SqliteWriter {
   private readonly db;
   private readonly devicePk;
@@ -91,7 +99,7 @@ export class SqliteWriter {
         w.once('exit', () => resolve());
         w.once('message', () => void w.terminate());
         w.ref(); // an unreferenced worker would let the event loop end while close() waits
-        w.postMessage({ close: true });
+        w.postMessage({ close: true } satisfies ToWriter);
       });
     }
   }
@@ -100,7 +108,7 @@ export class SqliteWriter {
    * Group commit: batches handed in during one turn of the event loop, or while the previous group
    * was being committed, are written in one transaction: concurrent uploads share one commit and
    * one fsync instead of one each. With a database file the commit runs on the writer thread
-   * (writer-thread.mjs) while this thread goes on parsing. Each caller's promise settles only after
+   * (writer-thread.ts) while this thread goes on parsing. Each caller's promise settles only after
    * the commit holding its batch (synchronous=FULL: on disk), so a 201 still means stored; each
    * batch stays all or nothing, and one failing batch never fails the others (the group is retried
    * one by one). Without the thread, every other store call first writes what is queued (flushInline).
@@ -172,15 +180,15 @@ export class SqliteWriter {
     const batches = items.map((it) => packBatch(it.deviceId, it.batch));
     w.ref();
     w.postMessage(
-      { batches },
+      { batches } satisfies ToWriter,
       batches.flatMap((b) => [b.ts.buffer, b.temperature.buffer]),
     );
   }
 
   private startWriter(): Worker {
-    const w = new Worker(new URL('./writer-thread.mjs', import.meta.url), { workerData: { file: this.opts.file, synchronous: this.opts.synchronous ?? 'FULL' } });
-    w.on('message', (m: { results?: (number | { code: string; message: string })[] }) => {
-      if (!m.results) return;
+    const w = new Worker(WRITER_THREAD, { eval: true, workerData: { file: this.opts.file, synchronous: this.opts.synchronous ?? 'FULL' } });
+    w.on('message', (m: FromWriter) => {
+      if (!('results' in m)) return;
       const items = this.inFlight.shift()!;
       m.results.forEach((r, i) => {
         const it = items[i]!;

@@ -7,8 +7,32 @@
 //   - one observation per device per millisecond: a reading at a stored timestamp replaces it;
 //   - within a batch the last reading of a timestamp wins;
 //   - a device's blocks never overlap in time, and each block's timestamps strictly ascend.
-// Plain JavaScript on purpose: the writer thread (writer-thread.mjs) imports it, and worker threads
-// do not inherit tsx's loader. The store (sqlite-store.ts) imports it too, so both write alike.
+// The writer thread (writer-thread.ts) and this thread (writer.ts, retention.ts, migration 10) write
+// through the same functions, so both write alike (docs/storage.md "SQLite: blocks").
+import type Database from 'better-sqlite3';
+
+/** One device's readings as columns: ascending unique timestamps, temperatures (NaN: none), free-field texts. */
+export interface Columns {
+  n: number;
+  ts: Float64Array;
+  t: Float64Array;
+  extra: (string | null)[] | null;
+}
+/** A block row as the statements return it (raw): first_ts, last_ts, n, ts, t, extra. */
+export type BlockRow = [first: number, last: number, n: number, ts: Buffer, t: Buffer, extra: string | null];
+export type BlockStatements = ReturnType<typeof blockStatements>;
+/**
+ * One device's batch as the store hands it to the writer (writer.ts packBatch): timestamps,
+ * temperatures (NaN: none), free-field texts or null, the index of its newest reading and that
+ * reading's JSON (for `latest`). The arrays are moved to the writer thread, not copied.
+ */
+export interface HandedBatch {
+  ts: Float64Array;
+  temperature: Float64Array;
+  extra: (string | null)[] | null;
+  newest: number;
+  wire: string;
+}
 
 /** Most readings in one block: a batch of 1,000 is one block, a newest-1,000 page reads one or two. */
 export const BLOCK_MAX = 1024;
@@ -20,7 +44,7 @@ export const BLOCK_MAX = 1024;
 const APPEND_BELOW = 256;
 
 /** The statements the writer needs on a connection. */
-export function blockStatements(db) {
+export function blockStatements(db: Database.Database) {
   const cols = 'first_ts, last_ts, n, ts, t, extra';
   return {
     // A device's latest reading, also as its whole element of latest of all (migration 9, its
@@ -65,25 +89,26 @@ const POW10 = [1, 10, 100, 1000, 10000, 100000, 1000000];
  * BLOB as a copy (SQLITE_TRANSIENT) and both are bound in the one insert that follows. New buffers
  * per block were fresh memory for the kernel to zero (seen in a profile of the writer thread).
  */
-function scratch(size) {
+function scratch(size: number) {
   const buf = new ArrayBuffer(size);
   // A DataView writes little-endian whatever the machine (the decoders read little-endian).
   return { buf, bytes: new Uint8Array(buf), dv: new DataView(buf) };
 }
 const timesOut = scratch(8 + BLOCK_MAX * 8);
 const tempsOut = scratch(8 + BLOCK_MAX * 8);
-const view = (out, length) => Buffer.from(out.buf, 0, length);
+type Scratch = ReturnType<typeof scratch>;
+const view = (out: Scratch, length: number) => Buffer.from(out.buf, 0, length);
 
 /** Timestamps `ts[i..j)` (ascending, at most BLOCK_MAX) as a BLOB (a view of timesOut). */
-function encodeTimes(ts, i, j) {
+function encodeTimes(ts: Float64Array, i: number, j: number): Buffer {
   const n = j - i;
   const out = timesOut;
   if (n >= 2) {
-    const step = ts[i + 1] - ts[i];
+    const step = ts[i + 1]! - ts[i]!;
     let uniform = true;
     let small = true;
     for (let k = i + 1; k < j; k++) {
-      const d = ts[k] - ts[k - 1];
+      const d = ts[k]! - ts[k - 1]!;
       if (d !== step) uniform = false;
       if (d > 2147483647 || !Number.isInteger(d)) small = false;
     }
@@ -96,24 +121,24 @@ function encodeTimes(ts, i, j) {
     if (small && Number.isInteger(ts[i])) {
       out.bytes.fill(0, 0, 8);
       out.bytes[0] = DELTA;
-      for (let k = i + 1; k < j; k++) out.dv.setInt32(4 + (k - i) * 4, ts[k] - ts[k - 1], true);
+      for (let k = i + 1; k < j; k++) out.dv.setInt32(4 + (k - i) * 4, ts[k]! - ts[k - 1]!, true);
       return view(out, 4 + n * 4);
     }
   }
   out.bytes.fill(0, 0, 8);
   out.bytes[0] = RAW;
-  for (let k = i; k < j; k++) out.dv.setFloat64(8 + (k - i) * 8, ts[k], true);
+  for (let k = i; k < j; k++) out.dv.setFloat64(8 + (k - i) * 8, ts[k]!, true);
   return view(out, 8 + n * 8);
 }
 
 /** The fewest decimals k (0..6) such that every temperature of t[i..j) is a 32-bit m with m / 10^k === it; -1 if none. */
-function decimals(t, i, j) {
+function decimals(t: Float64Array, i: number, j: number): number {
   let k = 0;
   for (let x = i; x < j; x++) {
-    const v = t[x];
-    if (v !== v) continue; // none
+    const v = t[x]!;
+    if (Number.isNaN(v)) continue; // none
     for (;;) {
-      const p = POW10[k];
+      const p = POW10[k]!;
       const m = Math.round(v * p);
       if (m / p === v && Math.abs(m) <= 2147483647 && m !== NONE && !Object.is(v, -0)) break;
       if (++k > 6) return -1;
@@ -123,27 +148,27 @@ function decimals(t, i, j) {
 }
 
 /** Temperatures `t[i..j)` (NaN: none; at most BLOCK_MAX) as a BLOB (a view of tempsOut). */
-function encodeTemperatures(t, i, j) {
+function encodeTemperatures(t: Float64Array, i: number, j: number): Buffer {
   const n = j - i;
   const out = tempsOut;
   const k = decimals(t, i, j);
   out.bytes.fill(0, 0, 8);
   if (k >= 0) {
-    const p = POW10[k];
+    const p = POW10[k]!;
     out.bytes[0] = SCALED;
     out.bytes[1] = k;
     for (let x = i; x < j; x++) {
-      const v = t[x];
-      out.dv.setInt32(4 + (x - i) * 4, v === v ? Math.round(v * p) : NONE, true);
+      const v = t[x]!;
+      out.dv.setInt32(4 + (x - i) * 4, Number.isNaN(v) ? NONE : Math.round(v * p), true);
     }
     return view(out, 4 + n * 4);
   }
   out.bytes[0] = RAW;
-  for (let x = i; x < j; x++) out.dv.setFloat64(8 + (x - i) * 8, t[x], true);
+  for (let x = i; x < j; x++) out.dv.setFloat64(8 + (x - i) * 8, t[x]!, true);
   return view(out, 8 + n * 8);
 }
 
-function decodeTimes(buf, first, n) {
+function decodeTimes(buf: Buffer, first: number, n: number): Float64Array {
   const ts = new Float64Array(n);
   switch (buf[0]) {
     case STEP: {
@@ -167,11 +192,11 @@ function decodeTimes(buf, first, n) {
   throw new Error(`obs_blocks: unknown timestamp form ${buf[0]}`);
 }
 
-function decodeTemperatures(buf, n) {
+function decodeTemperatures(buf: Buffer, n: number): Float64Array {
   const t = new Float64Array(n);
   switch (buf[0]) {
     case SCALED: {
-      const p = POW10[buf[1]];
+      const p = POW10[buf[1]!]!;
       for (let k = 0; k < n; k++) {
         const m = buf.readInt32LE(4 + k * 4);
         t[k] = m === NONE ? Number.NaN : m / p;
@@ -186,7 +211,7 @@ function decodeTemperatures(buf, n) {
 }
 
 /** A block row (raw: first_ts, last_ts, n, ts, t, extra) as columns. */
-export function decodeBlock(row) {
+export function decodeBlock(row: BlockRow): Columns {
   const n = row[N];
   return { n, ts: decodeTimes(row[3], row[FIRST], n), t: decodeTemperatures(row[4], n), extra: row[5] === null ? null : JSON.parse(row[5]) };
 }
@@ -196,11 +221,11 @@ export function decodeBlock(row) {
  * ascending time with one reading per timestamp, the last given winning. Already-ascending batches
  * (nearly all) are returned as they are.
  */
-function normalize(ts, t, extra) {
+function normalize(ts: Float64Array, t: Float64Array, extra: (string | null)[] | null): Columns {
   const n = ts.length;
   let ascending = true;
   for (let i = 1; i < n; i++) {
-    if (!(ts[i] > ts[i - 1])) {
+    if (!(ts[i]! > ts[i - 1]!)) {
       ascending = false;
       break;
     }
@@ -208,24 +233,24 @@ function normalize(ts, t, extra) {
   if (ascending) return { n, ts, t, extra };
   const order = Array.from({ length: n }, (_, i) => i);
   // Stable by timestamp, then by position: of equal timestamps the last given sorts last.
-  order.sort((a, b) => ts[a] - ts[b] || a - b);
+  order.sort((a, b) => ts[a]! - ts[b]! || a - b);
   const outTs = new Float64Array(n);
   const outT = new Float64Array(n);
-  const outExtra = extra === null ? null : [];
+  const outExtra: (string | null)[] | null = extra === null ? null : [];
   let m = 0;
   for (let k = 0; k < n; k++) {
-    const i = order[k];
-    if (k + 1 < n && ts[order[k + 1]] === ts[i]) continue; // a later reading of this timestamp wins
-    outTs[m] = ts[i];
-    outT[m] = t[i];
-    if (outExtra !== null) outExtra.push(extra[i]);
+    const i = order[k]!;
+    if (k + 1 < n && ts[order[k + 1]!] === ts[i]) continue; // a later reading of this timestamp wins
+    outTs[m] = ts[i]!;
+    outT[m] = t[i]!;
+    if (outExtra !== null) outExtra.push(extra![i]!);
     m++;
   }
   return { n: m, ts: outTs.subarray(0, m), t: outT.subarray(0, m), extra: outExtra };
 }
 
 /** Columns of several ascending, non-overlapping parts, in the order given, as one. */
-function concat(parts) {
+function concat(parts: Columns[]): Columns {
   let n = 0;
   let withExtra = false;
   for (const p of parts) {
@@ -246,7 +271,7 @@ function concat(parts) {
 }
 
 /** Stored readings `old` and a batch `b` (both ascending, unique) merged; the batch wins a tie. */
-function merge(old, b) {
+function merge(old: Columns, b: Columns): Columns {
   const n = old.n + b.n;
   const ts = new Float64Array(n);
   const t = new Float64Array(n);
@@ -255,16 +280,16 @@ function merge(old, b) {
   let j = 0;
   let m = 0;
   while (i < old.n || j < b.n) {
-    const takeOld = j >= b.n || (i < old.n && old.ts[i] < b.ts[j]);
+    const takeOld = j >= b.n || (i < old.n && old.ts[i]! < b.ts[j]!);
     if (takeOld) {
-      ts[m] = old.ts[i];
-      t[m] = old.t[i];
+      ts[m] = old.ts[i]!;
+      t[m] = old.t[i]!;
       if (extra !== null) extra[m] = old.extra === null ? null : old.extra[i];
       i++;
     } else {
       if (i < old.n && old.ts[i] === b.ts[j]) i++; // replaced
-      ts[m] = b.ts[j];
-      t[m] = b.t[j];
+      ts[m] = b.ts[j]!;
+      t[m] = b.t[j]!;
       if (extra !== null) extra[m] = b.extra === null ? null : b.extra[j];
       j++;
     }
@@ -274,7 +299,7 @@ function merge(old, b) {
 }
 
 /** Readings `c` (ascending, unique) written as blocks of at most BLOCK_MAX. */
-export function insertBlocks(st, pk, c) {
+export function insertBlocks(st: BlockStatements, pk: number, c: Columns): void {
   for (let i = 0; i < c.n; i += BLOCK_MAX) {
     const j = Math.min(c.n, i + BLOCK_MAX);
     let extra = null;
@@ -296,11 +321,11 @@ export function insertBlocks(st, pk, c) {
  * the device's blocks, and the device's latest reading moved forward. The caller holds a write
  * transaction. Both the writer thread and the store's own thread write through this.
  */
-export function storeBatch(st, pk, b) {
+export function storeBatch(st: BlockStatements, pk: number, b: HandedBatch): void {
   writeBlocks(st, pk, normalize(b.ts, b.temperature, b.extra));
   const k = b.newest;
   const t = b.temperature[k];
-  st.latest.run({ pk, ts: b.ts[k], t: t === t ? t : null, extra: b.extra === null ? null : b.extra[k], wire: b.wire });
+  st.latest.run({ pk, ts: b.ts[k], t: Number.isNaN(t) ? null : t, extra: b.extra === null ? null : b.extra[k], wire: b.wire });
 }
 
 /**
@@ -308,17 +333,17 @@ export function storeBatch(st, pk, b) {
  * merged with it (its readings replacing stored ones of the same timestamp) and written again;
  * a small last block before it takes it in. The caller holds a write transaction.
  */
-function writeBlocks(st, pk, b) {
+function writeBlocks(st: BlockStatements, pk: number, b: Columns): void {
   if (b.n === 0) return;
-  const lo = b.ts[0];
-  const hi = b.ts[b.n - 1];
+  const lo = b.ts[0]!;
+  const hi = b.ts[b.n - 1]!;
   // Walk back from the last block starting at or before the batch's end while blocks reach into
   // it; the first that ends before the batch is the one it may join.
-  let row = st.atOrBefore.get(pk, hi);
-  const overlapping = [];
+  let row = st.atOrBefore.get(pk, hi) as BlockRow | undefined;
+  const overlapping: BlockRow[] = [];
   while (row !== undefined && row[LAST] >= lo) {
     overlapping.push(row);
-    row = st.before.get(pk, row[FIRST]);
+    row = st.before.get(pk, row[FIRST]) as BlockRow | undefined;
   }
   let c = b;
   if (overlapping.length) {
