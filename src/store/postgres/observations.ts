@@ -1,7 +1,7 @@
 // Reading observations on PostgreSQL: a device's rows through its partition's (device_pk, ts)
 // unique index, newest first; latest of all from the `latest` table (docs/storage.md
 // "PostgreSQL: read paths"). Writes go through writer.ts.
-import { latestJsonOfColumns } from '../../core/observation-json.ts';
+import { latestJsonOfColumns, pageJsonOfColumns } from '../../core/observation-json.ts';
 import type { ObservationRecord } from '../../core/types.ts';
 import type { Bucket, BucketQuery, ObservationPage, ObservationQuery, SolutionObservationPage, SolutionObservationQuery } from '../store.ts';
 import { solutionPage } from '../store.ts';
@@ -52,28 +52,72 @@ export class PostgresObservationReads {
     return latestJsonOfColumns(ids, ts, temps, extras, n);
   }
 
-  async queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage> {
-    const { pk, tier } = await this.c.devicePk(deviceId);
+  /**
+   * A device's page as rows [ts, temperature, extra], newest first, one more than asked (which tells
+   * whether another page exists). The device's key (pk, tier) is the one the route's device read
+   * left (PostgresConnection.keys), checked in the same statement: a device deleted, or moved to
+   * another tier by a retention change, answers no rows, and then, as for a device the node does
+   * not know, the key is read by id and the page asked again. One round trip for the usual page
+   * instead of two (docs/storage.md "PostgreSQL: read paths").
+   */
+  private async pageRows(deviceId: string, q: ObservationQuery): Promise<unknown[][]> {
     const from = q.from ?? 0;
     const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
-    // One more than asked tells whether another page exists without a second query.
-    const r =
-      q.tag === undefined
-        ? await this.c.q(
-            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
-            [tier, pk, from, to, q.limit + 1],
-            'page',
-          )
-        : await this.c.q(
-            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
-         AND extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`,
-            [tier, pk, from, to, q.limit + 1, q.tag],
-            'page-tagged',
-          );
-    const rows = r.rows;
-    const more = rows.length > q.limit;
-    if (more) rows.pop();
-    return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+    const known = this.c.keys.get(deviceId);
+    if (known) {
+      const r = await this.pageQuery(known, from, to, q, true);
+      if (r.length) return r;
+    }
+    const key = await this.c.devicePk(deviceId);
+    this.c.knowKey(deviceId, key.pk, key.tier);
+    return this.pageQuery(key, from, to, q, false);
+  }
+
+  private async pageQuery(key: { pk: number; tier: number }, from: number, to: number, q: ObservationQuery, check: boolean): Promise<unknown[][]> {
+    // The check is uncorrelated: PostgreSQL runs it once, before the index scan (a one-time filter).
+    const still = check ? ' AND EXISTS (SELECT 1 FROM devices WHERE pk = $2 AND tier = $1)' : '';
+    const tagged = q.tag === undefined ? '' : " AND extra -> 'tags' ? $6";
+    const name = `page${check ? '-known' : ''}${q.tag === undefined ? '' : '-tagged'}`;
+    const values: unknown[] = [key.tier, key.pk, from, to, q.limit + 1];
+    if (q.tag !== undefined) values.push(q.tag);
+    const r = await this.c.q(
+      `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4${tagged}${still} ORDER BY ts DESC LIMIT $5`,
+      values,
+      name,
+      true,
+    );
+    return r.rows as unknown as unknown[][];
+  }
+
+  async queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage> {
+    const rows = await this.pageRows(deviceId, q);
+    const n = Math.min(rows.length, q.limit);
+    const observations: ObservationRecord[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const row = rows[i]!;
+      observations[i] = { ts: row[0] as number, temperature: (row[1] as number | null) ?? null, extra: (row[2] as Record<string, unknown> | null) ?? null };
+    }
+    return { observations, nextBefore: rows.length > q.limit ? (rows[q.limit - 1]![0] as number) : null };
+  }
+
+  /**
+   * Store.observationPageJson: the rows read as arrays straight into columns and written as the
+   * page's bytes (pageJsonOfColumns), no record per row; free fields, parsed from jsonb by the
+   * driver, are written as JSON.stringify gives them, as pageJson does.
+   */
+  async observationPageJson(deviceId: string, q: ObservationQuery): Promise<{ json: string; nextBefore: number | null }> {
+    const rows = await this.pageRows(deviceId, q);
+    const n = Math.min(rows.length, q.limit);
+    const ts = new Float64Array(n);
+    const temps = new Float64Array(n);
+    let extras: (string | null)[] | null = null;
+    for (let i = 0; i < n; i++) {
+      const row = rows[i]!;
+      ts[i] = row[0] as number;
+      temps[i] = (row[1] as number | null) ?? Number.NaN;
+      if (row[2]) (extras ??= new Array<string | null>(n).fill(null))[i] = JSON.stringify(row[2]);
+    }
+    return { json: pageJsonOfColumns(ts, temps, extras, n), nextBefore: rows.length > q.limit ? ts[q.limit - 1]! : null };
   }
 
   async querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {

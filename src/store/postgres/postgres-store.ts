@@ -224,6 +224,9 @@ export class PostgresStore implements Store {
   queryObservations(deviceId: string, q: ObservationQuery) {
     return this.reads.queryObservations(deviceId, q);
   }
+  observationPageJson(deviceId: string, q: ObservationQuery) {
+    return this.reads.observationPageJson(deviceId, q);
+  }
   querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery) {
     return this.reads.querySolutionObservations(groupId, solution, q);
   }
