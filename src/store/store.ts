@@ -251,7 +251,7 @@ export interface Store {
   /** Per-bucket min/avg/max of temperature over [from, to), oldest first, empty buckets omitted. */
   bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]>;
 
-  // retention (docs/operations.md): per solution, enforced by maintain()
+  // retention (docs/storage.md "Retention and upkeep"): per solution, enforced by maintain()
   /**
    * Keeps a solution's observations for `days` (a whole number, 1..36500), or forever with null.
    * SOLUTION_NOT_FOUND when the group has no such solution.
