@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { resolveSolution, resolveSolutionVersion } from '../../service/devices.ts';
 import type { Store } from '../../store/store.ts';
+import { RETENTION_MAX_DAYS, RETENTION_MIN_DAYS } from '../../store/retention.ts';
 import { errors, solutionParams } from '../schemas.ts';
 
 const retentionBody = {
@@ -36,7 +37,7 @@ export async function solutionRoutes(app: FastifyInstance, opts: { store: Store 
         tags: ['solutions'],
         summary: 'Keep observations of this solution for N days (null: forever)',
         params: solutionParams,
-        body: { type: 'object', properties: { retentionDays: { type: ['integer', 'null'], minimum: 1, maximum: 36500 } }, required: ['retentionDays'] },
+        body: { type: 'object', properties: { retentionDays: { type: ['integer', 'null'], minimum: RETENTION_MIN_DAYS, maximum: RETENTION_MAX_DAYS } }, required: ['retentionDays'] },
         response: { 200: retentionBody, ...errors(400, 401, 404, 415) },
       },
     },

@@ -3,6 +3,7 @@
 // observations table, so upkeep drops whole expired partitions instead of deleting rows.
 import pg from 'pg';
 import { ReefError } from '../../core/errors.ts';
+import { checkRetention, retentionCutoff } from '../retention.ts';
 import type { MaintenanceReport } from '../store.ts';
 import { DAY, numArray, type PostgresConnection } from './connection.ts';
 import { LOCK_PARTITIONS } from './migrations.ts';
@@ -11,9 +12,7 @@ export class PostgresRetention {
   constructor(private readonly c: PostgresConnection) {}
 
   async setRetention(groupId: string, solution: string, days: number | null): Promise<void> {
-    if (days !== null && (!Number.isInteger(days) || days < 1 || days > 36500)) {
-      throw new ReefError('VALIDATION_FAILED', 'retention must be a whole number of days from 1 to 36500, or null', { field: 'retention' });
-    }
+    checkRetention(days);
     const tier = days ?? 0;
     try {
       await this.c.tx(async (c) => {
@@ -63,7 +62,7 @@ export class PostgresRetention {
     report.partitionsCreated = await this.c.ensureRanges(this.c.parts.ahead(now));
     for (const tier of this.c.parts.tierList()) {
       if (tier === 0) continue;
-      const cutoff = now - tier * DAY;
+      const cutoff = retentionCutoff(now, tier);
       let boundary = cutoff;
       for (const r of this.c.parts.ranges(tier)) {
         if (r.end <= cutoff) {

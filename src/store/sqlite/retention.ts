@@ -2,6 +2,7 @@
 // `retention_days`, or forever. SQLite has no partitions: upkeep deletes expired blocks, cuts the
 // block a cutoff falls inside, and drops a latest row that expired.
 import { ReefError } from '../../core/errors.ts';
+import { checkRetention, retentionCutoff } from '../retention.ts';
 import type { MaintenanceReport } from '../store.ts';
 import { blockStatements, decodeBlock, insertBlocks, type BlockRow, type BlockStatements } from './blocks.ts';
 import type { Row, SqliteContext } from './context.ts';
@@ -33,9 +34,7 @@ export class SqliteRetention {
 
   setRetention(groupId: string, solution: string, days: number | null) {
     return this.c.run(() => {
-      if (days !== null && (!Number.isInteger(days) || days < 1 || days > 36500)) {
-        throw new ReefError('VALIDATION_FAILED', 'retention must be a whole number of days from 1 to 36500, or null', { field: 'retention' });
-      }
+      checkRetention(days);
       if (this.s.setRetention.run(days, groupId, solution).changes === 0) throw new ReefError('SOLUTION_NOT_FOUND');
     });
   }
@@ -51,7 +50,7 @@ export class SqliteRetention {
     return this.c.run(() => {
       let rowsDeleted = 0;
       for (const r of this.s.retentions.all() as Row[]) {
-        const cutoff = now - (r.days as number) * 86_400_000;
+        const cutoff = retentionCutoff(now, r.days as number);
         this.db
           .transaction(() => {
             for (const n of this.s.expireObs.all(cutoff, r.group_id, r.name) as number[]) rowsDeleted += n;
