@@ -5,6 +5,7 @@
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceRef, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
 import type { PackedObservations } from '../core/observation-scan.ts';
+import { ReefError } from '../core/errors.ts';
 
 export interface NewDevice {
   id: string;
@@ -73,6 +74,22 @@ export function solutionPage<R extends { pk: number; id: string; ts: number }>(r
     rows: rows.map((r) => ({ deviceId: r.id, observation: toRecord(r) })),
     next: more && last ? { device: Number(last.pk), ts: Number(last.ts) } : null,
   };
+}
+
+/**
+ * insertObservationsMany's answer from each batch's own outcome: devices gone (DEVICE_NOT_FOUND)
+ * are reported, not an error; any other failure is. Shared by the backends.
+ */
+export function manyResult(items: readonly { deviceId: string }[], results: readonly PromiseSettledResult<InsertResult>[]): ManyInsertResult {
+  const missing: string[] = [];
+  let written = 0;
+  for (let i = 0; i < items.length; i++) {
+    const r = results[i]!;
+    if (r.status === 'fulfilled') written += r.value.written;
+    else if (r.reason instanceof ReefError && r.reason.code === 'DEVICE_NOT_FOUND') missing.push(items[i]!.deviceId);
+    else throw r.reason;
+  }
+  return { written, missing };
 }
 
 export interface BucketQuery {
@@ -220,9 +237,9 @@ export interface Store {
    */
   insertPackedObservations(deviceId: string, batch: PackedObservations): Promise<InsertResult>;
   /**
-   * Several devices' batches at once, with insertObservations' rules per device; devices that do
-   * not exist are skipped and reported. SQLite writes everything in one transaction (one commit for
-   * a whole simulation tick); PostgreSQL one statement per device.
+   * Several devices' batches at once, with insertObservations' rules per device (each batch all or
+   * nothing); devices that do not exist are skipped and reported. The batches go through the same
+   * group writer as uploads, queued together so that they share commits (docs/storage.md).
    */
   insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult>;
   /** The latest observation of every device of the solution that has one. */

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { ReefError } from '../../core/errors.ts';
 import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
 import type { DeviceRef, ObservationRecord } from '../../core/types.ts';
-import type { InsertResult, ManyInsertResult } from '../store.ts';
+import { type InsertResult, type ManyInsertResult, manyResult } from '../store.ts';
 import { numArray, textArray, type PostgresConnection } from './connection.ts';
 import { COPY_BATCH, copyAndCommitMessage, copyInAndCommit, type CopyRows, jsonbExtras, sendCopy } from './copy.ts';
 import { isUnavailable, translate } from './errors.ts';
@@ -501,15 +501,6 @@ export class PostgresWriter {
 
   async insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
     // Queued together, so they share groups (and commits) as far as one batch per device allows.
-    const results = await Promise.allSettled(items.map((it) => this.insertObservations(it.deviceId, it.batch)));
-    const missing: string[] = [];
-    let written = 0;
-    for (let i = 0; i < items.length; i++) {
-      const r = results[i]!;
-      if (r.status === 'fulfilled') written += r.value.written;
-      else if (r.reason instanceof ReefError && r.reason.code === 'DEVICE_NOT_FOUND') missing.push(items[i]!.deviceId);
-      else throw r.reason;
-    }
-    return { written, missing };
+    return manyResult(items, await Promise.allSettled(items.map((it) => this.insertObservations(it.deviceId, it.batch))));
   }
 }

@@ -6,7 +6,7 @@ import { ReefError } from '../../core/errors.ts';
 import { observationJson, observationJsonText } from '../../core/observation-json.ts';
 import type { PackedObservations } from '../../core/observation-scan.ts';
 import type { ObservationRecord } from '../../core/types.ts';
-import type { InsertResult, ManyInsertResult } from '../store.ts';
+import { type InsertResult, type ManyInsertResult, manyResult } from '../store.ts';
 import { blockStatements, storeBatch, type BlockStatements } from './blocks.ts';
 import type { SqliteContext, SqliteOptions } from './context.ts';
 import type { FromWriter, ToWriter } from './writer-thread.ts';
@@ -222,27 +222,13 @@ export class SqliteWriter {
     return w;
   }
 
-  insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
-    return this.c.run(() => {
-      const missing: string[] = [];
-      let written = 0;
-      // One transaction, so one commit (one fsync) for every device of a simulation tick.
-      this.db
-        .transaction(() => {
-          for (const { deviceId, batch } of items) {
-            const pk = this.devicePk.get(deviceId) as number | undefined;
-            if (pk === undefined) {
-              missing.push(deviceId);
-              continue;
-            }
-            if (!batch.length) continue;
-            this.writeBatch(pk, batch);
-            written += batch.length;
-          }
-        })
-        .immediate();
-      return { written, missing };
-    });
+  /**
+   * Several devices' batches (a simulation tick, the gateway's readings) through the same queue as
+   * uploads: every observation write takes this one route. Queued in one turn, they share a group,
+   * so a tick is one commit as long as it fits in one (GROUP_ROWS).
+   */
+  async insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
+    return manyResult(items, await Promise.allSettled(items.map((it) => this.enqueue(it.deviceId, it.batch))));
   }
 
   /** Stores one device's batch in its blocks and moves its latest row forward; the caller holds a transaction. */
