@@ -15,6 +15,16 @@ function obsFromRow(r: Row): ObservationRecord {
 const LATEST_OF_SOLUTION = `SELECT d.id, l.ts, l.temperature, l.extra FROM devices d JOIN latest l ON l.device_pk = d.pk
        WHERE d.group_id = $1 AND d.solution = $2 ORDER BY d.pk`;
 
+const TWO_32 = 4_294_967_296;
+
+/** A device page as columns: timestamps, temperatures (NaN: none), free fields (null when no row has any). */
+interface PageColumns {
+  n: number;
+  ts: Float64Array;
+  t: Float64Array;
+  x: (Record<string, unknown> | null)[] | null;
+}
+
 export class PostgresObservationReads {
   constructor(private readonly c: PostgresConnection) {}
 
@@ -53,27 +63,33 @@ export class PostgresObservationReads {
   }
 
   /**
-   * A device's page as rows [ts, temperature, extra], newest first, one more than asked (which tells
-   * whether another page exists). The device's key (pk, tier) is the one the route's device read
-   * left (PostgresConnection.keys), checked in the same statement: a device deleted, or moved to
-   * another tier by a retention change, answers no rows, and then, as for a device the node does
-   * not know, the key is read by id and the page asked again. One round trip for the usual page
-   * instead of two (docs/storage.md "PostgreSQL: read paths").
+   * A device's page, newest first, one more than asked (which tells whether another page exists),
+   * as columns. The device's key (pk, tier) is the one the route's device read left
+   * (PostgresConnection.keys), checked in the same statement: a device deleted, or moved to another
+   * tier by a retention change, answers no rows, and then, as for a device the node does not know,
+   * the key is read by id and the page asked again. One round trip for the usual page instead of two
+   * (docs/storage.md "PostgreSQL: read paths").
    */
-  private async pageRows(deviceId: string, q: ObservationQuery): Promise<unknown[][]> {
+  private async page(deviceId: string, q: ObservationQuery): Promise<PageColumns> {
     const from = q.from ?? 0;
     const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
     const known = this.c.keys.get(deviceId);
     if (known) {
       const r = await this.pageQuery(known, from, to, q, true);
-      if (r.length) return r;
+      if (r.n) return r;
     }
     const key = await this.c.devicePk(deviceId);
     this.c.knowKey(deviceId, key.pk, key.tier);
     return this.pageQuery(key, from, to, q, false);
   }
 
-  private async pageQuery(key: { pk: number; tier: number }, from: number, to: number, q: ObservationQuery, check: boolean): Promise<unknown[][]> {
+  /**
+   * The page's rows as one row of columns: timestamps and temperatures as the big-endian bytes of
+   * int8send and float8send (NaN for none), the free fields as one json list, so the driver decodes
+   * three values, not three per row (a page of 1,000 rows decoded row by row cost the node more
+   * than rendering it: docs/performance.md "PostgreSQL: a device page in one round trip").
+   */
+  private async pageQuery(key: { pk: number; tier: number }, from: number, to: number, q: ObservationQuery, check: boolean): Promise<PageColumns> {
     // The check is uncorrelated: PostgreSQL runs it once, before the index scan (a one-time filter).
     const still = check ? ' AND EXISTS (SELECT 1 FROM devices WHERE pk = $2 AND tier = $1)' : '';
     const tagged = q.tag === undefined ? '' : " AND extra -> 'tags' ? $6";
@@ -81,43 +97,57 @@ export class PostgresObservationReads {
     const values: unknown[] = [key.tier, key.pk, from, to, q.limit + 1];
     if (q.tag !== undefined) values.push(q.tag);
     const r = await this.c.q(
-      `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4${tagged}${still} ORDER BY ts DESC LIMIT $5`,
+      `SELECT count(*)::int AS n, string_agg(int8send(ts), ''::bytea ORDER BY ts DESC) AS ts,
+         string_agg(coalesce(float8send(temperature), '\\x7ff8000000000000'::bytea), ''::bytea ORDER BY ts DESC) AS t,
+         CASE WHEN bool_or(extra IS NOT NULL) THEN json_agg(extra ORDER BY ts DESC) END AS x
+       FROM (SELECT ts, temperature, extra FROM observations
+             WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4${tagged}${still} ORDER BY ts DESC LIMIT $5) o`,
       values,
       name,
       true,
     );
-    return r.rows as unknown as unknown[][];
+    const [n, tsBytes, tBytes, x] = r.rows[0] as unknown as [number, Buffer | null, Buffer | null, (Record<string, unknown> | null)[] | null];
+    const ts = new Float64Array(n);
+    const t = new Float64Array(n);
+    if (n) {
+      const tv = new DataView(tsBytes!.buffer, tsBytes!.byteOffset, n * 8);
+      const vv = new DataView(tBytes!.buffer, tBytes!.byteOffset, n * 8);
+      for (let i = 0; i < n; i++) {
+        ts[i] = tv.getInt32(i * 8) * TWO_32 + tv.getUint32(i * 8 + 4);
+        t[i] = vv.getFloat64(i * 8);
+      }
+    }
+    return { n, ts, t, x };
   }
 
   async queryObservations(deviceId: string, q: ObservationQuery): Promise<ObservationPage> {
-    const rows = await this.pageRows(deviceId, q);
-    const n = Math.min(rows.length, q.limit);
+    const p = await this.page(deviceId, q);
+    const n = Math.min(p.n, q.limit);
     const observations: ObservationRecord[] = new Array(n);
     for (let i = 0; i < n; i++) {
-      const row = rows[i]!;
-      observations[i] = { ts: row[0] as number, temperature: (row[1] as number | null) ?? null, extra: (row[2] as Record<string, unknown> | null) ?? null };
+      const t = p.t[i]!;
+      observations[i] = { ts: p.ts[i]!, temperature: Number.isNaN(t) ? null : t, extra: p.x?.[i] ?? null };
     }
-    return { observations, nextBefore: rows.length > q.limit ? (rows[q.limit - 1]![0] as number) : null };
+    return { observations, nextBefore: p.n > q.limit ? p.ts[q.limit - 1]! : null };
   }
 
   /**
-   * Store.observationPageJson: the rows read as arrays straight into columns and written as the
-   * page's bytes (pageJsonOfColumns), no record per row; free fields, parsed from jsonb by the
-   * driver, are written as JSON.stringify gives them, as pageJson does.
+   * Store.observationPageJson: the page's columns written as its bytes (pageJsonOfColumns), no
+   * record per row; free fields, parsed from json by the driver, are written as JSON.stringify
+   * gives them, as pageJson does.
    */
   async observationPageJson(deviceId: string, q: ObservationQuery): Promise<{ json: string; nextBefore: number | null }> {
-    const rows = await this.pageRows(deviceId, q);
-    const n = Math.min(rows.length, q.limit);
-    const ts = new Float64Array(n);
-    const temps = new Float64Array(n);
+    const p = await this.page(deviceId, q);
+    const n = Math.min(p.n, q.limit);
     let extras: (string | null)[] | null = null;
-    for (let i = 0; i < n; i++) {
-      const row = rows[i]!;
-      ts[i] = row[0] as number;
-      temps[i] = (row[1] as number | null) ?? Number.NaN;
-      if (row[2]) (extras ??= new Array<string | null>(n).fill(null))[i] = JSON.stringify(row[2]);
+    if (p.x) {
+      extras = new Array<string | null>(n);
+      for (let i = 0; i < n; i++) {
+        const x = p.x[i];
+        extras[i] = x ? JSON.stringify(x) : null;
+      }
     }
-    return { json: pageJsonOfColumns(ts, temps, extras, n), nextBefore: rows.length > q.limit ? ts[q.limit - 1]! : null };
+    return { json: pageJsonOfColumns(p.ts, p.t, extras, n), nextBefore: p.n > q.limit ? p.ts[q.limit - 1]! : null };
   }
 
   async querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {
