@@ -29,6 +29,12 @@ export interface ObservationQuery {
   limit: number;
   /** Only observations whose `tags` field contains this tag (wire §1). */
   tag?: string;
+  /**
+   * With `tag`: the most stored observations the page examines, newest first. When they run out
+   * before the page is full, the page ends there, short or empty, and nextBefore is the timestamp
+   * of the last one examined (the next page goes on below it).
+   */
+  maxScan?: number;
 }
 
 export interface ObservationPage {
@@ -300,6 +306,8 @@ export interface Store {
   /** The group's rules of a solution, oldest first. */
   listAlarmRules(groupId: string, solution: string): Promise<AlarmRuleRecord[]>;
   countAlarmRules(groupId: string, solution: string): Promise<number>;
+  /** The group's solutions, device templates and alarm rules, over all its solutions (the object quotas). */
+  countGroupObjects(groupId: string): Promise<{ solutions: number; templates: number; alarmRules: number }>;
   /** Every rule of every group (the evaluating node loads them once, then follows changes). */
   allAlarmRules(): Promise<AlarmRuleRecord[]>;
   /**

@@ -70,17 +70,27 @@ export class PostgresObservationReads {
    * the key is read by id and the page asked again. One round trip for the usual page instead of two
    * (docs/storage.md "PostgreSQL: read paths").
    */
-  private async page(deviceId: string, q: ObservationQuery): Promise<PageColumns> {
+  private async page(deviceId: string, q: ObservationQuery): Promise<PageColumns & { nextBefore: number | null }> {
     const from = q.from ?? 0;
     const to = Math.min(q.to ?? Number.MAX_SAFE_INTEGER, q.before ?? Number.MAX_SAFE_INTEGER);
-    const known = this.c.keys.get(deviceId);
-    if (known) {
-      const r = await this.pageQuery(known, from, to, q, true);
-      if (r.n) return r;
+    let key = this.c.keys.get(deviceId);
+    let p = key ? await this.pageQuery(key, from, to, q, true) : null;
+    if (!p?.n) {
+      key = await this.c.devicePk(deviceId);
+      this.c.knowKey(deviceId, key.pk, key.tier);
+      p = await this.pageQuery(key, from, to, q, false);
     }
-    const key = await this.c.devicePk(deviceId);
-    this.c.knowKey(deviceId, key.pk, key.tier);
-    return this.pageQuery(key, from, to, q, false);
+    let nextBefore = p.n > q.limit ? p.ts[q.limit - 1]! : null;
+    if (nextBefore === null && q.tag !== undefined && q.maxScan !== undefined) {
+      // A short page: did the examined readings run out (ObservationQuery.maxScan) before the range did?
+      const w = await this.c.q(
+        'SELECT ts FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC OFFSET $5 LIMIT 2',
+        [key!.tier, key!.pk, from, to, q.maxScan - 1],
+        'page-tagged-window',
+      );
+      if (w.rows.length === 2) nextBefore = w.rows[0]!.ts as number;
+    }
+    return { ...p, nextBefore };
   }
 
   /**
@@ -92,16 +102,20 @@ export class PostgresObservationReads {
   private async pageQuery(key: { pk: number; tier: number }, from: number, to: number, q: ObservationQuery, check: boolean): Promise<PageColumns> {
     // The check is uncorrelated: PostgreSQL runs it once, before the index scan (a one-time filter).
     const still = check ? ' AND EXISTS (SELECT 1 FROM devices WHERE pk = $2 AND tier = $1)' : '';
-    const tagged = q.tag === undefined ? '' : " AND extra -> 'tags' ? $6";
     const name = `page${check ? '-known' : ''}${q.tag === undefined ? '' : '-tagged'}`;
     const values: unknown[] = [key.tier, key.pk, from, to, q.limit + 1];
-    if (q.tag !== undefined) values.push(q.tag);
+    // With a tag, the newest maxScan rows of the range are examined (ObservationQuery.maxScan; null: all).
+    let rows = `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4${still} ORDER BY ts DESC LIMIT $5`;
+    if (q.tag !== undefined) {
+      values.push(q.tag, q.maxScan ?? null);
+      rows = `SELECT ts, temperature, extra FROM (SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4${still}
+              ORDER BY ts DESC LIMIT $7) s WHERE extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`;
+    }
     const r = await this.c.q(
       `SELECT count(*)::int AS n, string_agg(int8send(ts), ''::bytea ORDER BY ts DESC) AS ts,
          string_agg(coalesce(float8send(temperature), '\\x7ff8000000000000'::bytea), ''::bytea ORDER BY ts DESC) AS t,
          CASE WHEN bool_or(extra IS NOT NULL) THEN json_agg(extra ORDER BY ts DESC) END AS x
-       FROM (SELECT ts, temperature, extra FROM observations
-             WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4${tagged}${still} ORDER BY ts DESC LIMIT $5) o`,
+       FROM (${rows}) o`,
       values,
       name,
       true,
@@ -128,7 +142,7 @@ export class PostgresObservationReads {
       const t = p.t[i]!;
       observations[i] = { ts: p.ts[i]!, temperature: Number.isNaN(t) ? null : t, extra: p.x?.[i] ?? null };
     }
-    return { observations, nextBefore: p.n > q.limit ? p.ts[q.limit - 1]! : null };
+    return { observations, nextBefore: p.nextBefore };
   }
 
   /**
@@ -147,7 +161,7 @@ export class PostgresObservationReads {
         extras[i] = x ? JSON.stringify(x) : null;
       }
     }
-    return { json: pageJsonOfColumns(p.ts, p.t, extras, n), nextBefore: p.n > q.limit ? p.ts[q.limit - 1]! : null };
+    return { json: pageJsonOfColumns(p.ts, p.t, extras, n), nextBefore: p.nextBefore };
   }
 
   async querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {

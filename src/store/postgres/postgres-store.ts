@@ -262,6 +262,9 @@ export class PostgresStore implements Store {
   listAlarmRules(groupId: string, solution: string) {
     return this.alarms.listAlarmRules(groupId, solution);
   }
+  countGroupObjects(groupId: string) {
+    return this.alarms.countGroupObjects(groupId);
+  }
   countAlarmRules(groupId: string, solution: string) {
     return this.alarms.countAlarmRules(groupId, solution);
   }

@@ -44,6 +44,17 @@ export class SqliteAlarms {
   listAlarmRules(groupId: string, solution: string) {
     return this.c.run(() => (this.c.db.prepare('SELECT * FROM alarm_rules WHERE group_id = ? AND solution = ? ORDER BY created_at, id').all(groupId, solution) as Row[]).map(ruleFromRow));
   }
+  countGroupObjects(groupId: string) {
+    return this.c.run(
+      () =>
+        this.c.db
+          .prepare(
+            `SELECT (SELECT count(*) FROM solutions WHERE group_id = @g) AS solutions, (SELECT count(*) FROM device_templates WHERE group_id = @g) AS templates,
+                    (SELECT count(*) FROM alarm_rules WHERE group_id = @g) AS alarmRules`,
+          )
+          .get({ g: groupId }) as { solutions: number; templates: number; alarmRules: number },
+    );
+  }
   countAlarmRules(groupId: string, solution: string) {
     return this.c.run(() => this.c.db.prepare('SELECT count(*) FROM alarm_rules WHERE group_id = ? AND solution = ?').pluck().get(groupId, solution) as number);
   }

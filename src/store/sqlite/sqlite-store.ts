@@ -264,6 +264,9 @@ export class SqliteStore implements Store, SqliteContext {
   listAlarmRules(groupId: string, solution: string) {
     return this.alarms.listAlarmRules(groupId, solution);
   }
+  countGroupObjects(groupId: string) {
+    return this.alarms.countGroupObjects(groupId);
+  }
   countAlarmRules(groupId: string, solution: string) {
     return this.alarms.countAlarmRules(groupId, solution);
   }
