@@ -136,7 +136,8 @@ function decimals(t: Float64Array, i: number, j: number): number {
   let k = 0;
   for (let x = i; x < j; x++) {
     const v = t[x]!;
-    if (Number.isNaN(v)) continue; // none
+    // biome-ignore lint/suspicious/noSelfCompare: NaN (none) is the one value unequal to itself; a compare, not a call, per reading
+    if (v !== v) continue; // none
     for (;;) {
       const p = POW10[k]!;
       const m = Math.round(v * p);
@@ -159,7 +160,8 @@ function encodeTemperatures(t: Float64Array, i: number, j: number): Buffer {
     out.bytes[1] = k;
     for (let x = i; x < j; x++) {
       const v = t[x]!;
-      out.dv.setInt32(4 + (x - i) * 4, Number.isNaN(v) ? NONE : Math.round(v * p), true);
+      // biome-ignore lint/suspicious/noSelfCompare: NaN (none) is the one value unequal to itself
+      out.dv.setInt32(4 + (x - i) * 4, v === v ? Math.round(v * p) : NONE, true);
     }
     return view(out, 4 + n * 4);
   }
