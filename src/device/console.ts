@@ -272,7 +272,9 @@ export function openConsoleLine(path: string): ByteStream {
   input.on('data', (d: Buffer) => listener?.(d));
   const raw: ByteStream = {
     write: () => undefined,
-    onData: (cb) => void (listener = cb),
+    onData: (cb) => {
+      listener = cb;
+    },
     close: () => input.destroy(),
   };
   return new BoundedLine(raw, wfd);
