@@ -43,7 +43,16 @@ export interface AlarmEngineOptions {
    * other history uploads describe the past, and must not page anyone now (docs/alarms.md).
    */
   lateMs: number;
+  /**
+   * Alarms one silence check may raise per group (tenant); the rest are raised by the next checks,
+   * so one tenant's thousands of silent pairs never hold up the node or another tenant's alarms.
+   */
+  maxRaisesPerCheck: number;
 }
+
+/** Queued evaluation tasks, or silence pairs examined, between two turns of the event loop. */
+const YIELD_EVERY = 64;
+const yieldToLoop = () => new Promise<void>((r) => setImmediate(r));
 
 const key = (a: string, b: string) => a + '\n' + b;
 
@@ -349,7 +358,10 @@ export class AlarmEngine {
     // After the publisher returns: ingest never runs evaluation in its own call.
     await new Promise<void>((r) => setImmediate(r));
     try {
+      let n = 0;
       while (this.queue.length) {
+        // Other requests get the event loop between chunks of evaluation.
+        if (++n % YIELD_EVERY === 0) await yieldToLoop();
         const task = this.queue.shift()!;
         try {
           await task();
@@ -639,28 +651,46 @@ export class AlarmEngine {
 
   private async silence(): Promise<void> {
     const now = this.o.now();
+    /** Alarms raised in this check, per group; devices listed in this check, per solution. */
+    const raised = new Map<string, number>();
+    const listed = new Map<string, DeviceRecord[] | null>();
+    let examined = 0;
+    let deferred = 0;
     for (const r of [...this.rules.values()]) {
       if (r.spec.condition !== 'silence') continue;
+      if ((raised.get(r.groupId) ?? 0) >= this.o.maxRaisesPerCheck) continue;
       let devices: { id: string; createdAt: number }[];
       if (r.deviceId) devices = [{ id: r.deviceId, createdAt: 0 }];
       else {
-        try {
-          devices = await this.o.store.listDevices(r.groupId, r.solution);
-          if (r.spec.templateId) devices = devices.filter((d) => (d as DeviceRecord).domainInfo.templateId === r.spec.templateId);
-        } catch (err) {
-          this.o.log.warn({ err }, 'listing devices for silence rules failed');
-          continue;
+        const sk = key(r.groupId, r.solution);
+        let all = listed.get(sk);
+        if (all === undefined) {
+          all = await this.o.store.listDevices(r.groupId, r.solution).catch((err: unknown) => {
+            this.o.log.warn({ err }, 'listing devices for silence rules failed');
+            return null;
+          });
+          listed.set(sk, all);
         }
+        if (!all) continue;
+        devices = r.spec.templateId ? all.filter((d) => d.domainInfo.templateId === r.spec.templateId) : all;
       }
       for (const d of devices) {
+        if (++examined % YIELD_EVERY === 0) await yieldToLoop();
         // A device never heard from counts from when the rule was set or the device made.
         const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
         if (now - last < r.spec.silenceMs!) continue;
         const p = this.pair(r.id, d.id);
         if (p.phase === 'raised') continue;
+        const n = raised.get(r.groupId) ?? 0;
+        if (n >= this.o.maxRaisesPerCheck) {
+          deferred++;
+          break;
+        }
+        raised.set(r.groupId, n + 1);
         await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
       }
     }
+    if (deferred) this.o.log.info({ limit: this.o.maxRaisesPerCheck }, 'silence check: a group reached the alarms one check may raise; the rest wait for the next checks');
   }
 
   private async persist(ruleId: string, deviceId: string, p: Pair | null): Promise<void> {

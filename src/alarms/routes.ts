@@ -534,7 +534,7 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         const t = now();
         const next = { ...d, status: 'pending' as const, attempts: 0, nextAt: t, updatedAt: t };
         await store.updateDelivery(next);
-        notifier.onDelivery?.();
+        notifier.onDelivery?.(next);
         return deliveryToWire(next);
       },
     );
