@@ -59,6 +59,7 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): Componen
         now,
         egress,
         maxRulesPerSolution: opts.maxRulesPerSolution ?? 20_000,
+        quotas: s.quotas,
       }),
       async start() {
         unregister = s.leadership.run({
