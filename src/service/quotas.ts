@@ -1,4 +1,4 @@
-// Per-account quotas (issue 11.5): how many devices an account may create, how many observations
+// Per-account quotas: how many devices an account may create, how many observations
 // it may keep stored, and how many observations one simulation may backfill. Checked before any
 // work starts; a request that would go past one is refused whole with QUOTA_EXCEEDED (403), the
 // message naming the quota, its limit and the current use. Defaults come from REEF_QUOTA_*; an
