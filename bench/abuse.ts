@@ -224,7 +224,15 @@ async function main(): Promise<void> {
   }
 
   const child = fork(new URL(import.meta.url).pathname, ['--victim', JSON.stringify({ api, broker, v, hookPort })], { execArgv: process.execArgv });
-  const fromChild = <T extends FromVictim>(pred: (m: FromVictim) => boolean) => new Promise<T>((r) => child.on('message', (m: FromVictim) => pred(m) && r(m as T)));
+  const fromChild = <T extends FromVictim>(pred: (m: FromVictim) => boolean) =>
+    new Promise<T>((r) => {
+      const on = (m: FromVictim) => {
+        if (!pred(m)) return;
+        child.off('message', on);
+        r(m as T);
+      };
+      child.on('message', on);
+    });
   await fromChild((m) => 'ready' in m);
 
   const rows: { name: string; http: number; mqtt: number; webhook: number; rssGrowth: number; errors: string }[] = [];

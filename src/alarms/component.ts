@@ -18,7 +18,7 @@ export interface AlarmComponentOptions {
   silenceCheckMs?: number;
   deliveryPollMs?: number;
   maxRulesPerSolution?: number;
-  /** Alarms one silence check may raise per group (tenant); default 500. */
+  /** Alarms one silence check may raise per group (tenant); default 200. */
   maxRaisesPerCheck?: number;
   /** Receives the running parts (tests, benchmarks). */
   onReady?: (parts: AlarmParts) => void;
@@ -37,7 +37,7 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): Componen
     const notifier = new AlarmNotifier(s.store, s.events, opts.mqtt ?? null, log, now);
     const egress = { allowPrivate: s.config.alarms.webhookAllowPrivate, allowed: allowList(s.config.alarms.webhookAllowCidrs) };
     const sender = new WebhookSender(s.store, log, now, { ...DEFAULT_WEBHOOK_POLICY, ...opts.webhook }, egress);
-    const engine = new AlarmEngine({ store: s.store, events: s.events, log, notifier, now, lateMs: opts.lateMs ?? 3_600_000, maxRaisesPerCheck: opts.maxRaisesPerCheck ?? 500 });
+    const engine = new AlarmEngine({ store: s.store, events: s.events, log, notifier, now, lateMs: opts.lateMs ?? 3_600_000, maxRaisesPerCheck: opts.maxRaisesPerCheck ?? 200 });
     opts.onReady?.({ engine, sender, notifier });
 
     const silenceMs = opts.silenceCheckMs ?? 5000;

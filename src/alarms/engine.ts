@@ -50,9 +50,22 @@ export interface AlarmEngineOptions {
   maxRaisesPerCheck: number;
 }
 
-/** Queued evaluation tasks, or silence pairs examined, between two turns of the event loop. */
-const YIELD_EVERY = 64;
+/**
+ * Evaluation gives the event loop a turn after this much work, ms: store calls on SQLite are
+ * synchronous, so a burst of raises or a large silence check must not hold other requests up.
+ */
+const YIELD_AFTER_MS = 5;
 const yieldToLoop = () => new Promise<void>((r) => setImmediate(r));
+
+/** A turn for the event loop when the work since the last one took YIELD_AFTER_MS. */
+class Slicer {
+  private last = performance.now();
+  async tick(): Promise<void> {
+    if (performance.now() - this.last < YIELD_AFTER_MS) return;
+    await yieldToLoop();
+    this.last = performance.now();
+  }
+}
 
 const key = (a: string, b: string) => a + '\n' + b;
 
@@ -293,6 +306,7 @@ export class AlarmEngine {
     this.plans.clear();
     this.pairs.clear();
     this.lastSeen.clear();
+    this.seeded.clear();
   }
 
   /** Resolves once everything queued so far has been evaluated (tests, shutdown). */
@@ -358,10 +372,10 @@ export class AlarmEngine {
     // After the publisher returns: ingest never runs evaluation in its own call.
     await new Promise<void>((r) => setImmediate(r));
     try {
-      let n = 0;
+      const slicer = new Slicer();
       while (this.queue.length) {
-        // Other requests get the event loop between chunks of evaluation.
-        if (++n % YIELD_EVERY === 0) await yieldToLoop();
+        // Other requests get the event loop between slices of evaluation.
+        await slicer.tick();
         const task = this.queue.shift()!;
         try {
           await task();
@@ -430,8 +444,13 @@ export class AlarmEngine {
     }
   }
 
+  /** Solutions whose devices' last arrivals were read (seedLastSeen): once per solution, not per rule. */
+  private seeded = new Set<string>();
+
   /** Last arrival of each device of a solution after a (re)start: its latest stored observation. */
   private async seedLastSeen(groupAndSolution: string): Promise<void> {
+    if (this.seeded.has(groupAndSolution)) return;
+    this.seeded.add(groupAndSolution);
     const [groupId, solution] = groupAndSolution.split('\n') as [string, string];
     const now = this.o.now();
     for (const l of await this.o.store.latestObservations(groupId, solution)) {
@@ -654,7 +673,7 @@ export class AlarmEngine {
     /** Alarms raised in this check, per group; devices listed in this check, per solution. */
     const raised = new Map<string, number>();
     const listed = new Map<string, DeviceRecord[] | null>();
-    let examined = 0;
+    const slicer = new Slicer();
     let deferred = 0;
     for (const r of [...this.rules.values()]) {
       if (r.spec.condition !== 'silence') continue;
@@ -675,7 +694,7 @@ export class AlarmEngine {
         devices = r.spec.templateId ? all.filter((d) => d.domainInfo.templateId === r.spec.templateId) : all;
       }
       for (const d of devices) {
-        if (++examined % YIELD_EVERY === 0) await yieldToLoop();
+        await slicer.tick();
         // A device never heard from counts from when the rule was set or the device made.
         const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
         if (now - last < r.spec.silenceMs!) continue;
