@@ -43,6 +43,28 @@ export interface AlarmEngineOptions {
    * other history uploads describe the past, and must not page anyone now (docs/alarms.md).
    */
   lateMs: number;
+  /**
+   * Alarms one silence check may raise per group (tenant); the rest are raised by the next checks,
+   * so one tenant's thousands of silent pairs never hold up the node or another tenant's alarms.
+   */
+  maxRaisesPerCheck: number;
+}
+
+/**
+ * Evaluation gives the event loop a turn after this much work, ms: store calls on SQLite are
+ * synchronous, so a burst of raises or a large silence check must not hold other requests up.
+ */
+const YIELD_AFTER_MS = 5;
+const yieldToLoop = () => new Promise<void>((r) => setImmediate(r));
+
+/** A turn for the event loop when the work since the last one took YIELD_AFTER_MS. */
+class Slicer {
+  private last = performance.now();
+  async tick(): Promise<void> {
+    if (performance.now() - this.last < YIELD_AFTER_MS) return;
+    await yieldToLoop();
+    this.last = performance.now();
+  }
 }
 
 const key = (a: string, b: string) => a + '\n' + b;
@@ -284,6 +306,7 @@ export class AlarmEngine {
     this.plans.clear();
     this.pairs.clear();
     this.lastSeen.clear();
+    this.seeded.clear();
   }
 
   /** Resolves once everything queued so far has been evaluated (tests, shutdown). */
@@ -349,7 +372,10 @@ export class AlarmEngine {
     // After the publisher returns: ingest never runs evaluation in its own call.
     await new Promise<void>((r) => setImmediate(r));
     try {
+      const slicer = new Slicer();
       while (this.queue.length) {
+        // Other requests get the event loop between slices of evaluation.
+        await slicer.tick();
         const task = this.queue.shift()!;
         try {
           await task();
@@ -418,8 +444,13 @@ export class AlarmEngine {
     }
   }
 
+  /** Solutions whose devices' last arrivals were read (seedLastSeen): once per solution, not per rule. */
+  private seeded = new Set<string>();
+
   /** Last arrival of each device of a solution after a (re)start: its latest stored observation. */
   private async seedLastSeen(groupAndSolution: string): Promise<void> {
+    if (this.seeded.has(groupAndSolution)) return;
+    this.seeded.add(groupAndSolution);
     const [groupId, solution] = groupAndSolution.split('\n') as [string, string];
     const now = this.o.now();
     for (const l of await this.o.store.latestObservations(groupId, solution)) {
@@ -639,28 +670,46 @@ export class AlarmEngine {
 
   private async silence(): Promise<void> {
     const now = this.o.now();
+    /** Alarms raised in this check, per group; devices listed in this check, per solution. */
+    const raised = new Map<string, number>();
+    const listed = new Map<string, DeviceRecord[] | null>();
+    const slicer = new Slicer();
+    let deferred = 0;
     for (const r of [...this.rules.values()]) {
       if (r.spec.condition !== 'silence') continue;
+      if ((raised.get(r.groupId) ?? 0) >= this.o.maxRaisesPerCheck) continue;
       let devices: { id: string; createdAt: number }[];
       if (r.deviceId) devices = [{ id: r.deviceId, createdAt: 0 }];
       else {
-        try {
-          devices = await this.o.store.listDevices(r.groupId, r.solution);
-          if (r.spec.templateId) devices = devices.filter((d) => (d as DeviceRecord).domainInfo.templateId === r.spec.templateId);
-        } catch (err) {
-          this.o.log.warn({ err }, 'listing devices for silence rules failed');
-          continue;
+        const sk = key(r.groupId, r.solution);
+        let all = listed.get(sk);
+        if (all === undefined) {
+          all = await this.o.store.listDevices(r.groupId, r.solution).catch((err: unknown) => {
+            this.o.log.warn({ err }, 'listing devices for silence rules failed');
+            return null;
+          });
+          listed.set(sk, all);
         }
+        if (!all) continue;
+        devices = r.spec.templateId ? all.filter((d) => d.domainInfo.templateId === r.spec.templateId) : all;
       }
       for (const d of devices) {
+        await slicer.tick();
         // A device never heard from counts from when the rule was set or the device made.
         const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
         if (now - last < r.spec.silenceMs!) continue;
         const p = this.pair(r.id, d.id);
         if (p.phase === 'raised') continue;
+        const n = raised.get(r.groupId) ?? 0;
+        if (n >= this.o.maxRaisesPerCheck) {
+          deferred++;
+          break;
+        }
+        raised.set(r.groupId, n + 1);
         await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
       }
     }
+    if (deferred) this.o.log.info({ limit: this.o.maxRaisesPerCheck }, 'silence check: a group reached the alarms one check may raise; the rest wait for the next checks');
   }
 
   private async persist(ruleId: string, deviceId: string, p: Pair | null): Promise<void> {

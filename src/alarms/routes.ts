@@ -11,6 +11,7 @@ import { solutionName } from '../core/validate.ts';
 import type { EventBus, ReefEvent } from '../events/bus.ts';
 import { errors, solutionParams } from '../http/schemas.ts';
 import { findDevice, resolveSolution } from '../service/devices.ts';
+import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
 import { acknowledged, applyStep, cleared, type Actor } from './lifecycle.ts';
 import { checkWebhookTarget, type EgressPolicy } from './egress.ts';
@@ -28,6 +29,8 @@ export interface AlarmRoutesDeps {
   egress: EgressPolicy;
   /** Most rules one solution may hold. */
   maxRulesPerSolution: number;
+  /** The group's alarm rules quota (src/service/quotas.ts). */
+  quotas: Pick<QuotaService, 'createObject'>;
 }
 
 const STATUSES: readonly AlarmStatus[] = ['raised', 'acknowledged', 'cleared-unacknowledged', 'cleared'];
@@ -235,7 +238,7 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
           createdAt: t,
           updatedAt: t,
         };
-        await store.createAlarmRule(rec);
+        await deps.quotas.createObject(request.account, 'alarmRules', false, () => store.createAlarmRule(rec));
         changed({ kind: 'alarm-rule', groupId: rec.groupId, solution, ruleId: rec.id, action: 'created' });
         const secret = rec.spec.webhook ? await webhookSecret(store, rec.id, rec.spec.webhook.salt) : undefined;
         return reply.code(201).header('location', `/api/solutions/${solution}/alarm-rules/${rec.id}`).send(ruleToWire(rec, secret));
@@ -534,7 +537,7 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         const t = now();
         const next = { ...d, status: 'pending' as const, attempts: 0, nextAt: t, updatedAt: t };
         await store.updateDelivery(next);
-        notifier.onDelivery?.();
+        notifier.onDelivery?.(next);
         return deliveryToWire(next);
       },
     );

@@ -22,7 +22,7 @@ export interface Config {
   /** Live event streams (src/http/sse.ts). */
   streams: { maxPerAccount: number; maxPerNode: number; maxBufferedBytes: number };
   /** Default per-account quotas; an operator can set others per account. */
-  quotas: { devices: number; observations: number; backfill: number };
+  quotas: { devices: number; observations: number; backfill: number; solutions: number; templates: number; alarmRules: number };
   maxObservationsPerRequest: number;
   gateway: {
     enabled: boolean;
@@ -127,6 +127,9 @@ export const SETTINGS = [
   { env: 'REEF_QUOTA_DEVICES', flag: 'quota-devices', def: '10000', doc: 'Default devices per account' },
   { env: 'REEF_QUOTA_OBSERVATIONS', flag: 'quota-observations', def: '100000000', doc: 'Default stored observations per account' },
   { env: 'REEF_QUOTA_BACKFILL', flag: 'quota-backfill', def: '5000000', doc: 'Default observations one simulation may backfill' },
+  { env: 'REEF_QUOTA_SOLUTIONS', flag: 'quota-solutions', def: '100', doc: "Default solutions per account's group" },
+  { env: 'REEF_QUOTA_TEMPLATES', flag: 'quota-templates', def: '1000', doc: "Default device templates per account's group, all solutions" },
+  { env: 'REEF_QUOTA_ALARM_RULES', flag: 'quota-alarm-rules', def: '10000', doc: "Default alarm rules per account's group, all solutions" },
   { env: 'REEF_HTTP_REQUEST_TIMEOUT', flag: 'http-request-timeout', def: '60', doc: 'Seconds a client has to send a whole request (then 408)' },
   { env: 'REEF_PUBLIC_URL', flag: 'public-url', def: '', doc: 'URL clients reach this service at (for next_page links); unset uses the request' },
   { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
@@ -246,6 +249,9 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       devices: int('REEF_QUOTA_DEVICES', 1, 1_000_000_000),
       observations: int('REEF_QUOTA_OBSERVATIONS', 1, Number.MAX_SAFE_INTEGER),
       backfill: int('REEF_QUOTA_BACKFILL', 1, Number.MAX_SAFE_INTEGER),
+      solutions: int('REEF_QUOTA_SOLUTIONS', 1, 1_000_000),
+      templates: int('REEF_QUOTA_TEMPLATES', 1, 1_000_000_000),
+      alarmRules: int('REEF_QUOTA_ALARM_RULES', 1, 1_000_000_000),
     },
     maxObservationsPerRequest: int('REEF_MAX_OBSERVATIONS', 1, 1_000_000),
     gateway: {

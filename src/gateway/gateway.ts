@@ -57,7 +57,7 @@ import { SANDBOX, type DeviceRecord, type ObservationRecord } from '../core/type
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import { KitKeyCache } from '../service/kit-keys.ts';
-import { storeObservationsMany } from '../service/observations.ts';
+import { storeObservationsMany, type ObservationQuota } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
 import { FastPath, type FastPathStats } from './fast-path.ts';
@@ -101,6 +101,8 @@ export interface GatewayDeps {
   log: Logger;
   /** Receives every reading payload a kit sends (observe notifications and answers to GETs), raw. */
   payloads?: KitPayloadSink | null;
+  /** The owners' observation quotas: readings past a kit owner's quota are not stored. */
+  quota?: ObservationQuota;
 }
 
 /** A request to a kit, from a CoAP client or the HTTP bridge. */
@@ -820,6 +822,7 @@ export class Gateway {
             this.deps.store,
             this.deps.events,
             items.map((i) => ({ device: i.device, batch: [i.record] })),
+            this.deps.quota,
           ),
         );
         for (const i of items) {

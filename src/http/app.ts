@@ -148,7 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await api.register(deviceRoutes, { store, events, quotas });
     await api.register(observationRoutes, { store, events, config, quotas });
     await api.register(solutionRoutes, { store });
-    await api.register(templateRoutes, { store });
+    await api.register(templateRoutes, { store, quotas });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
   await app.register(adminRoutes, { store, events, quotas, adminKey: config.adminKey });

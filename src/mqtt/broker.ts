@@ -376,11 +376,8 @@ export class MqttBroker {
     }
     const device = await findUploadDevice(this.deps.store, s.account, solution, deviceId);
     const batch = parseBatch(body, this.o.maxObservations);
-    // The device's owner pays for what is stored on it, whoever in its group publishes.
-    await this.deps.quotas.checkObservations(device.tenantId, batch.length);
-    const stored = await storeObservations(this.deps.store, this.deps.events, device, batch);
-    this.deps.quotas.recordWritten(device.tenantId, stored);
-    return stored;
+    // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
+    return storeObservations(this.deps.store, this.deps.events, device, batch, this.deps.quotas);
   }
 
   /**

@@ -58,7 +58,20 @@ function listeningHere(events: EventBus): boolean {
  * here (before, every upload of a node with a neighbour made its 1,000 records for nothing; the
  * profile of two nodes in bench:ingest).
  */
-export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
+export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations, quota?: ObservationQuota): Promise<number> {
+  if (!quota) return storeUncounted(store, events, device, batch);
+  // The device's owner pays for what is stored on it, whoever in its group writes.
+  const settle = await quota.reserveObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
+  let written = 0;
+  try {
+    written = await storeUncounted(store, events, device, batch);
+    return written;
+  } finally {
+    settle(written);
+  }
+}
+
+async function storeUncounted(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
   if (Array.isArray(batch)) {
     const { written } = await store.insertObservations(device.id, batch);
     publishStored(events, device, batch);
@@ -73,14 +86,55 @@ export async function storeObservations(store: Store, events: EventBus | null, d
 }
 
 /**
- * Several devices' batches in one store call (one commit on SQLite): what a simulation tick writes.
- * Returns the ids of devices that no longer exist (skipped).
+ * What a write path needs of the quotas (src/service/quotas.ts): a reservation before the store
+ * commits, settled with what was written.
  */
-export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRef; batch: ObservationRecord[] }[]): Promise<string[]> {
-  const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
-  const gone = new Set(missing);
-  for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
-  return missing;
+export interface ObservationQuota {
+  reserveObservations(tenantId: string, adding: number): Promise<(written: number) => void>;
+}
+
+/**
+ * Several devices' batches in one store call (one commit on SQLite): what a simulation tick and the
+ * gateway's readings write. With a quota each owner's share is reserved first; an owner over its
+ * quota has its batches skipped (the others are stored), and when that leaves nothing to store the
+ * quota error is thrown. Returns the ids of devices skipped: deleted, or over their owner's quota.
+ */
+export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRef; batch: ObservationRecord[] }[], quota?: ObservationQuota): Promise<string[]> {
+  const refused: string[] = [];
+  const settles: { tenantId: string; settle: (written: number) => void }[] = [];
+  if (quota) {
+    const byTenant = new Map<string, number>();
+    for (const i of items) byTenant.set(i.device.tenantId, (byTenant.get(i.device.tenantId) ?? 0) + i.batch.length);
+    let first: unknown;
+    const over = new Set<string>();
+    for (const [tenantId, n] of byTenant) {
+      try {
+        settles.push({ tenantId, settle: await quota.reserveObservations(tenantId, n) });
+      } catch (e) {
+        first ??= e;
+        over.add(tenantId);
+      }
+    }
+    if (over.size) {
+      for (const i of items) if (over.has(i.device.tenantId)) refused.push(i.device.id);
+      items = items.filter((i) => !over.has(i.device.tenantId));
+      if (!items.length) throw first;
+    }
+  }
+  let gone = new Set<string>();
+  try {
+    const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
+    gone = new Set(missing);
+    for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
+    for (const s of settles) {
+      let written = 0;
+      for (const i of items) if (i.device.tenantId === s.tenantId && !gone.has(i.device.id)) written += i.batch.length;
+      s.settle(written);
+    }
+    return [...gone, ...refused];
+  } finally {
+    for (const s of settles) s.settle(0);
+  }
 }
 
 /**

@@ -283,6 +283,8 @@ export interface Store {
   /** The group's rules of a solution, oldest first. */
   listAlarmRules(groupId: string, solution: string): Promise<AlarmRuleRecord[]>;
   countAlarmRules(groupId: string, solution: string): Promise<number>;
+  /** The group's solutions, device templates and alarm rules, over all its solutions (the object quotas). */
+  countGroupObjects(groupId: string): Promise<{ solutions: number; templates: number; alarmRules: number }>;
   /** Every rule of every group (the evaluating node loads them once, then follows changes). */
   allAlarmRules(): Promise<AlarmRuleRecord[]>;
   /**

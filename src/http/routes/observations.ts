@@ -85,10 +85,8 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const device = await findUploadDevice(store, request.account, solution, id);
       const body = request.body;
       const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest);
-      // The device's owner pays for what is stored on it, whoever in its group uploads.
-      await quotas.checkObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
-      const stored = await storeObservations(store, events, device, batch);
-      quotas.recordWritten(device.tenantId, stored);
+      // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
+      const stored = await storeObservations(store, events, device, batch, quotas);
       return reply.code(201).send({ stored });
     },
   );

@@ -1417,6 +1417,14 @@ export class PostgresStore implements Store {
     const r = await this.q('SELECT * FROM alarm_rules WHERE group_id = $1 AND solution = $2 ORDER BY created_at, id', [groupId, solution]);
     return r.rows.map(pgRuleFromRow);
   }
+  async countGroupObjects(groupId: string): Promise<{ solutions: number; templates: number; alarmRules: number }> {
+    const r = await this.q(
+      `SELECT (SELECT count(*) FROM solutions WHERE group_id = $1)::int AS solutions, (SELECT count(*) FROM device_templates WHERE group_id = $1)::int AS templates,
+              (SELECT count(*) FROM alarm_rules WHERE group_id = $1)::int AS "alarmRules"`,
+      [groupId],
+    );
+    return r.rows[0] as { solutions: number; templates: number; alarmRules: number };
+  }
   async countAlarmRules(groupId: string, solution: string): Promise<number> {
     return (await this.q('SELECT count(*)::int AS n FROM alarm_rules WHERE group_id = $1 AND solution = $2', [groupId, solution])).rows[0]!.n as number;
   }

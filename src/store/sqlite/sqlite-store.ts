@@ -970,6 +970,17 @@ export class SqliteStore implements Store {
   listAlarmRules(groupId: string, solution: string) {
     return this.run(() => (this.db.prepare('SELECT * FROM alarm_rules WHERE group_id = ? AND solution = ? ORDER BY created_at, id').all(groupId, solution) as Row[]).map(ruleFromRow));
   }
+  countGroupObjects(groupId: string) {
+    return this.run(
+      () =>
+        this.db
+          .prepare(
+            `SELECT (SELECT count(*) FROM solutions WHERE group_id = @g) AS solutions, (SELECT count(*) FROM device_templates WHERE group_id = @g) AS templates,
+                    (SELECT count(*) FROM alarm_rules WHERE group_id = @g) AS alarmRules`,
+          )
+          .get({ g: groupId }) as { solutions: number; templates: number; alarmRules: number },
+    );
+  }
   countAlarmRules(groupId: string, solution: string) {
     return this.run(() => this.db.prepare('SELECT count(*) FROM alarm_rules WHERE group_id = ? AND solution = ?').pluck().get(groupId, solution) as number);
   }
