@@ -321,6 +321,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     ] as const) {
       if (file !== null && !fs.existsSync(file)) problems.push(`${name}: no such file ${JSON.stringify(file)}`);
     }
+    // A private key every user can read is refused, as for HTTPS (src/config/tls.ts).
+    if (tlsKey !== null && fs.existsSync(tlsKey) && fs.statSync(tlsKey).mode & 0o004) {
+      problems.push(`REEF_MQTT_TLS_KEY (--mqtt-tls-key): the TLS key ${tlsKey} is readable by every user; chmod 600 (or 640) it`);
+    }
     const host = str('REEF_MQTT_HOST');
     if (!host) problems.push('REEF_MQTT_HOST (--mqtt-host) must not be empty');
     return {

@@ -120,7 +120,13 @@ export function guardSocket(socket: Socket, limits: GuardLimits, onRefused: (e: 
       const unsent = socket.writableLength;
       if (unsentPackets + ends > limits.queuedPackets || (unsent > 0 && unsent + chunk.length > limits.queuedBytes)) {
         onRefused(new SlowReader(unsentPackets, unsent));
-        socket.destroy();
+        // A reset, not a FIN queued behind the unsent data: the kernel drops that data too. (A TLS
+        // socket has no TCP handle of its own to reset: it is destroyed.)
+        try {
+          socket.resetAndDestroy();
+        } catch {
+          socket.destroy();
+        }
         d.destroy();
         return cb();
       }
