@@ -58,6 +58,8 @@ export interface Config {
     retain: boolean;
     /** Connected clients' accounts and tokens are checked again this often. */
     recheckSeconds: number;
+    /** What one client, address or account may hold of a node (docs/security.md "Limits"). */
+    limits: MqttLimits;
   };
   /** Alarms (src/alarms, docs/alarms.md). */
   alarms: {
@@ -66,6 +68,34 @@ export interface Config {
     /** Non-public subnets webhooks may reach all the same (docs/security.md "Webhook targets"). */
     webhookAllowCidrs: { address: string; prefix: number; family: 4 | 6 }[];
   };
+}
+
+/** The broker's bounds (src/mqtt/broker.ts, docs/mqtt.md "Limits and hostile input"). */
+export interface MqttLimits {
+  /** Connections of the node, plain and TLS together. */
+  maxConnections: number;
+  /** Connections from one source address. */
+  maxPerAddress: number;
+  /** Connected clients and stored sessions of one account. */
+  maxPerAccount: number;
+  /** Milliseconds a connection has to finish its TLS handshake and to send CONNECT. */
+  connectTimeoutMs: number;
+  /** Largest keep-alive in seconds; 0 (none) and larger values are taken as this. */
+  maxKeepAliveSeconds: number;
+  /** Largest Remaining Length of a packet after CONNECT, in bytes. */
+  maxPacketBytes: number;
+  /** Incoming QoS 2 messages of one client awaiting their PUBREL. */
+  maxInflight: number;
+  /** Messages a connected client may have unsent before it is disconnected. */
+  maxQueuedMessages: number;
+  /** Bytes a connected client may have unsent before it is disconnected. */
+  maxQueuedBytes: number;
+  /** Messages a persistent session may hold for its client. */
+  sessionMessages: number;
+  /** Bytes of payload a persistent session may hold for its client. */
+  sessionBytes: number;
+  /** Milliseconds a persistent session is kept after its client disconnects. */
+  sessionExpiryMs: number;
 }
 
 /** REEF_ALARM_WEBHOOK_ALLOW_CIDRS: `address/prefix` or one address, comma-separated; each bad one is a problem. */
@@ -150,7 +180,19 @@ export const SETTINGS = [
   { env: 'REEF_MQTT_TLS_CERT', flag: 'mqtt-tls-cert', def: '', doc: 'PEM certificate (chain) file for MQTT over TLS; unset: the HTTPS certificate (REEF_TLS_*), if any' },
   { env: 'REEF_MQTT_TLS_KEY', flag: 'mqtt-tls-key', def: '', doc: 'PEM private key file for MQTT over TLS' },
   { env: 'REEF_MQTT_RETAIN', flag: 'mqtt-retain', def: 'true', doc: 'Publish kit payloads retained: a new subscriber gets the last one at once' },
-  { env: 'REEF_MQTT_RECHECK', flag: 'mqtt-recheck', def: '30', doc: "Seconds between re-checks of connected MQTT clients' accounts and tokens" },
+  { env: 'REEF_MQTT_RECHECK', flag: 'mqtt-recheck', def: '1', doc: "Seconds between re-checks of connected MQTT clients' accounts and tokens" },
+  { env: 'REEF_MQTT_MAX_CONNECTIONS', flag: 'mqtt-max-connections', def: '10000', doc: 'MQTT connections one node accepts, plain and TLS together (keep it below the open-file limit)' },
+  { env: 'REEF_MQTT_MAX_PER_ADDRESS', flag: 'mqtt-max-per-address', def: '200', doc: 'MQTT connections from one source address' },
+  { env: 'REEF_MQTT_MAX_PER_ACCOUNT', flag: 'mqtt-max-per-account', def: '1000', doc: 'MQTT clients one account may have connected, and persistent sessions stored, on a node' },
+  { env: 'REEF_MQTT_CONNECT_TIMEOUT', flag: 'mqtt-connect-timeout', def: '10', doc: 'Seconds an MQTT connection has to finish its TLS handshake and to send CONNECT' },
+  { env: 'REEF_MQTT_MAX_KEEPALIVE', flag: 'mqtt-max-keepalive', def: '600', doc: 'Largest MQTT keep-alive in seconds; 0 (none) or more is taken as this (closed after 1.5 times it idle)' },
+  { env: 'REEF_MQTT_MAX_PACKET', flag: 'mqtt-max-packet', def: '1048576', doc: 'Largest MQTT packet after CONNECT in bytes (an ingest message is also held to REEF_BODY_LIMIT)' },
+  { env: 'REEF_MQTT_MAX_INFLIGHT', flag: 'mqtt-max-inflight', def: '32', doc: 'Incoming QoS 2 messages of one MQTT client awaiting their PUBREL' },
+  { env: 'REEF_MQTT_MAX_QUEUE_MESSAGES', flag: 'mqtt-max-queue-messages', def: '1000', doc: 'Messages a connected MQTT client may have unsent before it is disconnected' },
+  { env: 'REEF_MQTT_MAX_QUEUE_BYTES', flag: 'mqtt-max-queue-bytes', def: '4194304', doc: 'Bytes a connected MQTT client may have unsent before it is disconnected' },
+  { env: 'REEF_MQTT_SESSION_MESSAGES', flag: 'mqtt-session-messages', def: '1000', doc: 'QoS 1 and 2 messages a persistent MQTT session may hold for its client' },
+  { env: 'REEF_MQTT_SESSION_BYTES', flag: 'mqtt-session-bytes', def: '8388608', doc: 'Payload bytes a persistent MQTT session may hold for its client' },
+  { env: 'REEF_MQTT_SESSION_EXPIRY', flag: 'mqtt-session-expiry', def: '7200', doc: 'Seconds a persistent MQTT session is kept after its client disconnects' },
   {
     env: 'REEF_ALARM_WEBHOOK_ALLOW_PRIVATE',
     flag: 'alarm-webhook-allow-private',
@@ -285,6 +327,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     ] as const) {
       if (file !== null && !fs.existsSync(file)) problems.push(`${name}: no such file ${JSON.stringify(file)}`);
     }
+    // A private key every user can read is refused, as for HTTPS (src/config/tls.ts).
+    if (tlsKey !== null && fs.existsSync(tlsKey) && fs.statSync(tlsKey).mode & 0o004) {
+      problems.push(`REEF_MQTT_TLS_KEY (--mqtt-tls-key): the TLS key ${tlsKey} is readable by every user; chmod 600 (or 640) it`);
+    }
     const host = str('REEF_MQTT_HOST');
     if (!host) problems.push('REEF_MQTT_HOST (--mqtt-host) must not be empty');
     return {
@@ -298,6 +344,21 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       tlsKey: tlsKey && path.resolve(tlsKey),
       retain: bool('REEF_MQTT_RETAIN'),
       recheckSeconds: int('REEF_MQTT_RECHECK', 1, 86400),
+      limits: {
+        maxConnections: int('REEF_MQTT_MAX_CONNECTIONS', 1, 1_000_000),
+        maxPerAddress: int('REEF_MQTT_MAX_PER_ADDRESS', 1, 1_000_000),
+        maxPerAccount: int('REEF_MQTT_MAX_PER_ACCOUNT', 1, 1_000_000),
+        connectTimeoutMs: int('REEF_MQTT_CONNECT_TIMEOUT', 1, 300) * 1000,
+        maxKeepAliveSeconds: int('REEF_MQTT_MAX_KEEPALIVE', 1, 65535),
+        // Room for a CONNECT-sized packet at least; never more than MQTT's own ceiling (§2.2.3).
+        maxPacketBytes: int('REEF_MQTT_MAX_PACKET', 1024, 268_435_455),
+        maxInflight: int('REEF_MQTT_MAX_INFLIGHT', 1, 65535),
+        maxQueuedMessages: int('REEF_MQTT_MAX_QUEUE_MESSAGES', 1, 1_000_000),
+        maxQueuedBytes: int('REEF_MQTT_MAX_QUEUE_BYTES', 16 * 1024, 1 << 30),
+        sessionMessages: int('REEF_MQTT_SESSION_MESSAGES', 0, 1_000_000),
+        sessionBytes: int('REEF_MQTT_SESSION_BYTES', 0, 1 << 30),
+        sessionExpiryMs: int('REEF_MQTT_SESSION_EXPIRY', 1, 30 * 86400) * 1000,
+      },
     };
   }
 }

@@ -31,13 +31,13 @@ declare module 'fastify' {
  * nested thousands deep were answered 500 (a recursive step past them ran out of stack, issue
  * 11.7), so they are refused before parsing.
  */
-const MAX_JSON_DEPTH = 64;
+export const MAX_JSON_DEPTH = 64;
 
 /**
  * One pass over the text, brackets outside strings only; stops as soon as the limit is passed.
  * Strings are jumped over with indexOf (native), since most of an upload's text is inside them.
  */
-function nestedDeeperThan(text: string, max: number): boolean {
+export function nestedDeeperThan(text: string, max: number): boolean {
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);

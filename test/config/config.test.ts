@@ -66,7 +66,43 @@ it('MQTT: on at 127.0.0.1:1883 by default, moving off a taken default port only,
   const c = loadConfig({}, {});
   assert.deepEqual(
     { ...c.mqtt },
-    { enabled: true, host: '127.0.0.1', port: 1883, portFallback: true, tlsPort: 8883, tlsPortFallback: true, tlsCert: null, tlsKey: null, retain: true, recheckSeconds: 30 },
+    {
+      enabled: true,
+      host: '127.0.0.1',
+      port: 1883,
+      portFallback: true,
+      tlsPort: 8883,
+      tlsPortFallback: true,
+      tlsCert: null,
+      tlsKey: null,
+      retain: true,
+      recheckSeconds: 1,
+      limits: {
+        maxConnections: 10_000,
+        maxPerAddress: 200,
+        maxPerAccount: 1000,
+        connectTimeoutMs: 10_000,
+        maxKeepAliveSeconds: 600,
+        maxPacketBytes: 1 << 20,
+        maxInflight: 32,
+        maxQueuedMessages: 1000,
+        maxQueuedBytes: 4 << 20,
+        sessionMessages: 1000,
+        sessionBytes: 8 << 20,
+        sessionExpiryMs: 7_200_000,
+      },
+    },
+  );
+  // Every MQTT limit is checked with the rest, all problems together.
+  assert.throws(
+    () => loadConfig({ REEF_MQTT_MAX_PER_ADDRESS: '0', REEF_MQTT_MAX_PACKET: '100', REEF_MQTT_CONNECT_TIMEOUT: 'soon', REEF_MQTT_MAX_QUEUE_BYTES: '-5', REEF_MQTT_SESSION_EXPIRY: '0' }, {}),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.equal(e.problems.length, 5, e.message);
+      for (const v of ['REEF_MQTT_MAX_PER_ADDRESS', 'REEF_MQTT_MAX_PACKET', 'REEF_MQTT_CONNECT_TIMEOUT', 'REEF_MQTT_MAX_QUEUE_BYTES', 'REEF_MQTT_SESSION_EXPIRY'])
+        assert.match(e.message, new RegExp(v));
+      return true;
+    },
   );
   // A port the operator chose is never moved, whether by variable or flag.
   assert.equal(loadConfig({ REEF_MQTT_PORT: '1883' }, {}).mqtt.portFallback, false);

@@ -11,33 +11,10 @@ import { after, before, describe, it } from 'node:test';
 import { mulberry32 as prng } from '../../src/core/random.ts';
 import { testConfig } from '../../src/config/config.ts';
 import { assertClean, tally } from '../security/tally.ts';
+import { connectPacket, publishPacket, subscribePacket, varint } from '../helpers/mqtt-wire.ts';
 import { connect, grants, startMqtt, until, type MqttHarness } from './helpers.ts';
 
 const BODY_LIMIT = 64 * 1024;
-
-function varint(n: number): Buffer {
-  const out: number[] = [];
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out.push(b);
-  } while (n > 0);
-  return Buffer.from(out);
-}
-const str = (s: string) => Buffer.concat([Buffer.from([Buffer.byteLength(s) >> 8, Buffer.byteLength(s) & 0xff]), Buffer.from(s)]);
-const packet = (first: number, body: Buffer) => Buffer.concat([Buffer.from([first]), varint(body.length), body]);
-
-function connectPacket(password: string, o: { name?: string; level?: number; flags?: number; clientId?: string } = {}): Buffer {
-  const flags = o.flags ?? 0xc2; // user name, password, clean session
-  const props = o.level === 5 ? Buffer.from([0]) : Buffer.alloc(0); // MQTT 5 adds a properties length
-  return packet(
-    0x10,
-    Buffer.concat([str(o.name ?? 'MQTT'), Buffer.from([o.level ?? 4, flags, 0, 60]), props, str(o.clientId ?? `h${Math.random().toString(36).slice(2, 10)}`), str('notused'), str(password)]),
-  );
-}
-const subscribePacket = (topic: string, first = 0x82) => packet(first, Buffer.concat([Buffer.from([0, 1]), str(topic), Buffer.from([0])]));
-const publishPacket = (topic: string, payload: Buffer, first = 0x30) => packet(first, Buffer.concat([str(topic), payload]));
 
 interface Exchange {
   /** Everything the broker sent. */

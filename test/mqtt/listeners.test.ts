@@ -104,7 +104,18 @@ describe('MQTT listeners', () => {
     await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
     const taken = (holder.address() as net.AddressInfo).port;
     const deps = { store: h.t.services.store, events: null, auth: h.t.services.auth, quotas: h.t.services.quotas, log: h.t.services.log };
-    const opts = { host: '127.0.0.1', port: taken, tlsPort: 0, tlsPortFallback: false, tls: null, retain: true, recheckMs: 60_000, maxPayloadBytes: 1024, maxObservations: 10 };
+    const opts = {
+      host: '127.0.0.1',
+      port: taken,
+      tlsPort: 0,
+      tlsPortFallback: false,
+      tls: null,
+      retain: true,
+      recheckMs: 60_000,
+      maxPayloadBytes: 1024,
+      maxObservations: 10,
+      limits: h.t.services.config.mqtt.limits,
+    };
     const moved = new MqttBroker(deps, { ...opts, portFallback: true });
     try {
       await moved.start();

@@ -32,9 +32,10 @@ it('names the ingest target and nothing else', () => {
 it('follows packet boundaries across chunks and cuts a packet that announces too much at its header', () => {
   const t = new FrameTracker({ firstPacket: 10, packet: 200 });
   // CONNECT of 8 bytes split across chunks, then a PUBLISH of 150 (two length bytes), then PINGREQ.
-  t.feed(Buffer.from([0x10, 0x08, 1, 2, 3]));
-  t.feed(Buffer.from([4, 5, 6, 7, 8, 0x30, 0x96]));
-  t.feed(Buffer.concat([Buffer.from([0x01]), Buffer.alloc(150), Buffer.from([0xc0, 0x00])]));
+  // feed() counts the packets that end in each chunk (the outgoing queue bound counts unsent packets so).
+  assert.equal(t.feed(Buffer.from([0x10, 0x08, 1, 2, 3])), 0);
+  assert.equal(t.feed(Buffer.from([4, 5, 6, 7, 8, 0x30, 0x96])), 1);
+  assert.equal(t.feed(Buffer.concat([Buffer.from([0x01]), Buffer.alloc(150), Buffer.from([0xc0, 0x00])])), 2);
   // The next PUBLISH announces 201: refused before any of its body.
   assert.throws(
     () => t.feed(Buffer.from([0x30, 0xc9, 0x01])),
