@@ -9,6 +9,7 @@ import { after, describe, it } from 'node:test';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite-store.ts';
 import { BIN, reef as run } from '../../helpers/reef.ts';
 import { tempDir } from '../../helpers/server.ts';
+import { waitFor } from '../../helpers/wait.ts';
 
 const reef = (args: string[], env: Record<string, string> = {}) => run(args, { env });
 
@@ -149,10 +150,8 @@ describe('reef serve', () => {
     let err = '';
     child.stderr.on('data', (c) => (err += c));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    while (!/client secret: \S+/.test(out)) {
-      if (child.exitCode !== null) assert.fail(`serve exited: ${err}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const banner = () => /client secret: \S+/.test(out);
+    await Promise.race([waitFor('the banner', banner), exited.then(() => banner() || assert.fail(`serve exited: ${err}`))]);
     const url = /Reef is running at (http:\/\/\S+)/.exec(out)![1]!;
     const clientId = /client id:\s+(\S+)/.exec(out)![1]!;
     const clientSecret = /client secret:\s+(\S+)/.exec(out)![1]!;
@@ -181,9 +180,15 @@ describe('reef serve', () => {
     });
     req.write(body.slice(0, 10));
     await new Promise<void>((resolve) => req.on('socket', (s) => (s.connecting ? s.once('connect', () => resolve()) : resolve())));
-    await new Promise((r) => setTimeout(r, 100)); // let the server read the headers
-    child.kill('SIGTERM');
+    // A sleep: the server reading the headers shows nowhere outside the child.
     await new Promise((r) => setTimeout(r, 100));
+    child.kill('SIGTERM');
+    // Draining: no new request is taken (refused, or 503 on a kept-alive connection).
+    await waitFor('the drain', () =>
+      fetch(url)
+        .then((r) => r.status === 503)
+        .catch(() => true),
+    );
     req.end(body.slice(10));
     assert.equal(await response, 201);
     assert.equal(await exited, 0);

@@ -10,6 +10,7 @@ import { Kit } from '../../../src/device/kit.ts';
 import { gatewayComponent } from '../../../src/gateway/component.ts';
 import { provisionKit } from '../../../src/service/devices.ts';
 import type { TestServer } from '../../helpers/server.ts';
+import { waitFor } from '../../helpers/wait.ts';
 import { connect, createDevice, launchBrowser, newPage, shot, startWebServer, waitAttr, waitText } from './harness.ts';
 
 const MAC = '00000000000007a1';
@@ -53,11 +54,7 @@ describe('web app: dev kit panel', () => {
       { v: 1, mac: SILENT, host: '127.0.0.1', port: sink.address().port, prefix: 'snsr', fw: '1.2.1000.117958', cf: 0, seq: 0, boot: 1, period: 3600 },
       { address: '127.0.0.1', port: sink.address().port },
     );
-    const end = Date.now() + 15_000;
-    while (!gw.gateway.kits.get(MAC)) {
-      if (Date.now() > end) throw new Error('the gateway never learned the kit');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor('the gateway to learn the kit', () => gw.gateway.kits.get(MAC), 15_000);
   });
 
   after(async () => {

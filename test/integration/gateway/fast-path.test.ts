@@ -295,7 +295,7 @@ describe('the forwarding fast path', () => {
       let late = 0;
       answer = (req) => {
         late++;
-        setTimeout(() => kit.send(plain(req)[0]!, back), 150);
+        setTimeout(() => kit.send(plain(req)[0]!, back), 150); // a slow kit: its answer leaves after the client's retry
         return undefined;
       };
       const t = nextToken();

@@ -203,7 +203,7 @@ describe('observe relay and proxy behaviour', () => {
     const token = Buffer.from('same');
     const [x, y] = await Promise.all([
       c.request(h.addr, { method: Code.GET, options: [stringOption(Option.PROXY_URI, proxyUri(mac, DOMAIN, SENS))], confirmable: false, timeoutMs: 5000, token }),
-      new Promise<void>((r) => setTimeout(r, 20)).then(() => {
+      until(() => h.gw.gateway.stats.forwarded > fw, 'the first NON forwarded').then(() => {
         c.sendNon(h.addr, { type: NON, code: Code.GET, mid: c.nextMid(), token, options: [stringOption(Option.PROXY_URI, proxyUri(mac, DOMAIN, SENS))], payload: Buffer.alloc(0) });
       }),
     ]);

@@ -229,7 +229,7 @@ test('a simulation with a duration completes; a stopped one writes no more', asy
   await waitFor('readings', async () => (await observationsOf(s, alice.token, live.deviceIds![0]!)).length >= 3);
   const stopped = await json<Simulation>(await s.request('DELETE', `${BASE}/${live.id}`, { token: alice.token }), 200);
   const count = (await observationsOf(s, alice.token, live.deviceIds![0]!)).length;
-  await new Promise((r) => setTimeout(r, 300));
+  await new Promise((r) => setTimeout(r, 300)); // a sleep: what is asserted is that nothing more is written
   assert.equal((await observationsOf(s, alice.token, live.deviceIds![0]!)).length, count);
   const again = await json<Simulation>(await s.request('GET', `${BASE}/${live.id}`, { token: alice.token }), 200);
   assert.equal(again.status, 'stopped');
@@ -293,7 +293,7 @@ test('only the leader runs simulations; a new leader takes them over', async () 
     const u = await f.login('dave');
     const sim = await json<Simulation>(await f.request('POST', BASE, { token: u.token, body: { devices: 2, interval: '100ms' } }), 201);
     assert.equal(sim.status, 'running');
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 300)); // a sleep: what is asserted is that nothing is provisioned
     // Not the leader: the simulation is recorded but nothing is provisioned yet.
     assert.equal((await json<{ devices: unknown[] }>(await f.request('GET', '/api/solutions/StudioSimulation/devices', { token: u.token }), 200)).devices.length, 0);
     await leadership.set(true);
@@ -301,7 +301,7 @@ test('only the leader runs simulations; a new leader takes them over', async () 
     await leadership.set(false);
     const handedOver = await waitFor('hand-over', async () => {
       const g = await json<Simulation>(await f.request('GET', `${BASE}/${sim.id}`, { token: u.token }), 200);
-      await new Promise((r) => setTimeout(r, 250));
+      await new Promise((r) => setTimeout(r, 250)); // a sleep: the count standing still over it is the hand-over
       const h = await json<Simulation>(await f.request('GET', `${BASE}/${sim.id}`, { token: u.token }), 200);
       return h.observationsProduced === g.observationsProduced ? h : null;
     });
