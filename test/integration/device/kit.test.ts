@@ -252,7 +252,7 @@ describe('observe (RFC 7641)', () => {
 
   test('registration answers 2.05 with Observe; notifications carry the token, increasing 24-bit Observe, Max-Age and a reading; every 5th is CON; Observe=1 deregisters', async () => {
     // The raw client is the kit's gateway here: the cadence below is what the gateway sees (a direct
-    // peer's first notification is CON, to validate its address: test/device/reach.test.ts).
+    // peer's first notification is CON, to validate its address: test/e2e/device/reach.test.ts).
     const c = await RawClient.open();
     const kit = await startKit({ periodMs: 50, conEvery: 5, maxAgeSec: 33, gateway: { address: '127.0.0.1', port: c.port }, allowDirect: false });
     try {

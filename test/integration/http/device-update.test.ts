@@ -2,7 +2,7 @@
 // new deviceType and domainInfo as a JSON merge patch (RFC 7396 §2), on SQLite and on PostgreSQL. The
 // change is checked as a new device is (bad input: a 400 that changes nothing), another group's
 // device answers 404, a dev kit keeps its type and MAC, and lists and event streams follow
-// (test/alarms/templates.test.ts: a device given a template later gets the template's rules).
+// (test/integration/alarms/templates.test.ts: a device given a template later gets the template's rules).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ReefClient } from '../../../src/sdk/index.ts';

@@ -69,7 +69,7 @@ describe('POST /api/tokens and /tokens', () => {
     await expectError(await server.request('POST', '/api/tokens', { body: 'clientId=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
   });
 
-  it('throttles failed logins per client id from one address with 429 and Retry-After, even for the right secret (test/security/login-flood.test.ts: other addresses pass)', async () => {
+  it('throttles failed logins per client id from one address with 429 and Retry-After, even for the right secret (test/integration/security/login-flood.test.ts: other addresses pass)', async () => {
     const c = await server.account('throttled');
     const other = await server.account('bystander');
     for (let i = 0; i < 3; i++) await server.request('POST', '/api/tokens', { body: { clientId: c.clientId, clientSecret: 'bad' } });
