@@ -17,7 +17,7 @@ import { createAccount } from '../src/auth/accounts.ts';
 import { startServer } from '../src/server.ts';
 import { webComponent } from '../src/web/component.ts';
 import { createSimulationComponent } from '../src/sim/component.ts';
-import { CHROMIUM, CHROMIUM_ARGS, ensureWebBuilt } from '../test/web/harness.ts';
+import { CHROMIUM, CHROMIUM_ARGS, ensureWebBuilt } from '../test/e2e/web/harness.ts';
 import { median } from './lib.ts';
 
 const DAYS = 7;

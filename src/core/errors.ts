@@ -1,6 +1,6 @@
 // The one catalogue of Reef error codes. Every failure a client can see is one of these; each carries
 // its HTTP status and, where the failure can surface over CoAP (gateway, device), its CoAP response
-// code (RFC 7252 §5.9, written "c.dd"). docs/errors.md documents every entry; test/errors-doc.test.ts
+// code (RFC 7252 §5.9, written "c.dd"). docs/errors.md documents every entry; test/unit/docs/errors-doc.test.ts
 // keeps the two in step.
 
 export interface ErrorSpec {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { ptyPair, waitFor } from '../../device/helpers.ts';
+import { ptyPair, waitFor } from '../../helpers/device.ts';
 import { BIN } from '../../helpers/reef.ts';
 
 function coapGet(url: string): Promise<string> {

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
 import { rotateSecret, setDisabled } from '../../../src/auth/accounts.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { closed, connect, inbox, startMqtt, type MqttHarness } from '../../mqtt/helpers.ts';
+import { closed, connect, inbox, startMqtt, type MqttHarness } from '../../helpers/mqtt.ts';
 
 const MAC = '0013500500000001';
 

@@ -12,7 +12,7 @@ import { connectPacket, RawClient, subscribePacket } from '../../helpers/mqtt-wi
 import { tempDir } from '../../helpers/server.ts';
 import { opensslCertificate } from '../../helpers/tls.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { connect, startMqtt, type MqttHarness } from '../../mqtt/helpers.ts';
+import { connect, startMqtt, type MqttHarness } from '../../helpers/mqtt.ts';
 
 const defaults = testConfig({ dataDir: '/x' }).mqtt.limits;
 const limitsWith = (l: Partial<MqttLimits>): MqttLimits => ({ ...defaults, ...l });

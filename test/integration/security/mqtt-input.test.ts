@@ -10,7 +10,7 @@ import { ConfigError, loadConfig } from '../../../src/config/config.ts';
 import { tempDir } from '../../helpers/server.ts';
 import { opensslCertificate } from '../../helpers/tls.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { connect, inbox, startMqtt, type MqttHarness } from '../../mqtt/helpers.ts';
+import { connect, inbox, startMqtt, type MqttHarness } from '../../helpers/mqtt.ts';
 
 describe('MQTT ingest: JSON depth', () => {
   let h: MqttHarness;

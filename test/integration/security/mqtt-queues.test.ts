@@ -10,7 +10,7 @@ import { testConfig } from '../../../src/config/config.ts';
 import type { KitPayloadEvent } from '../../../src/events/bus.ts';
 import { connectPacket, RawClient, subscribePacket } from '../../helpers/mqtt-wire.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { connect, inbox, startMqtt, type MqttHarness } from '../../mqtt/helpers.ts';
+import { connect, inbox, startMqtt, type MqttHarness } from '../../helpers/mqtt.ts';
 
 const MAC = '0013500500000001';
 

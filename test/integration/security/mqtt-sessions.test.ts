@@ -10,7 +10,7 @@ import { testConfig } from '../../../src/config/config.ts';
 import { testClock } from '../../helpers/clock.ts';
 import { connectPacket, publishPacket, RawClient, varint } from '../../helpers/mqtt-wire.ts';
 import { waitFor } from '../../helpers/wait.ts';
-import { startMqtt, type MqttHarness } from '../../mqtt/helpers.ts';
+import { startMqtt, type MqttHarness } from '../../helpers/mqtt.ts';
 
 const MAC = '0013500500000001';
 
