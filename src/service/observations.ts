@@ -150,8 +150,20 @@ export interface RangeQuery {
   tags?: string;
 }
 
-export const DEFAULT_PAGE = 1000;
-export const MAX_PAGE = 10000;
+/**
+ * A page asked for without `limit`: what about 1 MB of the original's JSON held (wire §1: "the
+ * original capped a page at 1 MB when no limit was given"). Its plain observation,
+ * `{"temperature":21.1234,"timestamp":"2019-03-21T23:52:25.000Z"}`, is 62 bytes and a comma, so
+ * 16,384 of them are 1,032,192 bytes, within 1 MiB (docs/api.md "One device").
+ */
+export const DEFAULT_PAGE = 16_384;
+/** The most a page holds when `limit` is given; a larger limit is served through next_page. */
+export const MAX_PAGE = 10_000;
+
+/** The page size of a request: the default without `limit`, else `limit` capped at MAX_PAGE. */
+export function pageLimit(limit: number | undefined): number {
+  return limit === undefined ? DEFAULT_PAGE : Math.min(limit, MAX_PAGE);
+}
 
 /** The store query of a page request: bounds and cursor checked, the limit capped. */
 function pageQuery(q: RangeQuery): ObservationQuery {
@@ -167,9 +179,8 @@ function pageQuery(q: RangeQuery): ObservationQuery {
     }
   }
   // A limit beyond the page cap is served page by page through next_page rather than refused.
-  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
   return {
-    limit,
+    limit: pageLimit(q.limit),
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(before === undefined ? {} : { before }),
@@ -232,9 +243,8 @@ export async function solutionObservations(
     if (!m || !Number.isFinite(ts)) throw new ReefError('INVALID_CURSOR', 'after must be the cursor from a next_page link', { field: 'after' });
     after = { ts, device: Number(m[2]) };
   }
-  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
   const page = await store.querySolutionObservations(groupId, solution, {
-    limit,
+    limit: pageLimit(q.limit),
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(q.tags === undefined ? {} : { tag: q.tags }),

@@ -17,7 +17,7 @@ import { sseFrame } from '../sse.ts';
 const rangeQuery = {
   type: 'object',
   properties: {
-    limit: { type: 'integer', minimum: 1, description: 'Most observations in the page (capped at 10000; default 1000)' },
+    limit: { type: 'integer', minimum: 1, description: 'Most observations in the page (capped at 10000); without it a page holds 16384, about 1 MB as the original answered' },
     from: { type: 'string', maxLength: 64, description: 'Inclusive lower bound, ISO-8601' },
     to: { type: 'string', maxLength: 64, description: 'Exclusive upper bound, ISO-8601' },
     after: { type: 'string', maxLength: 64, description: 'Paging cursor from the next_page header' },
