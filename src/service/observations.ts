@@ -8,6 +8,7 @@ import { spanOf, type EventBus, type ObservationSpan } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
 import { unpackObservations, type PackedObservations } from '../core/observation-scan.ts';
 import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
+import { kitCelsius } from './kit-units.ts';
 
 /**
  * Validates every observation before anything is stored, so one bad entry rejects the batch.
@@ -59,6 +60,8 @@ function listeningHere(events: EventBus): boolean {
  * profile of two nodes in bench:ingest).
  */
 export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
+  // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
+  if (device.mac) batch = await kitCelsius(store, device.id, Array.isArray(batch) ? batch : unpackObservations(batch));
   if (Array.isArray(batch)) {
     const { written } = await store.insertObservations(device.id, batch);
     publishStored(events, device, batch);
@@ -76,7 +79,17 @@ export async function storeObservations(store: Store, events: EventBus | null, d
  * Several devices' batches in one store call (one commit on SQLite): what a simulation tick writes.
  * Returns the ids of devices that no longer exist (skipped).
  */
-export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRef; batch: ObservationRecord[] }[]): Promise<string[]> {
+export async function storeObservationsMany(store: Store, events: EventBus | null, given: { device: DeviceRef; batch: ObservationRecord[] }[]): Promise<string[]> {
+  // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
+  let items = given;
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]!;
+    if (!item.device.mac) continue;
+    const batch = await kitCelsius(store, item.device.id, item.batch);
+    if (batch === item.batch) continue;
+    if (items === given) items = given.slice();
+    items[i] = { device: item.device, batch };
+  }
   const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
   const gone = new Set(missing);
   for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
