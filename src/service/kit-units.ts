@@ -23,11 +23,13 @@ export function toCelsius(value: number, unit: TemperatureUnit): number {
   return round4(unit === 'F' ? ((value - 32) * 5) / 9 : value);
 }
 
-/** `C`, `F`, `°C`, `°F` in any case; anything else names no unit. */
+/** `C`, `F`, `°C`, `°F`, `celsius`, `fahrenheit` in any case, as alarm rules read them; anything else names no unit. */
 export function unitOf(v: unknown): TemperatureUnit | undefined {
   if (typeof v !== 'string') return undefined;
-  const m = /^°?([CcFf])$/.exec(v.trim());
-  return m ? (m[1]!.toUpperCase() as TemperatureUnit) : undefined;
+  const s = v.trim().toLowerCase().replace('°', '');
+  if (s === 'c' || s === 'celsius') return 'C';
+  if (s === 'f' || s === 'fahrenheit') return 'F';
+  return undefined;
 }
 
 /** Already in the kit form: °C with the kit's own figure kept (what the gateway writes). */

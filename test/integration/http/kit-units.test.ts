@@ -99,6 +99,7 @@ for (const backend of ['sqlite', 'postgres'] as const) {
         { timestamp: iso(EPOCH), temperature: '68.00' },
         { timestamp: iso(EPOCH + 60), temperature: 20.25, unit: 'C' },
         { timestamp: iso(EPOCH + 120), temperature: 70, unit: '°f' },
+        { timestamp: iso(EPOCH + 150), temperature: 71.6, unit: 'Fahrenheit' },
         { timestamp: iso(EPOCH + 180), humidity: 40 },
       ]);
       await bridge(kit, EPOCH, 68, 'F');
@@ -107,6 +108,7 @@ for (const backend of ['sqlite', 'postgres'] as const) {
         { timestamp: iso(EPOCH), temperature: 20, unit: 'C', rawValue: 68, rawUnit: 'F', mac: kit.mac, source: 'gateway' },
         { timestamp: iso(EPOCH + 60), temperature: 20.25, unit: 'C', rawValue: 20.25, rawUnit: 'C' },
         { timestamp: iso(EPOCH + 120), temperature: 21.1111, unit: 'C', rawValue: 70, rawUnit: 'F' },
+        { timestamp: iso(EPOCH + 150), temperature: 22, unit: 'C', rawValue: 71.6, rawUnit: 'F' },
         { timestamp: iso(EPOCH + 180), humidity: 40 },
       ]);
       for (const o of got) if (o.temperature !== undefined) assert.ok(o.temperature > 15 && o.temperature < 30, `one unit: ${o.temperature}`);
