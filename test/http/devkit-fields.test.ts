@@ -1,6 +1,6 @@
-// Dev kits carry the identity fields the original clients read (issue 13.3): the reference plot page
-// reads provisioningInfo.ssniMacAddress, the Windows and MQTT clients find kits by
-// domainInfo.nic_macID (16 lower-case hex). A MAC given to Reef is accepted in either spelling
+// Dev kits carry the identity fields the original clients read: the reference plot page reads
+// provisioningInfo.ssniMacAddress, the MQTT client finds kits by domainInfo.nic_macID (16 lower-case
+// hex), the Windows CoAP client reads it from MILLI devices (each kit's network module). A MAC given to Reef is accepted in either spelling
 // (field name, separators, case) and kept in the one wire form.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
