@@ -12,6 +12,7 @@ import type { EventBus, ReefEvent } from '../events/bus.ts';
 import { errors, solutionParams } from '../http/schemas.ts';
 import { findDevice, resolveSolution } from '../service/devices.ts';
 import type { QuotaService } from '../service/quotas.ts';
+import { isKitModule } from '../service/kit-module.ts';
 import type { Store } from '../store/store.ts';
 import { acknowledged, applyStep, cleared, type Actor } from './lifecycle.ts';
 import { checkWebhookTarget, type EgressPolicy } from './egress.ts';
@@ -156,7 +157,13 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
 
   /** The rule's device or template must be one of the caller's solution. */
   async function checkTarget(account: Account, solution: string, parsed: ParsedRule): Promise<void> {
-    if (parsed.deviceId) await findDevice(store, account, solution, parsed.deviceId);
+    if (parsed.deviceId) {
+      const d = await findDevice(store, account, solution, parsed.deviceId);
+      // Its readings are stored on its kit (docs/api.md "A kit's network module"): a rule on it would never fire.
+      if (isKitModule(d)) {
+        throw new ReefError('VALIDATION_FAILED', `device ${d.id} is a kit's network module, whose readings are dev kit ${String(d.domainInfo.kitId)}'s: name the kit`, { field: 'deviceId' });
+      }
+    }
     if (parsed.newWebhook && parsed.spec.webhook) await checkWebhookTarget(parsed.spec.webhook.url, deps.egress);
     const t = parsed.spec.templateId;
     if (t && !(await store.getTemplate(account.groupId, solution, t))) {

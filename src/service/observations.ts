@@ -8,6 +8,7 @@ import { spanOf, type EventBus, type ObservationSpan } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
 import { unpackObservations, type PackedObservations } from '../core/observation-scan.ts';
 import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
+import { kitCelsius } from './kit-units.ts';
 
 /**
  * Validates every observation before anything is stored, so one bad entry rejects the batch.
@@ -59,6 +60,8 @@ function listeningHere(events: EventBus): boolean {
  * profile of two nodes in bench:ingest).
  */
 export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations, quota?: ObservationQuota): Promise<number> {
+  // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
+  if (device.mac) batch = await kitCelsius(store, device.id, Array.isArray(batch) ? batch : unpackObservations(batch));
   if (!quota) return storeUncounted(store, events, device, batch);
   // The device's owner pays for what is stored on it, whoever in its group writes.
   const settle = await quota.reserveObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
@@ -99,7 +102,17 @@ export interface ObservationQuota {
  * quota has its batches skipped (the others are stored), and when that leaves nothing to store the
  * quota error is thrown. Returns the ids of devices skipped: deleted, or over their owner's quota.
  */
-export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRef; batch: ObservationRecord[] }[], quota?: ObservationQuota): Promise<string[]> {
+export async function storeObservationsMany(store: Store, events: EventBus | null, given: { device: DeviceRef; batch: ObservationRecord[] }[], quota?: ObservationQuota): Promise<string[]> {
+  // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
+  let items = given;
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]!;
+    if (!item.device.mac) continue;
+    const batch = await kitCelsius(store, item.device.id, item.batch);
+    if (batch === item.batch) continue;
+    if (items === given) items = given.slice();
+    items[i] = { device: item.device, batch };
+  }
   const refused: string[] = [];
   const settles: { tenantId: string; settle: (written: number) => void }[] = [];
   if (quota) {
@@ -204,8 +217,20 @@ export interface RangeQuery {
   tags?: string;
 }
 
-export const DEFAULT_PAGE = 1000;
-export const MAX_PAGE = 10000;
+/**
+ * A page asked for without `limit`: what about 1 MB of the original's JSON held (wire §1: "the
+ * original capped a page at 1 MB when no limit was given"). Its plain observation,
+ * `{"temperature":21.1234,"timestamp":"2019-03-21T23:52:25.000Z"}`, is 62 bytes and a comma, so
+ * 16,384 of them are 1,032,192 bytes, within 1 MiB (docs/api.md "One device").
+ */
+export const DEFAULT_PAGE = 16_384;
+/** The most a page holds when `limit` is given; a larger limit is served through next_page. */
+export const MAX_PAGE = 10_000;
+
+/** The page size of a request: the default without `limit`, else `limit` capped at MAX_PAGE. */
+export function pageLimit(limit: number | undefined): number {
+  return limit === undefined ? DEFAULT_PAGE : Math.min(limit, MAX_PAGE);
+}
 
 /** The store query of a page request: bounds and cursor checked, the limit capped. */
 function pageQuery(q: RangeQuery): ObservationQuery {
@@ -221,9 +246,8 @@ function pageQuery(q: RangeQuery): ObservationQuery {
     }
   }
   // A limit beyond the page cap is served page by page through next_page rather than refused.
-  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
   return {
-    limit,
+    limit: pageLimit(q.limit),
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(before === undefined ? {} : { before }),
@@ -286,9 +310,8 @@ export async function solutionObservations(
     if (!m || !Number.isFinite(ts)) throw new ReefError('INVALID_CURSOR', 'after must be the cursor from a next_page link', { field: 'after' });
     after = { ts, device: Number(m[2]) };
   }
-  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
   const page = await store.querySolutionObservations(groupId, solution, {
-    limit,
+    limit: pageLimit(q.limit),
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(q.tags === undefined ? {} : { tag: q.tags }),

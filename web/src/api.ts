@@ -3,6 +3,7 @@
 // sentences a user can act on.
 import { ApiError as SdkApiError, NetworkError, ReefClient } from '../../src/sdk/index.ts';
 import type { Bucket, Device, KitStatus, Observation, ObservationGroup } from '../../src/sdk/index.ts';
+import { isKitModule } from './format.ts';
 
 export type { Bucket, Device, KitStatus, Observation };
 export type LatestGroup = ObservationGroup;
@@ -105,7 +106,7 @@ export class Connection {
 
   async devices(): Promise<Device[]> {
     try {
-      return await this.client.listDevices();
+      return (await this.client.listDevices()).filter((d) => !isKitModule(d));
     } catch (e) {
       // The original answered 404 for a solution without devices (wire §1): that is "none".
       if (e instanceof SdkApiError && e.status === 404 && e.code.startsWith('HTTP_')) return [];

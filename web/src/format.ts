@@ -106,6 +106,15 @@ export function whereOf(d: Device): string {
   return '';
 }
 
+/**
+ * A kit's network module: the MILLI device the service lists after each provisioned kit for the
+ * original clients (docs/api.md "A kit's network module"). Its series is the kit's, so the app
+ * shows the kit alone.
+ */
+export function isKitModule(d: Device): boolean {
+  return d.deviceType === 'MILLI' && !!d.provisioningInfo && typeof d.domainInfo?.kitId === 'string';
+}
+
 export function isDevKit(d: Device): boolean {
   return d.deviceType === 'NICDevKit' || d.deviceType === 'MILLI' || !!d.provisioningInfo;
 }

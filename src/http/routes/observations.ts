@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { solutionName } from '../../core/validate.ts';
 import type { Config } from '../../config/config.ts';
 import type { EventBus, ReefEvent } from '../../events/bus.ts';
-import { findDevice, findUploadDevice, resolveSolution } from '../../service/devices.ts';
+import { findSeriesDevice, findUploadDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservationsJson, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
 import { groupedJson, latestJson } from '../../core/observation-json.ts';
 import { ScannedUpload, scanUpload } from '../../core/observation-scan.ts';
@@ -17,7 +17,7 @@ import { sseFrame } from '../sse.ts';
 const rangeQuery = {
   type: 'object',
   properties: {
-    limit: { type: 'integer', minimum: 1, description: 'Most observations in the page (capped at 10000; default 1000)' },
+    limit: { type: 'integer', minimum: 1, description: 'Most observations in the page (capped at 10000); without it a page holds 16384, about 1 MB as the original answered' },
     from: { type: 'string', maxLength: 64, description: 'Inclusive lower bound, ISO-8601' },
     to: { type: 'string', maxLength: 64, description: 'Exclusive upper bound, ISO-8601' },
     after: { type: 'string', maxLength: 64, description: 'Paging cursor from the next_page header' },
@@ -161,7 +161,8 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
     async (request, reply) => {
       const { solution, id } = request.params as { solution: string; id: string };
       const q = request.query as RangeQuery & { bucket?: string };
-      const device = await findDevice(store, request.account, solution, id);
+      // A kit's network module names its kit's series (docs/api.md "A kit's network module").
+      const device = await findSeriesDevice(store, request.account, solution, id);
       if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
       const page = await deviceObservationsJson(store, device, q);
       if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
@@ -186,10 +187,9 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const { solution } = request.params as { solution: string };
       const { deviceId } = request.query as { deviceId?: string };
       solutionName(solution);
-      if (deviceId !== undefined) await findDevice(store, request.account, solution, deviceId);
-      else await resolveSolution(store, request.account, solution);
+      const wanted = deviceId === undefined ? undefined : (await findSeriesDevice(store, request.account, solution, deviceId)).id;
+      if (deviceId === undefined) await resolveSolution(store, request.account, solution);
       const groupId = request.account.groupId;
-      const wanted = deviceId?.toLowerCase();
       const stream = app.streams.start(request, reply, request.caller, corsHeaders(request));
       const unsubscribe = events.subscribe((e: ReefEvent) => {
         if (e.kind === 'kit-payload') return; // raw kit bytes are for MQTT (docs/mqtt.md); the stored reading follows as observations

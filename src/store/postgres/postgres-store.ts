@@ -770,7 +770,7 @@ export class PostgresStore implements Store {
     if (!row) return null;
     // An upload reads its device first: its group then needs no round trip to learn the key.
     const d = deviceFromRow(row);
-    this.knowKey(id, row.pk as number, row.tier as number, { id: d.id, tenantId: d.tenantId, groupId: d.groupId, solution: d.solution });
+    this.knowKey(id, row.pk as number, row.tier as number, { id: d.id, tenantId: d.tenantId, groupId: d.groupId, solution: d.solution, deviceType: d.deviceType, mac: d.mac });
     return d;
   }
 

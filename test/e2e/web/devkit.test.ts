@@ -70,6 +70,14 @@ describe('web app: dev kit panel', () => {
     const row = page.locator(`#devices tr[data-id="${kitId}"]`);
     await row.waitFor();
     assert.match((await row.textContent()) ?? '', new RegExp(MAC));
+    // The API lists each kit with its network module; the app shows the kit alone (docs/api.md "A kit's network module").
+    const listed = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token })).json()) as { devices: { id: string; deviceType: string }[] };
+    assert.deepEqual(
+      listed.devices.map((d) => d.deviceType),
+      ['NICDevKit', 'MILLI', 'NICDevKit', 'MILLI', 'NICDevKit', 'MILLI'],
+    );
+    assert.equal(await page.locator('#devices tr[data-id]').count(), 3);
+    assert.equal((await page.locator('#device-count').textContent())?.trim(), '(3)');
     await row.click();
     await page.locator('#devkit-panel').waitFor();
 

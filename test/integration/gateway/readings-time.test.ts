@@ -41,7 +41,7 @@ for (const backend of ['sqlite', 'postgres'] as const)
     const observations = async (q = '') =>
       ((await (await h.t.request('GET', `/api/solutions/sandbox/devices/${deviceId}/observations${q}`, { token: alice.token })).json()) as { observations: Obs[] }).observations;
 
-    it("are stored at the kit's reading second; the Java client's upload of the same reading replaces it", async () => {
+    it("are stored at the kit's reading second; the Java client's upload of the same reading replaces it, still in °C", async () => {
       await until(async () => (await observations()).length >= 1, 'the first reading is stored');
       const [bridged] = await observations();
       assert.equal(bridged!.source, 'gateway');
@@ -49,16 +49,15 @@ for (const backend of ['sqlite', 'postgres'] as const)
       assert.equal(bridged!.kitEpoch, undefined, 'a kit with a good clock needs no separate epoch');
       assert.equal(bridged!.unit, 'C');
 
-      // What the original Java client posts for that reading: the kit's epoch second, the kit's unit,
-      // the temperature as a string.
-      const upload = { observations: [{ timestamp: bridged!.timestamp, temperature: bridged!.rawValue!.toFixed(2), unit: bridged!.rawUnit }] };
+      // What the original Java client posts for that reading (TempPayloadTransformer): the kit's
+      // epoch second, the kit's figure as a string, nothing else.
+      const upload = { observations: [{ timestamp: bridged!.timestamp, temperature: bridged!.rawValue!.toFixed(2) }] };
       const r = await h.t.request('POST', `/api/solutions/sandbox/devices/${deviceId}/observations`, { token: alice.token, body: upload });
       assert.equal(r.status, 201);
       const t = Date.parse(bridged!.timestamp);
       const at = await observations(`?from=${new Date(t).toISOString()}&to=${new Date(t + 1).toISOString()}`);
       assert.equal(at.length, 1, 'one observation for one reading');
-      assert.equal(at[0]!.temperature, bridged!.rawValue);
-      assert.equal(at[0]!.unit, bridged!.rawUnit);
+      assert.deepEqual(at[0], { timestamp: bridged!.timestamp, temperature: bridged!.temperature, unit: 'C', rawValue: bridged!.rawValue, rawUnit: bridged!.rawUnit });
     });
   });
 

@@ -4,6 +4,7 @@
 // non-JSON type is 415 and a body that is not JSON is 400, both in the uniform error body, and
 // nothing is stored.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { startTestServer, type TestServer } from '../../helpers/server.ts';
 
@@ -17,6 +18,25 @@ after(() => server.close());
 /** A POST whose headers are exactly `headers` (a byte body: fetch adds no Content-Type of its own). */
 function post(path: string, body: string, headers: Record<string, string> = {}) {
   return fetch(`${server.url}${path}`, { method: 'POST', headers, body: new TextEncoder().encode(body) });
+}
+
+/**
+ * A POST through node:http, which sends a header exactly as given: `Content-Type:` with an empty
+ * value, which fetch's header normalising would not be trusted to keep.
+ */
+function rawPost(path: string, body: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${server.url}${path}`, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        text += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 async function expectError(r: Response, status: number, code: string) {
@@ -46,6 +66,21 @@ describe('token calls (both paths)', () => {
         assert.equal(r.status, 201, `${path} ${JSON.stringify(headers)}: ${await r.clone().text()}`);
         assert.equal(typeof ((await r.json()) as { accessToken: unknown }).accessToken, 'string');
       }
+    }
+  });
+
+  it('read an empty Content-Type header (`Content-Type:` with no value) as no header', async () => {
+    const c = await server.account('ct-empty');
+    const creds = JSON.stringify({ clientId: c.clientId, clientSecret: c.clientSecret });
+    for (const path of ['/api/tokens', '/tokens']) {
+      for (const value of ['', ' ']) {
+        const r = await rawPost(path, creds, { 'content-type': value });
+        assert.equal(r.status, 201, `${path} Content-Type ${JSON.stringify(value)}: ${r.body}`);
+        assert.equal(typeof (JSON.parse(r.body) as { accessToken: unknown }).accessToken, 'string');
+      }
+      const bad = await rawPost(path, 'clientId=a', { 'content-type': '' });
+      assert.equal(bad.status, 400);
+      assert.equal((JSON.parse(bad.body) as { code: string }).code, 'MALFORMED_JSON');
     }
   });
 

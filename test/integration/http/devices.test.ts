@@ -201,8 +201,9 @@ describe('dev-kit provisioning over HTTP (operator)', () => {
     assert.equal(d.provisioningInfo.ssniMacAddress, mac);
     assert.equal(d.provisioningInfo.ssniNetworkDeviceType, 'MILLI');
     assert.match(d.provisioningInfo.timestamp!, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-    const list = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).json()) as { devices: unknown[] };
-    assert.deepEqual(list.devices, [d]);
+    // The kit, then its network module (docs/api.md "A kit's network module").
+    const list = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).json()) as { devices: { id: string }[] };
+    assert.deepEqual(list.devices, [d, { id: list.devices[1]!.id, deviceType: 'MILLI', domainInfo: { nic_macID: mac, kitId: d.id }, provisioningInfo: d.provisioningInfo }]);
     const again = await server.request('POST', '/api/admin/provision', { headers: admin, body: { clientId: c.clientId, mac } });
     assert.equal(again.status, 409);
     const e = (await again.json()) as { code: string; message: string };

@@ -1,6 +1,6 @@
-// Dev kits carry the identity fields the original clients read: the reference plot page
-// reads provisioningInfo.ssniMacAddress, the Windows and MQTT clients find kits by
-// domainInfo.nic_macID (16 lower-case hex). A MAC given to Reef is accepted in either spelling
+// Dev kits carry the identity fields the original clients read: the reference plot page reads
+// provisioningInfo.ssniMacAddress, the MQTT client finds kits by domainInfo.nic_macID (16 lower-case
+// hex), the Windows CoAP client reads it from MILLI devices (each kit's network module). A MAC given to Reef is accepted in either spelling
 // (field name, separators, case) and kept in the one wire form.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -39,8 +39,14 @@ for (const backend of ['sqlite', 'postgres'] as const)
       }
       const list = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token, headers: { accept: 'application/json' } })).json()) as { devices: Kit[] };
       const macs = ['00135005ff000001', '00135005ff000002', '00135005ff000003'];
-      assert.deepEqual(list.devices.map((d) => d.provisioningInfo.ssniMacAddress).sort(), macs);
-      for (const d of list.devices) {
+      // Each kit is followed by its network module (docs/api.md "A kit's network module").
+      const kits = list.devices.filter((d) => d.deviceType !== 'MILLI');
+      assert.deepEqual(
+        list.devices.filter((d) => d.deviceType === 'MILLI').map((d) => d.domainInfo.nic_macID),
+        kits.map((d) => d.domainInfo.nic_macID),
+      );
+      assert.deepEqual(kits.map((d) => d.provisioningInfo.ssniMacAddress).sort(), macs);
+      for (const d of kits) {
         assert.equal(d.deviceType, 'NICDevKit', 'deviceType stays as the seed says');
         assert.equal(d.provisioningInfo.ssniNetworkDeviceType, 'MILLI');
         assert.equal(d.domainInfo.nic_macID, d.provisioningInfo.ssniMacAddress);
@@ -64,7 +70,11 @@ for (const backend of ['sqlite', 'postgres'] as const)
       assert.equal(none.status, 400);
       assert.equal(((await none.json()) as { field: string }).field, 'mac');
       const list = (await (await server.request('GET', '/api/solutions/sandbox/devices', { token: c.token })).json()) as { devices: Kit[] };
-      assert.equal(list.devices.length, 1, 'nothing more was stored');
+      assert.deepEqual(
+        list.devices.map((d) => d.deviceType),
+        ['NICDevKit', 'MILLI'],
+        'nothing more was stored: the kit and its network module',
+      );
     });
 
     it('a client creating a device with domainInfo.nic_macID gets it kept in wire form; a malformed one is 400 and stores nothing', async () => {

@@ -4,6 +4,7 @@
 // (the original SDK parses every body, a delete included).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { provisionKit } from '../../../src/service/devices.ts';
 import { startTestServer, type TestServer } from '../../helpers/server.ts';
 
 let server: TestServer;
@@ -103,11 +104,17 @@ describe('the reference plot page', () => {
 });
 
 describe('the Windows CoAP client', () => {
-  it('logs in with no Content-Type at all, then lists devices (deviceType, domainInfo.nic_macID)', async () => {
-    const t = await call('POST', '/api/tokens', {}, JSON.stringify(creds));
+  it('logs in with no Content-Type at all, lists devices, and finds the kit among those of type MILLI by domainInfo.nic_macID', async () => {
+    const owner = await server.account('windows');
+    const account = (await server.services.store.getAccountByClientId(owner.clientId))!;
+    await provisionKit(server.services.store, server.services.events, account, '001350050047DC1F');
+    const t = await call('POST', '/api/tokens', {}, JSON.stringify({ clientId: owner.clientId, clientSecret: owner.clientSecret }));
     assert.equal(t.status, 201);
     const list = await call('GET', '/api/solutions/sandbox/devices', { authorization: t.json.accessToken });
     assert.equal(list.status, 200);
+    // CoApDeviceFinderGateway.cs: `if (dev.deviceType == "MILLI") { string mac = dev.domainInfo.nic_macID; ... }`
+    const macs = (list.json.devices as { deviceType: string; domainInfo: { nic_macID?: string } }[]).filter((d) => d.deviceType === 'MILLI').map((d) => d.domainInfo.nic_macID);
+    assert.deepEqual(macs, ['001350050047dc1f']);
   });
 });
 

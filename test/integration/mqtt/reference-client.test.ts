@@ -3,7 +3,9 @@
 // user name `notused` and the token as password, subscribes to `<tenantId>/alert/+/+`, turns each
 // kit payload (text `<epoch>,<value>,<unit>` or the CBOR map {0:"temp",1:"<text>"}) into
 // {"observations":[{"timestamp":<epoch as ISO ms>,"temperature":"<value>","macId":"<mac>"}]} and
-// posts it to the sandbox device whose domainInfo.nic_macID is that MAC.
+// posts it to the sandbox device whose domainInfo.nic_macID is that MAC: a device its user made, or
+// a provisioned kit, listed before its network module, whose series the service keeps in °C
+// (docs/api.md "Temperature units", "A kit's network module").
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import mqtt, { type MqttClient } from 'mqtt';
@@ -44,12 +46,14 @@ async function referenceClient(api: string, broker: string, creds: { clientId: s
 describe("the original's reference MQTT client", () => {
   let h: MqttHarness;
   let client: MqttClient | undefined;
+  let second: MqttClient | undefined;
 
   before(async () => {
     h = await startMqtt({ gateway: true });
   });
   after(async () => {
     await client?.endAsync(true);
+    await second?.endAsync(true);
     await h.close();
   });
 
@@ -80,6 +84,32 @@ describe("the original's reference MQTT client", () => {
         assert.equal(o.ts % 1000, 0);
         assert.equal(typeof o.temperature, 'number');
         assert.deepEqual(o.extra, { macId: mac });
+      }
+    }
+  });
+  it('with only provisioned kits it posts to the kit (listed before its network module), whose series stays in °C', async () => {
+    const acct = await h.t.login('ref-kits');
+    const macs = { F: '00000000000016b1', C: '00000000000016b2' };
+    const statuses: number[] = [];
+    second = await referenceClient(h.t.url, h.url, acct, (s) => statuses.push(s));
+    const f = await h.gw!.kit(acct.tenantId, macs.F, { unit: 'F', periodMs: 1000 });
+    const c = await h.gw!.kit(acct.tenantId, macs.C, { cbor: true, unit: 'C', periodMs: 1000 });
+    const obs = async (id: string) => (await h.t.services.store.queryObservations(id, { limit: 1000 })).observations;
+    // The client's own rows carry its macId: wait until each kit has one.
+    await until(async () => (await obs(f.device.id)).some((o) => o.extra?.macId) && (await obs(c.device.id)).some((o) => o.extra?.macId), "the reference client's uploads are stored on both kits");
+    assert.ok(
+      statuses.every((s) => s === 201),
+      `every post was accepted: ${statuses.join(',')}`,
+    );
+    for (const [kit, unit] of [
+      [f.device, 'F'],
+      [c.device, 'C'],
+    ] as const) {
+      for (const o of await obs(kit.id)) {
+        assert.equal(o.extra?.unit, 'C', JSON.stringify(o));
+        assert.equal(o.extra?.rawUnit, unit, JSON.stringify(o));
+        const raw = o.extra?.rawValue as number;
+        assert.equal(o.temperature, unit === 'F' ? Math.round((((raw - 32) * 5) / 9) * 10_000) / 10_000 : raw, JSON.stringify(o));
       }
     }
   });

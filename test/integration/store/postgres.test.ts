@@ -293,7 +293,7 @@ describe('postgres: batch writes', () => {
         }),
         0,
       );
-      assert.deepEqual(ref, { id: 'u-1', tenantId: 'T-G', groupId: 'G', solution: 'k' });
+      assert.deepEqual(ref, { id: 'u-1', tenantId: 'T-G', groupId: 'G', solution: 'k', deviceType: 'VirtualDevice', mac: null });
       // Another group or solution reads, and finds nothing: never another account's device.
       assert.equal(await s.uploadDevice('G2', 'k', 'u-1'), null);
       assert.equal(await s.uploadDevice('G', 'k2', 'u-1'), null);
