@@ -36,8 +36,6 @@ export interface Config {
     clockSkewSeconds: number;
     /** Store every reachable kit's readings as observations. */
     readings: boolean;
-    /** Relay the usual proxied request natively once checked (src/gateway/fast-path.ts). */
-    fastPath: boolean;
     /** Kits at fixed addresses, besides those that announce themselves. */
     kits: { mac: string; host: string; port: number }[];
   };
@@ -138,7 +136,6 @@ export const SETTINGS = [
   { env: 'REEF_MESH_DOMAIN', flag: 'mesh-domain', def: 'mesh.reef.local', doc: 'Domain of kit host names SSN<mac>.<domain>' },
   { env: 'REEF_GATEWAY_CLOCK_SKEW', flag: 'gateway-clock-skew', def: '10', doc: 'Seconds a kit clock may be off before the gateway sets it' },
   { env: 'REEF_GATEWAY_READINGS', flag: 'gateway-readings', def: 'true', doc: "Store every reachable kit's readings as observations in sandbox" },
-  { env: 'REEF_GATEWAY_FAST_PATH', flag: 'gateway-fast-path', def: 'true', doc: "Relay a session's usual NON GET natively once the gateway has checked it (docs/coap.md)" },
   { env: 'REEF_GATEWAY_KITS', flag: 'gateway-kits', def: '', doc: 'Kits at fixed addresses: MAC=host:port[,MAC=host:port...]' },
   { env: 'REEF_MQTT', flag: 'mqtt', def: 'true', doc: 'Run the MQTT broker in `reef serve` (docs/mqtt.md)' },
   { env: 'REEF_MQTT_HOST', flag: 'mqtt-host', def: '127.0.0.1', doc: 'Address the MQTT broker listens on' },
@@ -258,7 +255,6 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       meshDomain: str('REEF_MESH_DOMAIN'),
       clockSkewSeconds: int('REEF_GATEWAY_CLOCK_SKEW', 1, 86400),
       readings: bool('REEF_GATEWAY_READINGS'),
-      fastPath: bool('REEF_GATEWAY_FAST_PATH'),
       kits: parseKits(str('REEF_GATEWAY_KITS'), problems),
     },
     mqtt: mqttConfig(),

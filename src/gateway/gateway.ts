@@ -60,7 +60,6 @@ import { KitKeyCache } from '../service/kit-keys.ts';
 import { storeObservationsMany } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
-import { FastPath, type FastPathStats } from './fast-path.ts';
 import { ClockKeeper } from './clock.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
@@ -90,8 +89,6 @@ export interface GatewayOptions {
   confirmableUpstream?: boolean;
   /** A CON request the kit answers within this long gets a piggy-backed response (default 1000 ms, under ACK_TIMEOUT). */
   piggybackMs?: number;
-  /** Relay the usual proxied request without JavaScript once the full path has checked it (default true; src/gateway/fast-path.ts). */
-  fastPath?: boolean;
 }
 
 export interface GatewayDeps {
@@ -170,8 +167,6 @@ export class Gateway {
   /** (client, token) → the forward on its way and who waits for its answer: the same request re-sent is not forwarded twice. */
   private readonly inflight = new PeerTokenMap<Inflight>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
-  /** The forwarding fast path (src/gateway/fast-path.ts), when both sockets are batched and it is on. */
-  private fast: FastPath | null = null;
   /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
   private readonly targets = new Map<string, Target>();
   /** Encoded Uri-Path and Uri-Query options of a (cached, shared) path array, for the kit prefix they were made for. */
@@ -199,7 +194,6 @@ export class Gateway {
       clockMinIntervalMs: 600_000,
       confirmableUpstream: false,
       piggybackMs: 1000,
-      fastPath: true,
       ...opts,
     } as Required<Omit<GatewayOptions, 'kits'>>;
     this.kitKeys = new KitKeyCache(deps.store);
@@ -247,17 +241,6 @@ export class Gateway {
         // keep the default
       }
     }
-    if (this.o.fastPath) {
-      this.fast = FastPath.link({
-        front: this.front,
-        back: this.back,
-        deadlineMs: this.o.deadlineMs,
-        relayed: (m) => this.relay.relayed(m),
-        upstreamError: (e) => this.upstreamError(e),
-        log: this.log,
-      });
-      this.fast?.countInto(this.stats);
-    }
     this.front.handle((req, peer, reply) => this.onFront(req, peer, reply));
     this.front.on('reset', (mid: number, peer: Peer) => this.relay.clientReset(mid, peer));
     this.front.on('error', (e: Error) => this.log.warn({ err: e }, 'gateway socket error'));
@@ -273,7 +256,6 @@ export class Gateway {
     this.stopping = true;
     this.sessions.closeAll();
     this.relay.endAll('the gateway is stopping');
-    this.fast?.stop();
     await Promise.all([this.front?.close(), this.back?.close()]);
     // Readings already received are written before the store may be closed.
     await this.flushReadings();
@@ -282,11 +264,6 @@ export class Gateway {
   /** Upstream observations and their subscribers (for operators and tests). */
   observations(): { mac: string; path: string; subscribers: number; bridge: boolean; state: string }[] {
     return this.relay.list();
-  }
-
-  /** What the forwarding fast path has done (src/gateway/fast-path.ts); null when it is off or unavailable. */
-  fastPathStats(): FastPathStats | null {
-    return this.fast?.snapshot() ?? null;
   }
 
   /** Attaches a subscriber to the shared observation of a kit resource (the HTTP bridge's streams). */
@@ -356,7 +333,7 @@ export class Gateway {
   // ---- sessions --------------------------------------------------------------------------------
 
   private async sessionRequest(req: CoapMessage, peer: Peer): Promise<ResponseSpec> {
-    // The original Java client opens a session with POST or PUT (issue 13.6): both carry the token.
+    // The original Java client opens a session with POST or PUT: both carry the token.
     if (req.code === Code.POST || req.code === Code.PUT) {
       const cf = getUintOption(req, Option.CONTENT_FORMAT);
       if (cf !== undefined && cf !== ContentFormat.TEXT_PLAIN) return this.small(req, peer, new ReefError('UNSUPPORTED_MEDIA_TYPE', 'send the token as text (content-format 0)'));
@@ -387,7 +364,6 @@ export class Gateway {
 
   private sessionEnded(s: Session, why: string): void {
     if (why !== 'replaced') this.log.info({ peer: s.key, tenantId: s.tenantId, why }, 'gateway session ended');
-    this.fast?.forget(s.peer);
     this.relay.sessionEnded(s.key);
   }
 
@@ -462,8 +438,6 @@ export class Gateway {
     const { path, query } = t;
     const observe = getUintOption(req, Option.OBSERVE);
     if (observe === 0 && req.code === Code.GET) {
-      // Its later requests (one may end this observation, RFC 7641 §3.6) take the full path.
-      this.fast?.forget(peer);
       this.relay
         .observeForClient(k, session.key, peer, req, path, query)
         .then(done, (e: unknown) => done(this.internal(e)))
@@ -497,36 +471,12 @@ export class Gateway {
         }
         if (entry) for (const w of entry.waiting) w(spec);
         else done(spec);
-        // Once answered (a retry of it meanwhile was merged above, which only this path does).
-        if (!e && entry && this.fast) this.offerFast(req, peer, session, k, t);
       });
     } catch (e) {
       // Not sent (it could not be encoded): later requests must not wait on its entry; the caller answers this one.
       if (entry) this.inflight.delete(pk, tk);
       throw e;
     }
-  }
-
-  /**
-   * After the full path has forwarded a request and the kit answered: the same client's next ones
-   * of this Proxy-Uri may take the fast path, for as long as what was checked stays cached
-   * (src/gateway/fast-path.ts).
-   */
-  private offerFast(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, t: Target): void {
-    const pu = req.options[0];
-    if (req.type !== NON || req.code !== Code.GET || req.payload.length > 0 || req.options.length !== 1 || pu?.number !== Option.PROXY_URI) return;
-    // The session may have ended while the kit answered (its routes were removed then).
-    if (this.relay.hasClient(peer) || this.sessions.cachedCheck(peer) !== session) return;
-    const uri = this.uriOptionCache.get(t.path);
-    const dev = this.deviceCache.get(t.mac);
-    if (!uri || uri.prefix !== k.prefix || !dev) return;
-    const now = Date.now();
-    const ttl = Math.min(session.expiresAt - now, DEVICE_FRESH_MS - (now - dev.at), this.deps.auth.accountFreshMs(session.tenantId));
-    if (ttl <= 0) return;
-    // The temperature's answers also go to MQTT, from JavaScript (bubble(), as send() does).
-    const kp = this.deps.payloads ? kitPath(k, t.path) : undefined;
-    const tap = kp && isTempPath(kp) ? { key: `${k.mac}|${kp.join('/')}`, fn: (m: CoapMessage) => this.bubble(k.mac, m, { path: kp }) } : undefined;
-    this.fast!.offer(peer, pu.value, k.peer, uri.options, ttl, req.mid, req.token, tap);
   }
 
   /**
@@ -674,7 +624,6 @@ export class Gateway {
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */
   private kitRestarted(kit: KitEntry): void {
-    this.fast?.clear();
     this.relay.kitRestarted(kit.mac);
     this.ensureBridge(kit);
   }
@@ -748,8 +697,8 @@ export class Gateway {
     // It becomes an MQTT topic level: no separators, wildcards or control characters.
     if (!/^[A-Za-z0-9_.-]{1,32}$/.test(sensorType)) return;
     if (o.device !== undefined) return this.hand(o.device, mac, sensorType, m.payload);
-    // A fresh cached record is used at once: no promise (nor closure) per payload; every fast-path
-    // answer of a temperature comes here when MQTT is on.
+    // A fresh cached record is used at once: no promise (nor closure) per payload; every answer
+    // to a client's GET of a temperature comes here when MQTT is on.
     const cached = this.cachedDevice(mac);
     if (cached !== undefined) return this.hand(cached, mac, sensorType, m.payload);
     void this.device(mac).then(
@@ -839,7 +788,7 @@ export class Gateway {
    * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
    * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
    * Never a whole second: that is where a temperature reading is stored (the kit's own reading
-   * second, issue 13.7), so an added sensor's reading cannot replace it.
+   * second), so an added sensor's reading cannot replace it.
    */
   private stamp(mac: string): number {
     const now = Date.now();

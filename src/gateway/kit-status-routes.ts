@@ -1,5 +1,5 @@
-// What the gateway knows of a solution's dev kits, for the browser app's table and tiles (issue 15:
-// an offline kit must not look normal until "Read now" fails):
+// What the gateway knows of a solution's dev kits, for the browser app's table and tiles (an
+// offline kit must not look normal until "Read now" fails):
 //   GET /api/solutions/{solution}/kits → {kits: [{deviceId, mac, reachable, lastHeard, announcePeriodSeconds, firmware}]}
 // `reachable` is the gateway's own rule (a current announcement, src/gateway/kits.ts: forgotten after
 // three missed periods) — the same one that answers 503 KIT_OFFLINE on the bridge. `lastHeard` is

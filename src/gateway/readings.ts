@@ -5,7 +5,7 @@
 // `rawValue` and `rawUnit`.
 // The timestamp is the kit's own reading time (its epoch second), as the original clients that
 // upload kit readings themselves use it: the same reading then lands on the same (device, time) key
-// and an upload of it replaces the bridged one instead of doubling it (issue 13.7). A kit clock off
+// and an upload of it replaces the bridged one instead of doubling it. A kit clock off
 // by more than the gateway's skew tolerance is not trusted: that reading is stored at its receipt
 // time with the kit's epoch kept as `kitEpoch`, and the clock keeper sets the kit right.
 import { decodeReading, decodeSensorReading, fahrenheitToCelsius, unwrapCbor, type Reading, type SensorReading } from '../coap/index.ts';

@@ -79,7 +79,7 @@ export function requestTarget(m: CoapMessage): ProxyTarget {
 }
 
 /**
- * The mesh domain every original CoAP sample writes (issue 13.6), in upper or lower case. Accepted
+ * The mesh domain every original CoAP sample writes, in upper or lower case. Accepted
  * beside the configured REEF_MESH_DOMAIN so those samples work unchanged.
  */
 export const ORIGINAL_MESH_DOMAIN = 'SG.YEL01.SSN.SSNSGS.NET';
