@@ -230,7 +230,10 @@ export class Gateway {
       batched: true,
       onRefused: (reason, peer, action) => this.log.debug({ peer: peerKey(peer), action }, `gateway refused a datagram: ${reason}`),
     });
-    this.back = await CoapEndpoint.create({ host: this.o.host.includes(':') ? '::' : '0.0.0.0', port: 0, batched: true });
+    // The kit-facing socket binds the gateway's own host: a kit answers only datagrams from the
+    // address it announces to (docs/device.md "Reach"), and on the wildcard the kernel would pick
+    // the source address by route instead (127.0.0.1 toward a kit on loopback, whatever the host).
+    this.back = await CoapEndpoint.create({ host: this.o.host, port: 0, batched: true });
     if (this.front.socket.kind !== 'batched') this.log.warn(`gateway: batched UDP unavailable (${batchedUnavailable()}); using node:dgram, one system call per datagram`);
     // Bursts (a fleet announcing after a power cut, notifications of thousands of kits) overflow the
     // default ~200 KiB socket buffer; ask for more, as far as the OS allows (net.core.rmem_max).
