@@ -61,6 +61,7 @@ import { storeObservationsMany } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
 import { ClockKeeper } from './clock.ts';
+import { LogLimiter } from './log-limit.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
 import { readingObservation, sensorObservation, sensorTypeOf, tryReading, trySensorReading, type KitPayloadSink } from './readings.ts';
@@ -89,6 +90,8 @@ export interface GatewayOptions {
   confirmableUpstream?: boolean;
   /** A CON request the kit answers within this long gets a piggy-backed response (default 1000 ms, under ACK_TIMEOUT). */
   piggybackMs?: number;
+  /** The clock of the gateway's log rate limits (default Date.now; tests inject one). */
+  now?: () => number;
 }
 
 export interface GatewayDeps {
@@ -180,6 +183,8 @@ export class Gateway {
   /** The store write in progress, if any. */
   private flushing: Promise<void> | undefined;
   private readonly log: Logger;
+  /** Refused announcements are logged at most once a minute per source (a replay loop sends many). */
+  private readonly refusedAnnouncements: LogLimiter;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
   private stopping = false;
 
@@ -194,9 +199,11 @@ export class Gateway {
       clockMinIntervalMs: 600_000,
       confirmableUpstream: false,
       piggybackMs: 1000,
+      now: Date.now,
       ...opts,
     } as Required<Omit<GatewayOptions, 'kits'>>;
     this.kitKeys = new KitKeyCache(deps.store);
+    this.refusedAnnouncements = new LogLimiter(60_000, this.o.now);
     this.log = deps.log;
     this.kits = new KitDirectory(opts.kits ?? []);
     this.sessions = new SessionTable(deps.auth, { ttlMs: opts.sessionTtlMs, maxPerAccount: opts.maxSessionsPerAccount }, (s, why) => this.sessionEnded(s, why));
@@ -606,7 +613,8 @@ export class Gateway {
     const { outcome, entry } = this.kits.announce(ann, peer);
     if (!entry) {
       this.stats.announcementsRefused++;
-      this.log.warn({ peer: peerKey(peer), mac: ann.mac, outcome }, 'gateway refused an announcement');
+      const suppressed = this.refusedAnnouncements.take(peer.address);
+      if (suppressed !== undefined) this.log.warn({ peer: peerKey(peer), mac: ann.mac, outcome, suppressed }, 'gateway refused an announcement');
       return undefined;
     }
     this.stats.announcements++;
