@@ -90,6 +90,11 @@ export interface GatewayOptions {
   confirmableUpstream?: boolean;
   /** A CON request the kit answers within this long gets a piggy-backed response (default 1000 ms, under ACK_TIMEOUT). */
   piggybackMs?: number;
+  /**
+   * Both sockets on the batched addon when it is built (default true), else node:dgram: the same
+   * behaviour at a higher cost per datagram (src/coap/datagrams.ts).
+   */
+  batchedUdp?: boolean;
   /** The clock of the gateway's log rate limits (default Date.now; tests inject one). */
   now?: () => number;
 }
@@ -200,6 +205,7 @@ export class Gateway {
       confirmableUpstream: false,
       piggybackMs: 1000,
       now: Date.now,
+      batchedUdp: true,
       ...opts,
     } as Required<Omit<GatewayOptions, 'kits'>>;
     this.kitKeys = new KitKeyCache(deps.store);
@@ -234,14 +240,14 @@ export class Gateway {
     this.front = await CoapEndpoint.create({
       host: this.o.host,
       port: this.o.port,
-      batched: true,
+      batched: this.o.batchedUdp,
       onRefused: (reason, peer, action) => this.log.debug({ peer: peerKey(peer), action }, `gateway refused a datagram: ${reason}`),
     });
     // The kit-facing socket binds the gateway's own host: a kit answers only datagrams from the
     // address it announces to (docs/device.md "Reach"), and on the wildcard the kernel would pick
     // the source address by route instead (127.0.0.1 toward a kit on loopback, whatever the host).
-    this.back = await CoapEndpoint.create({ host: this.o.host, port: 0, batched: true });
-    if (this.front.socket.kind !== 'batched') this.log.warn(`gateway: batched UDP unavailable (${batchedUnavailable()}); using node:dgram, one system call per datagram`);
+    this.back = await CoapEndpoint.create({ host: this.o.host, port: 0, batched: this.o.batchedUdp });
+    if (this.o.batchedUdp && this.front.socket.kind !== 'batched') this.log.warn(`gateway: batched UDP unavailable (${batchedUnavailable()}); using node:dgram, one system call per datagram`);
     // Bursts (a fleet announcing after a power cut, notifications of thousands of kits) overflow the
     // default ~200 KiB socket buffer; ask for more, as far as the OS allows (net.core.rmem_max).
     for (const e of [this.front, this.back]) {
