@@ -27,7 +27,6 @@ import {
   CoapResetError,
   CoapTimeoutError,
   CON,
-  NON,
   DEFER,
   ContentFormat,
   codeClass,
@@ -53,18 +52,19 @@ import {
   type ResponseSpec,
 } from '../coap/index.ts';
 import { ReefError, isReefError } from '../core/errors.ts';
-import { SANDBOX, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
+import { SANDBOX, type DeviceRecord } from '../core/types.ts';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import { KitKeyCache } from '../service/kit-keys.ts';
-import { storeObservationsMany } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
 import { ClockKeeper } from './clock.ts';
 import { LogLimiter } from './log-limit.ts';
+import { KitReadings, TEMP_PATH } from './kit-readings.ts';
+import { ReadingWriter } from './reading-writer.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
-import { readingObservation, sensorObservation, sensorTypeOf, tryReading, trySensorReading, type KitPayloadSink } from './readings.ts';
+import type { KitPayloadSink } from './readings.ts';
 import { SessionTable, type Session } from './sessions.ts';
 import { isProxyRequest, kitMac, requestTarget, TargetError } from './target.ts';
 
@@ -120,8 +120,6 @@ export interface KitRequest {
 
 /** Options a proxy passes on to the kit (RFC 7252 §5.7.2: the Uri-* come from the target). */
 const FORWARD_REQUEST = new Set<number>([Option.IF_MATCH, Option.ETAG, Option.IF_NONE_MATCH, Option.CONTENT_FORMAT, Option.ACCEPT, Option.BLOCK2, Option.BLOCK1, Option.SIZE2, Option.SIZE1]);
-
-const TEMP_PATH = ['arduino', 'temp'];
 
 /** The kit and resource a proxied request names; `resource` is path and query as one string, a key. */
 interface Target {
@@ -179,14 +177,9 @@ export class Gateway {
   private readonly targets = new Map<string, Target>();
   /** Encoded Uri-Path and Uri-Query options of a (cached, shared) path array, for the kit prefix they were made for. */
   private readonly uriOptionCache = new WeakMap<string[], { prefix: string; query: string[]; options: CoapOption[] }>();
-  /** The last reading timestamp per kit MAC (see stamp()). */
-  private readonly lastStamp = new Map<string, number>();
   private readonly kitKeys: KitKeyCache;
-  /** Readings waiting for the store's next write (see queueReading()). */
-  private pendingReadings: PendingReading[] = [];
-  private flushScheduled = false;
-  /** The store write in progress, if any. */
-  private flushing: Promise<void> | undefined;
+  /** Kit readings into the store and to the payload sink. */
+  private readonly readingsOut: KitReadings;
   private readonly log: Logger;
   /** Refused announcements are logged at most once a minute per source (a replay loop sends many). */
   private readonly refusedAnnouncements: LogLimiter;
@@ -220,9 +213,9 @@ export class Gateway {
       front: () => this.front,
       back: () => this.back,
       stopping: () => this.stopping,
-      onBridgeNotification: (mac, m, sensor) => (sensor ? this.storeSensorReading(mac, sensor, m) : this.storeReading(mac, m)),
+      onBridgeNotification: (mac, m, sensor) => (sensor ? this.readingsOut.sensor(mac, sensor, m) : this.readingsOut.temperature(mac, m)),
       onClientNotification: (mac, path, m) => {
-        if (isTempPath(path)) this.bubble(mac, m, { path });
+        if (isTempPath(path)) this.readingsOut.bubble(mac, m, { path });
       },
       upstreamError: (e) => this.upstreamError(e),
       deadlineMs: this.o.deadlineMs,
@@ -234,6 +227,17 @@ export class Gateway {
       (mac) => this.setKitClock(mac),
       (e) => this.log.warn({ err: e }, 'gateway clock keeping failed'),
     );
+    this.readingsOut = new KitReadings({
+      kits: this.kits,
+      clock: this.clock,
+      payloads: deps.payloads ?? null,
+      log: this.log,
+      stats: this.stats,
+      maxClockSkewMs: this.o.maxClockSkewMs,
+      cachedDevice: (mac) => this.cachedDevice(mac),
+      device: (mac) => this.device(mac),
+      writer: new ReadingWriter({ store: deps.store, events: deps.events, log: deps.log, stats: this.stats }),
+    });
   }
 
   async start(): Promise<void> {
@@ -274,7 +278,7 @@ export class Gateway {
     this.relay.endAll('the gateway is stopping');
     await Promise.all([this.front?.close(), this.back?.close()]);
     // Readings already received are written before the store may be closed.
-    await this.flushReadings();
+    await this.readingsOut.flush();
   }
 
   /** Upstream observations and their subscribers (for operators and tests). */
@@ -568,7 +572,7 @@ export class Gateway {
     const path = this.deps.payloads && r.method === Code.GET ? kitPath(kit, r.path) : undefined;
     const bubble = path !== undefined && isTempPath(path);
     this.back.exchange(kit.peer, { method: r.method, options, payload: r.payload ?? EMPTY_BUFFER, confirmable: this.o.confirmableUpstream, timeoutMs: this.o.deadlineMs }, (e, m) => {
-      if (bubble && m && codeClass(m.code) === 2) this.bubble(kit.mac, m, { path });
+      if (bubble && m && codeClass(m.code) === 2) this.readingsOut.bubble(kit.mac, m, { path });
       done(e, m);
     });
   }
@@ -699,156 +703,10 @@ export class Gateway {
       return false;
     }
   }
-
-  /**
-   * Hands a reading payload, unchanged, to the payload sink, for the kit's owner (sandbox kits only):
-   * the temperature's (`path`, sensor type `temp` or the CBOR wrapper's kind) or an added sensor's
-   * (`sensor`, its type).
-   */
-  private bubble(mac: string, m: CoapMessage, o: { path?: string[]; sensor?: string; device?: DeviceRecord | null }): void {
-    const sink = this.deps.payloads;
-    if (!sink || m.payload.length === 0) return;
-    const cf = getUintOption(m, Option.CONTENT_FORMAT);
-    if (!(o.sensor ? trySensorReading(m.payload, cf) : tryReading(m.payload, cf ?? this.kits.get(mac)?.cf))) return;
-    const sensorType = o.sensor ?? sensorTypeOf(m.payload, o.path ?? TEMP_PATH);
-    // It becomes an MQTT topic level: no separators, wildcards or control characters.
-    if (!/^[A-Za-z0-9_.-]{1,32}$/.test(sensorType)) return;
-    if (o.device !== undefined) return this.hand(o.device, mac, sensorType, m.payload);
-    // A fresh cached record is used at once: no promise (nor closure) per payload; every answer
-    // to a client's GET of a temperature comes here when MQTT is on.
-    const cached = this.cachedDevice(mac);
-    if (cached !== undefined) return this.hand(cached, mac, sensorType, m.payload);
-    void this.device(mac).then(
-      (dev) => this.hand(dev, mac, sensorType, m.payload),
-      (e: unknown) => this.log.warn({ err: e, mac }, 'gateway could not look up a kit'),
-    );
-  }
-
-  /** bubble()'s last step: the payload to the sink, for a sandbox kit. */
-  private hand(dev: DeviceRecord | null, mac: string, sensorType: string, payload: Buffer): void {
-    if (!dev || dev.solution !== SANDBOX) return;
-    try {
-      this.deps.payloads?.({ device: dev, mac, sensorType, payload });
-    } catch (e) {
-      this.log.warn({ err: e, mac }, 'gateway payload sink failed');
-    }
-  }
-
-  private storeReading(mac: string, m: CoapMessage): void {
-    const kit = this.kits.get(mac);
-    const r = tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? kit?.cf);
-    if (!r) return;
-    const at = this.stamp(mac);
-    this.clock.report(mac, r.epoch * 1000, 'reading', at);
-    void this.device(mac).then(
-      (d) => {
-        if (!d || d.solution !== SANDBOX) return;
-        // The raw payload bubbles up whether or not the store takes the reading.
-        this.bubble(mac, m, { path: [kit?.prefix ?? 'snsr', ...TEMP_PATH], device: d });
-        this.queueReading({ device: d, record: readingObservation(r, at, mac, this.o.maxClockSkewMs), mac });
-      },
-      (e: unknown) => {
-        this.stats.storeErrors++;
-        this.log.warn({ err: e, mac: mac }, 'gateway could not store a reading');
-      },
-    );
-  }
-
-  /**
-   * Readings gather for READINGS_GATHER_MS and go to the store together, one write (one commit on
-   * SQLite) for all the kits that notified meanwhile, instead of one commit each: a thousand kits a
-   * second would otherwise ask a thousand fsyncs a second of the disk, each one holding up the
-   * relaying of the next notifications (the SQLite store writes synchronously). While one write is
-   * in progress the next readings gather for the one after it.
-   */
-  private queueReading(p: PendingReading): void {
-    this.pendingReadings.push(p);
-    if (this.flushScheduled || this.flushing) return;
-    this.flushScheduled = true;
-    setTimeout(() => {
-      this.flushScheduled = false;
-      void this.flushReadings();
-    }, READINGS_GATHER_MS);
-  }
-
-  private flushReadings(): Promise<void> {
-    if (this.flushing) return this.flushing;
-    this.flushing = this.writeReadings().finally(() => (this.flushing = undefined));
-    return this.flushing;
-  }
-
-  private async writeReadings(): Promise<void> {
-    while (this.pendingReadings.length > 0) {
-      const items = this.pendingReadings.splice(0, 2000);
-      try {
-        const missing = new Set(
-          await storeObservationsMany(
-            this.deps.store,
-            this.deps.events,
-            items.map((i) => ({ device: i.device, batch: [i.record] })),
-          ),
-        );
-        for (const i of items) {
-          if (missing.has(i.device.id)) continue;
-          this.stats.readingsStored++;
-          if (i.sensor) this.stats.sensorReadingsStored++;
-        }
-      } catch (e) {
-        this.stats.storeErrors += items.length;
-        this.log.warn({ err: e, readings: items.length, mac: items[0]?.mac }, 'gateway could not store readings');
-      }
-    }
-  }
-
-  /**
-   * The receive time of a kit's reading, one millisecond past the kit's previous one when they
-   * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
-   * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
-   * Never a whole second: that is where a temperature reading is stored (the kit's own reading
-   * second), so an added sensor's reading cannot replace it.
-   */
-  private stamp(mac: string): number {
-    const now = Date.now();
-    const last = this.lastStamp.get(mac) ?? 0;
-    let t = now > last ? now : last + 1;
-    if (t % 1000 === 0) t++;
-    this.lastStamp.set(mac, t);
-    return t;
-  }
-
-  /** An added sensor's notification (src/device/sensors.ts) stored as an observation with its own field. */
-  private storeSensorReading(mac: string, type: string, m: CoapMessage): void {
-    const r = trySensorReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT));
-    if (!r) return;
-    const at = this.stamp(mac);
-    void this.device(mac).then(
-      (d) => {
-        if (!d || d.solution !== SANDBOX) return;
-        this.bubble(mac, m, { sensor: type, device: d });
-        this.queueReading({ device: d, record: sensorObservation(type, r, at, mac), mac, sensor: type });
-      },
-      (e: unknown) => {
-        this.stats.storeErrors++;
-        this.log.warn({ err: e, mac: mac, sensor: type }, 'gateway could not store a sensor reading');
-      },
-    );
-  }
 }
 
 /** How long a kit's device record is used from the cache: a kit removed or given to another group is refused after at most this long. */
 const DEVICE_FRESH_MS = 1000;
-
-/** How long readings gather before they are written together (at most ~50 store commits a second). */
-const READINGS_GATHER_MS = 20;
-
-/** A reading on its way to the store, with the kit's device record. */
-interface PendingReading {
-  device: DeviceRecord;
-  record: ObservationRecord;
-  mac: string;
-  /** The added sensor's type, for an added sensor's reading. */
-  sensor?: string;
-}
 
 /** The kit's temperature resource (any prefix): its payloads are readings. */
 function isTempPath(path: string[]): boolean {
