@@ -128,7 +128,7 @@ export const SETTINGS = [
   { env: 'REEF_HTTP_REQUEST_TIMEOUT', flag: 'http-request-timeout', def: '60', doc: 'Seconds a client has to send a whole request (then 408)' },
   { env: 'REEF_PUBLIC_URL', flag: 'public-url', def: '', doc: 'URL clients reach this service at (for next_page links); unset uses the request' },
   { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
-  { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address' },
+  { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address; its requests to kits leave from it too (docs/coap.md)' },
   { env: 'REEF_GATEWAY_PORT', flag: 'gateway-port', def: '5683', doc: 'CoAP gateway UDP port' },
   { env: 'REEF_GATEWAY_DEADLINE_MS', flag: 'gateway-deadline', def: '30000', doc: 'Application deadline for a kit to answer (then 5.04)' },
   { env: 'REEF_GATEWAY_SESSION_TTL', flag: 'gateway-session-ttl', def: '14400', doc: 'Gateway session lifetime in seconds' },
