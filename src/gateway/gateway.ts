@@ -13,7 +13,6 @@
 // §5.2.2). Observations of the same kit resource share one upstream observation (RFC 7641 §3.1 on
 // the kit's side, which keeps one observer per resource), which the readings bridge also holds for
 // each reachable kit's temperature so every notification is stored as an observation.
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   ACK,
@@ -31,9 +30,7 @@ import {
   ContentFormat,
   codeClass,
   codeToString,
-  decodeAnnouncement,
   decodeTimeTlv,
-  encodeAnnouncementAck,
   encodeTimeTlv,
   EMPTY_BUFFER,
   type ExchangeCallback,
@@ -47,7 +44,6 @@ import {
   uintOption,
   uriPath,
   uriQuery,
-  verifyAnnouncement,
   type Peer,
   type ResponseSpec,
 } from '../coap/index.ts';
@@ -59,7 +55,7 @@ import { KitKeyCache } from '../service/kit-keys.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
 import { ClockKeeper } from './clock.ts';
-import { LogLimiter } from './log-limit.ts';
+import { Announcements } from './announcements.ts';
 import { KitReadings, TEMP_PATH } from './kit-readings.ts';
 import { ReadingWriter } from './reading-writer.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
@@ -177,12 +173,11 @@ export class Gateway {
   private readonly targets = new Map<string, Target>();
   /** Encoded Uri-Path and Uri-Query options of a (cached, shared) path array, for the kit prefix they were made for. */
   private readonly uriOptionCache = new WeakMap<string[], { prefix: string; query: string[]; options: CoapOption[] }>();
-  private readonly kitKeys: KitKeyCache;
   /** Kit readings into the store and to the payload sink. */
   private readonly readingsOut: KitReadings;
   private readonly log: Logger;
-  /** Refused announcements are logged at most once a minute per source (a replay loop sends many). */
-  private readonly refusedAnnouncements: LogLimiter;
+  /** Kit announcements: checked, learned, answered. */
+  private readonly announcements: Announcements;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
   private stopping = false;
 
@@ -201,10 +196,18 @@ export class Gateway {
       batchedUdp: true,
       ...opts,
     } as Required<Omit<GatewayOptions, 'kits'>>;
-    this.kitKeys = new KitKeyCache(deps.store);
-    this.refusedAnnouncements = new LogLimiter(60_000, this.o.now);
     this.log = deps.log;
     this.kits = new KitDirectory(opts.kits ?? []);
+    this.announcements = new Announcements({
+      kits: this.kits,
+      kitKeys: new KitKeyCache(deps.store),
+      device: (mac) => this.device(mac),
+      log: this.log,
+      stats: this.stats,
+      now: this.o.now,
+      backPort: () => this.back.address().port,
+      stopping: () => this.stopping,
+    });
     this.sessions = new SessionTable(deps.auth, { ttlMs: opts.sessionTtlMs, maxPerAccount: opts.maxSessionsPerAccount }, (s, why) => this.sessionEnded(s, why));
     this.relay = new ObserveRelay({
       kits: this.kits,
@@ -585,50 +588,12 @@ export class Gateway {
 
   // ---- kits: announcements, their own messages, the readings bridge, clocks -------------------
 
-  /**
-   * A kit announcement (src/coap/announce.ts). Learned only when it is signed with the kit key of a
-   * provisioned MAC and comes from the very address and port it names: an outsider can neither move
-   * a kit nor replay a captured announcement from elsewhere. An accepted announcement is answered
-   * 2.04 (the kit then knows it is in); anything else gets no answer at all, whether the MAC is
-   * unknown, the signature wrong or the payload garbage, after the same work (a throw-away key
-   * stands in for a missing one), so silence tells an outsider nothing about which MACs exist.
-   */
+  /** A kit announcement (src/gateway/announcements.ts); once answered, the kit is (re-)observed. */
   private async onAnnouncement(req: CoapMessage, peer: Peer): Promise<ResponseSpec | undefined> {
     if (!this.o.learnKits) return undefined;
-    let ann;
-    try {
-      ann = decodeAnnouncement(req.payload);
-    } catch (e) {
-      this.stats.announcementsRefused++;
-      this.log.debug({ peer: peerKey(peer), err: (e as Error).message }, 'gateway ignored a bad announcement');
-      return undefined;
-    }
-    let d: DeviceRecord | null;
-    let key: Buffer | null;
-    try {
-      d = await this.device(ann.mac);
-      key = d ? await this.kitKeys.get(ann.mac) : null;
-    } catch (e) {
-      this.log.warn({ err: (e as Error).message }, 'gateway announcement lookup failed');
-      return undefined;
-    }
-    const signed = verifyAnnouncement(ann, key ?? THROWAWAY_KEY);
-    if (this.stopping) return undefined;
-    if (!d || !key || !signed) {
-      this.stats.announcementsRefused++;
-      // Debug only: a flood of forged announcements must not flood the log either.
-      this.log.debug({ peer: peerKey(peer), mac: ann.mac, why: !d ? 'not provisioned' : !key ? 'no kit key issued' : 'bad signature' }, 'gateway ignored an announcement');
-      return undefined;
-    }
-    const { outcome, entry } = this.kits.announce(ann, peer);
-    if (!entry) {
-      this.stats.announcementsRefused++;
-      const suppressed = this.refusedAnnouncements.take(peer.address);
-      if (suppressed !== undefined) this.log.warn({ peer: peerKey(peer), mac: ann.mac, outcome, suppressed }, 'gateway refused an announcement');
-      return undefined;
-    }
-    this.stats.announcements++;
-    if (outcome !== 'refreshed') this.log.info({ mac: entry.mac, at: peerKey(entry.peer), prefix: entry.prefix, outcome }, 'gateway learned a kit');
+    const r = await this.announcements.receive(req, peer);
+    if (!r || this.stopping) return undefined;
+    const { outcome, entry } = r;
     // After the answer has left: it tells the kit the port our requests come from (a kit answers
     // only its gateway, docs/device.md), so a request sent before it would be dropped.
     setImmediate(() => {
@@ -636,11 +601,7 @@ export class Gateway {
       if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
       else this.ensureBridge(entry);
     });
-    return {
-      code: Code.CHANGED,
-      options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)],
-      payload: encodeAnnouncementAck(ann.mac, { seq: ann.seq, from: this.back.address().port }, key),
-    };
+    return r.answer;
   }
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */
@@ -712,9 +673,6 @@ const DEVICE_FRESH_MS = 1000;
 function isTempPath(path: string[]): boolean {
   return path.length >= 2 && path[path.length - 2] === TEMP_PATH[0] && path[path.length - 1] === TEMP_PATH[1];
 }
-
-/** Stands in for the key of a MAC that has none, so a refused announcement costs what an accepted one does. */
-const THROWAWAY_KEY = randomBytes(32);
 
 const EMPTY: CoapMessage = { type: ACK, code: 0, mid: 0, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
 
