@@ -3,7 +3,20 @@
 // kit directory, and answered with the signed port the gateway's requests to kits come from.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { Code, ContentFormat, decodeAnnouncement, encodeAnnouncementAck, Option, peerKey, uintOption, verifyAnnouncement, type CoapMessage, type Peer, type ResponseSpec } from '../coap/index.ts';
+import {
+  Code,
+  ContentFormat,
+  decodeAnnouncement,
+  encodeAnnouncementAck,
+  Option,
+  peerKey,
+  uintOption,
+  verifyAnnouncement,
+  type Announcement,
+  type CoapMessage,
+  type Peer,
+  type ResponseSpec,
+} from '../coap/index.ts';
 import type { DeviceRecord } from '../core/types.ts';
 import type { KitKeyCache } from '../service/kit-keys.ts';
 import type { AnnounceOutcome, KitDirectory, KitEntry } from './kits.ts';
@@ -43,7 +56,7 @@ export class Announcements {
    * stands in for a missing one), so silence tells an outsider nothing about which MACs exist.
    */
   async receive(req: CoapMessage, peer: Peer): Promise<{ answer: ResponseSpec; outcome: AnnounceOutcome; entry: KitEntry } | undefined> {
-    let ann;
+    let ann: Announcement;
     try {
       ann = decodeAnnouncement(req.payload);
     } catch (e) {
