@@ -36,8 +36,6 @@ export interface Config {
     clockSkewSeconds: number;
     /** Store every reachable kit's readings as observations. */
     readings: boolean;
-    /** Relay the usual proxied request natively once checked (src/gateway/fast-path.ts). */
-    fastPath: boolean;
     /** Kits at fixed addresses, besides those that announce themselves. */
     kits: { mac: string; host: string; port: number }[];
   };
@@ -163,7 +161,7 @@ export const SETTINGS = [
   { env: 'REEF_HTTP_REQUEST_TIMEOUT', flag: 'http-request-timeout', def: '60', doc: 'Seconds a client has to send a whole request (then 408)' },
   { env: 'REEF_PUBLIC_URL', flag: 'public-url', def: '', doc: 'URL clients reach this service at (for next_page links); unset uses the request' },
   { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
-  { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address' },
+  { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address; its requests to kits leave from it too (docs/coap.md)' },
   { env: 'REEF_GATEWAY_PORT', flag: 'gateway-port', def: '5683', doc: 'CoAP gateway UDP port' },
   { env: 'REEF_GATEWAY_DEADLINE_MS', flag: 'gateway-deadline', def: '30000', doc: 'Application deadline for a kit to answer (then 5.04)' },
   { env: 'REEF_GATEWAY_SESSION_TTL', flag: 'gateway-session-ttl', def: '14400', doc: 'Gateway session lifetime in seconds' },
@@ -171,7 +169,6 @@ export const SETTINGS = [
   { env: 'REEF_MESH_DOMAIN', flag: 'mesh-domain', def: 'mesh.reef.local', doc: 'Domain of kit host names SSN<mac>.<domain>' },
   { env: 'REEF_GATEWAY_CLOCK_SKEW', flag: 'gateway-clock-skew', def: '10', doc: 'Seconds a kit clock may be off before the gateway sets it' },
   { env: 'REEF_GATEWAY_READINGS', flag: 'gateway-readings', def: 'true', doc: "Store every reachable kit's readings as observations in sandbox" },
-  { env: 'REEF_GATEWAY_FAST_PATH', flag: 'gateway-fast-path', def: 'true', doc: "Relay a session's usual NON GET natively once the gateway has checked it (docs/coap.md)" },
   { env: 'REEF_GATEWAY_KITS', flag: 'gateway-kits', def: '', doc: 'Kits at fixed addresses: MAC=host:port[,MAC=host:port...]' },
   { env: 'REEF_MQTT', flag: 'mqtt', def: 'true', doc: 'Run the MQTT broker in `reef serve` (docs/mqtt.md)' },
   { env: 'REEF_MQTT_HOST', flag: 'mqtt-host', def: '127.0.0.1', doc: 'Address the MQTT broker listens on' },
@@ -306,7 +303,6 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       meshDomain: str('REEF_MESH_DOMAIN'),
       clockSkewSeconds: int('REEF_GATEWAY_CLOCK_SKEW', 1, 86400),
       readings: bool('REEF_GATEWAY_READINGS'),
-      fastPath: bool('REEF_GATEWAY_FAST_PATH'),
       kits: parseKits(str('REEF_GATEWAY_KITS'), problems),
     },
     mqtt: mqttConfig(),

@@ -41,7 +41,6 @@ export function gatewayComponent(over: Partial<GatewayOptions> = {}): GatewayFac
         maxSessionsPerAccount: g.maxSessionsPerAccount,
         maxClockSkewMs: g.clockSkewSeconds * 1000,
         readings: g.readings,
-        fastPath: g.fastPath,
         ...(g.kits.length ? { kits: g.kits } : {}),
         ...over,
       },

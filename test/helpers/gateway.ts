@@ -54,7 +54,7 @@ export async function startGateway(
       const account = (await t.services.store.getAccountByTenantId(tenantId))!;
       const { device, kitKey } = await provisionKit(t.services.store, null, account, mac);
       const kit = new Kit(
-        loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: '127.0.0.1', port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, key: kitKey, ...over }),
+        loadDeviceConfig({ mac, host: '127.0.0.1', port: 0, gateway: { address: addr.address, port: addr.port }, monitorWindowMs: 0, logLevel: 0, periodMs: 100, key: kitKey, ...over }),
       );
       kits.push(kit);
       await kit.start();
@@ -102,15 +102,15 @@ export function coapClient(args: string[]): Promise<CoapClientResult> {
 
 /** coap-client through the gateway as a proxy, from local port `port`. */
 export function viaGateway(h: GatewayHarness, port: number, mac: string, pathAndQuery: string, extra: string[] = []): Promise<CoapClientResult> {
-  return coapClient(['-p', String(port), '-B', '5', ...extra, '-P', `coap://127.0.0.1:${h.addr.port}`, proxyUri(mac, DOMAIN, pathAndQuery)]);
+  return coapClient(['-p', String(port), '-B', '5', ...extra, '-P', `coap://${h.addr.address}:${h.addr.port}`, proxyUri(mac, DOMAIN, pathAndQuery)]);
 }
 
 export function openSession(h: GatewayHarness, port: number, token: string): Promise<CoapClientResult> {
-  return coapClient(['-p', String(port), '-B', '5', '-m', 'post', '-t', '0', '-e', token, `coap://127.0.0.1:${h.addr.port}/sessions`]);
+  return coapClient(['-p', String(port), '-B', '5', '-m', 'post', '-t', '0', '-e', token, `coap://${h.addr.address}:${h.addr.port}/sessions`]);
 }
 
 export function closeSession(h: GatewayHarness, port: number): Promise<CoapClientResult> {
-  return coapClient(['-p', String(port), '-B', '5', '-m', 'delete', `coap://127.0.0.1:${h.addr.port}/sessions`]);
+  return coapClient(['-p', String(port), '-B', '5', '-m', 'delete', `coap://${h.addr.address}:${h.addr.port}/sessions`]);
 }
 
 /** A node CoAP client on its own UDP socket (one session address). */

@@ -130,8 +130,8 @@ describe('MQTT bubble-up of readings the gateway asks for', () => {
   });
 });
 
-describe('MQTT bubble-up of the answers the forwarding fast path relays', () => {
-  it("publishes every answer to a CoAP client's GET of the temperature, fast path or not", async () => {
+describe("MQTT bubble-up of the answers to a client's GETs", () => {
+  it("publishes every answer to a CoAP client's GET of the temperature", async () => {
     const h = await startMqtt({ gateway: true, gatewayOptions: { readings: false } });
     const coap = await nodeClient();
     try {
@@ -150,7 +150,6 @@ describe('MQTT bubble-up of the answers the forwarding fast path relays', () => 
         assert.equal(r.code, Code.CONTENT);
         answers.push(r.payload.toString());
       }
-      assert.ok(h.gw!.gw.gateway.fastPathStats()!.forwarded > 0, 'the fast path carried some of them');
       await until(() => got.length === answers.length, 'every answer bubbles up');
       assert.deepEqual(
         got.map((m) => m.payload.toString()),
