@@ -1,4 +1,4 @@
-// Reef's MQTT broker (issue 14, docs/mqtt.md), built on Aedes (MQTT 3.1 and 3.1.1). It carries
+// Reef's MQTT broker (docs/mqtt.md), built on Aedes (MQTT 3.1 and 3.1.1). It carries
 // kit payloads "bubbling up" from the CoAP gateway to subscribers of their owner's tenant, and takes
 // observation uploads published by devices and edge routers. Aedes does the protocol; this module
 // decides who may connect, subscribe and publish, and what an ingest message does:

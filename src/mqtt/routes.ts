@@ -65,7 +65,7 @@ export function mqttRoutes(where: () => { plain: Listening; tls: Listening | nul
 /**
  * Where to connect. A specific listen address is it. A wildcard one is not: then the host of
  * REEF_PUBLIC_URL, else the forwarded host behind a trusted proxy, else the address this server
- * answered the request on; never the client's own Host header (as for next_page links, issue 11.7).
+ * answered the request on; never the client's own Host header (as for next_page links).
  */
 function publicHost(listen: string, request: FastifyRequest, http: { publicUrl: string | null; trustProxy: boolean }): string {
   if (listen !== '0.0.0.0' && listen !== '::') return listen;
