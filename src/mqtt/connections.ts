@@ -1,7 +1,7 @@
 // How many MQTT connections a node holds, and from whom (docs/mqtt.md "Limits and hostile input").
 // Every connection costs a file descriptor from the moment it is accepted, before it has said who
-// it is: 21,000 connections of one client once took all of a node's, so HTTP and the store could
-// open none. The gate counts connections at accept, plain and TLS together, before any TLS or MQTT
+// it is: unbounded, 21,000 connections of one client take all of a node's, and HTTP and the store
+// can open none. The gate counts connections at accept, plain and TLS together, before any TLS or MQTT
 // work: past `maxConnections` in all or `maxPerAddress` from one source address, the new
 // connection is closed at once, and the clients already connected go on as before (the cap sits
 // below the open-file limit, leaving descriptors for everything else).

@@ -2,8 +2,8 @@
 // (docs/security.md "Limits"): caps per source address, per account and per node, with the
 // clients already connected still served at the cap; a TLS connection that never finishes its
 // handshake, a connection that never sends CONNECT, and a client that asked for no keep-alive are
-// closed. Before these, 21,000 connections of one token took every file descriptor of a node, and
-// a silent connection to the TLS port stayed open for good.
+// closed. Unbounded, 21,000 connections of one token take every file descriptor of a node, and a
+// silent connection to the TLS port stays open for good.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
