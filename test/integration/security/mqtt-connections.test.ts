@@ -99,6 +99,24 @@ describe('MQTT connection caps', () => {
     await stillServed(open[3]!, a.tenantId);
   });
 
+  it("counts an account's stored persistent sessions toward its cap, and always lets one be resumed", async () => {
+    await fresh();
+    const a = await h.t.login('many-sessions');
+    for (let i = 0; i < 20; i++) {
+      const c = await connect(h, a.token, { clientId: `kept-${i}`, clean: false });
+      await c.endAsync();
+    }
+    await waitFor('20 sessions stored', () => h.mq.broker.stored.awayOf(a.tenantId) === 20);
+    const refused = await connect(h, a.token, { clientId: 'one-more' }).then(
+      (c) => c.endAsync().then(() => 0),
+      (e: { code?: number }) => e.code,
+    );
+    assert.equal(refused, 3, 'a new client id past the cap: CONNACK 0x03');
+    const resumed = await connect(h, a.token, { clientId: 'kept-7', clean: false });
+    assert.equal(resumed.connected, true);
+    await resumed.endAsync();
+  });
+
   it("closes connections past the node's cap at once, whoever opens them, and serves those it holds", async () => {
     await fresh();
     const accounts = await logins('node', 20);
