@@ -35,7 +35,7 @@ import type { Store } from '../store/store.ts';
 import type { MqttLimits } from '../config/config.ts';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../http/content-types.ts';
 import { authenticateConnect, recheck, type Principal } from './auth.ts';
-import { ConnectionGate } from './connections.ts';
+import { ConnectionGate, connectionCap, openFileLimit } from './connections.ts';
 import { guardSocket, SlowReader } from './guard.ts';
 import { SessionStore } from './sessions.ts';
 import { alarmTopic, alertTopic, errorsTopic, ingestTarget, topicTenant } from './topics.ts';
@@ -132,7 +132,11 @@ export class MqttBroker {
   ) {
     this.log = deps.log;
     const l = o.limits;
-    this.gate = new ConnectionGate(l);
+    const cap = connectionCap(l.maxConnections, openFileLimit());
+    if (cap < l.maxConnections) {
+      this.log.warn({ configured: l.maxConnections, cap }, 'REEF_MQTT_MAX_CONNECTIONS leaves too few open files for the rest of the node (ulimit -n): MQTT connections are capped lower');
+    }
+    this.gate = new ConnectionGate({ maxConnections: cap, maxPerAddress: l.maxPerAddress });
     this.stored = new SessionStore(l, o.now ?? Date.now);
     this.aedes = new Aedes({
       // A connection that has not sent its CONNECT in time is closed (Aedes' default is 30 s).

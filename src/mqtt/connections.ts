@@ -1,15 +1,35 @@
 // How many MQTT connections a node holds, and from whom (docs/mqtt.md "Limits and hostile input").
 // Every connection costs a file descriptor from the moment it is accepted, before it has said who
-// it is: 21,000 connections of one client once took all of a node's, so HTTP and the store could
-// open none. The gate counts connections at accept, plain and TLS together, before any TLS or MQTT
+// it is: unbounded, 21,000 connections of one client take all of a node's, and HTTP and the store
+// can open none. The gate counts connections at accept, plain and TLS together, before any TLS or MQTT
 // work: past `maxConnections` in all or `maxPerAddress` from one source address, the new
 // connection is closed at once, and the clients already connected go on as before (the cap sits
 // below the open-file limit, leaving descriptors for everything else).
+import fs from 'node:fs';
 import type { Socket } from 'node:net';
 
 export interface GateLimits {
   maxConnections: number;
   maxPerAddress: number;
+}
+
+/** The process's soft limit of open files (Linux: /proc/self/limits); null where it cannot be read. */
+export function openFileLimit(): number | null {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The node's cap as configured, lowered when the open-file limit would not leave room beside it
+ * for HTTP, the store and the rest: a tenth of that limit, and at least 256 descriptors.
+ */
+export function connectionCap(configured: number, fileLimit: number | null): number {
+  if (fileLimit === null) return configured;
+  return Math.max(1, Math.min(configured, fileLimit - Math.max(256, Math.ceil(fileLimit / 10))));
 }
 
 export class ConnectionGate {
@@ -18,6 +38,11 @@ export class ConnectionGate {
   private readonly perAddress = new Map<string, number>();
 
   constructor(private readonly limits: GateLimits) {}
+
+  /** The node's cap in force. */
+  get cap(): number {
+    return this.limits.maxConnections;
+  }
 
   /** Counts a connection just accepted, or closes it when a cap is reached; true when admitted. */
   admit(socket: Socket): boolean {

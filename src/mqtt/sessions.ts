@@ -1,7 +1,7 @@
 // What persistent sessions (clean session = 0) may hold in a node's memory (docs/mqtt.md "QoS,
 // retained messages and sessions"). Aedes keeps them in its in-memory persistence with no bound: a
-// client that subscribed at QoS 1 and went away collected every message for it until the node
-// restarted, and a QoS 2 PUBLISH kept its whole payload until its PUBREL. This module bounds that
+// client that subscribed at QoS 1 and went away would collect every message for it until the node
+// restarts, and a QoS 2 PUBLISH would keep its whole payload until its PUBREL. This module bounds that
 // store, wrapping the persistence Aedes made (its methods, as Aedes calls them, with promises):
 // - messages queued for one session: at most `sessionMessages` and `sessionBytes` of payload;
 //   later ones are not queued for it (as Mosquitto's max_queued_messages drops them);

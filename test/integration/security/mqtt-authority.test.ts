@@ -1,7 +1,7 @@
 // Authority ends everywhere at once (docs/security.md "Tokens and their authority"): when an account
 // is disabled or its secret rotated, its MQTT connections get nothing more from the moment the
-// node knows it and are closed within about a second, as event streams are. They used to stay
-// open for up to the 30 s re-check period, receiving a group member's messages all along.
+// node knows it and are closed within about a second, as event streams are (not at the end of a
+// 30 s re-check period, receiving a group member's messages all along).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';

@@ -2,8 +2,8 @@
 // (docs/security.md "Limits"): caps per source address, per account and per node, with the
 // clients already connected still served at the cap; a TLS connection that never finishes its
 // handshake, a connection that never sends CONNECT, and a client that asked for no keep-alive are
-// closed. Before these, 21,000 connections of one token took every file descriptor of a node, and
-// a silent connection to the TLS port stayed open for good.
+// closed. Unbounded, 21,000 connections of one token take every file descriptor of a node, and a
+// silent connection to the TLS port stays open for good.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
@@ -97,6 +97,24 @@ describe('MQTT connection caps', () => {
     assert.equal(other.connected, true);
     await other.endAsync();
     await stillServed(open[3]!, a.tenantId);
+  });
+
+  it("counts an account's stored persistent sessions toward its cap, and always lets one be resumed", async () => {
+    await fresh();
+    const a = await h.t.login('many-sessions');
+    for (let i = 0; i < 20; i++) {
+      const c = await connect(h, a.token, { clientId: `kept-${i}`, clean: false });
+      await c.endAsync();
+    }
+    await waitFor('20 sessions stored', () => h.mq.broker.stored.awayOf(a.tenantId) === 20);
+    const refused = await connect(h, a.token, { clientId: 'one-more' }).then(
+      (c) => c.endAsync().then(() => 0),
+      (e: { code?: number }) => e.code,
+    );
+    assert.equal(refused, 3, 'a new client id past the cap: CONNACK 0x03');
+    const resumed = await connect(h, a.token, { clientId: 'kept-7', clean: false });
+    assert.equal(resumed.connected, true);
+    await resumed.endAsync();
   });
 
   it("closes connections past the node's cap at once, whoever opens them, and serves those it holds", async () => {

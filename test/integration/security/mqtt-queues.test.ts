@@ -1,8 +1,8 @@
 // A subscriber that stops reading must cost the broker at most its queue bound and must never hold
-// back another tenant's deliveries (docs/security.md "Limits"). Before the bound, one stalled
-// subscriber kept Aedes' shared delivery window (100 messages in flight) waiting for its socket to
-// drain, so every tenant's messages waited up to the 60 s drain timeout, and the node buffered
-// every message for it meanwhile.
+// back another tenant's deliveries (docs/security.md "Limits"). Unbounded, one stalled subscriber
+// keeps Aedes' shared delivery window (100 messages in flight) waiting for its socket to drain, so
+// every tenant's messages wait up to the 60 s drain timeout, and the node buffers every message for
+// it meanwhile.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';

@@ -1,8 +1,8 @@
 // What a client can make a node keep for it (docs/security.md "Limits"): QoS 2 messages awaiting
-// their PUBREL (once up to 1,000 × 16 MiB per connection), the largest packet, what a persistent
-// session (clean session 0) stores while its client is away and for how long; and client ids,
-// which are each tenant's own (one tenant's persistent session once held a client id against
-// every other tenant, for good).
+// their PUBREL (unbounded, up to 1,000 × 16 MiB per connection), the largest packet, what a
+// persistent session (clean session 0) stores while its client is away and for how long; and client
+// ids, which are each tenant's own (so no tenant's persistent session holds a client id against
+// every other tenant).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import mqtt, { type MqttClient } from 'mqtt';

@@ -1,6 +1,8 @@
-// The pure parts of the broker: the topic tree's tenant rule and the packet-size guard's framing.
+// The pure parts of the broker: the topic tree's tenant rule, the packet-size guard's framing and
+// the node's connection cap beside the open-file limit.
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { connectionCap } from '../../../src/mqtt/connections.ts';
 import { FrameTracker, PacketTooLarge } from '../../../src/mqtt/guard.ts';
 import { alertTopic, errorsTopic, ingestTarget, topicTenant } from '../../../src/mqtt/topics.ts';
 
@@ -45,4 +47,12 @@ it('follows packet boundaries across chunks and cuts a packet that announces too
   assert.throws(() => new FrameTracker({ firstPacket: 10, packet: 200 }).feed(Buffer.from([0x10, 0x0b])), PacketTooLarge);
   // A Remaining Length of five bytes is malformed (MQTT 3.1.1 §2.2.3).
   assert.throws(() => new FrameTracker({ firstPacket: 1e9, packet: 1e9 }).feed(Buffer.from([0x10, 0x80, 0x80, 0x80, 0x80, 0x01])), /malformed/);
+});
+
+it('keeps the MQTT connection cap below the open-file limit, leaving a tenth of it (at least 256) to the rest', () => {
+  assert.equal(connectionCap(10_000, 1_048_576), 10_000);
+  assert.equal(connectionCap(10_000, 20_000), 10_000);
+  assert.equal(connectionCap(10_000, 10_000), 9_000);
+  assert.equal(connectionCap(10_000, 1024), 768);
+  assert.equal(connectionCap(10_000, null), 10_000, 'where the limit cannot be read, as configured');
 });
