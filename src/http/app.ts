@@ -106,7 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const streams = new StreamRegistry(config.streams, auth, deps.now);
   app.decorate('streams', streams);
   app.addHook('preClose', async () => streams.closeAll());
-  installErrorHandling(app);
+  installErrorHandling(app, { drainMs: Math.min(config.http.requestTimeoutMs, 10_000) });
 
   // Browser clients read next_page and Retry-After only if they are exposed (wire §1).
   await app.register(cors, {
