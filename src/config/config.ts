@@ -6,7 +6,22 @@ import path from 'node:path';
 import { tlsSettingProblems, type TlsSettings } from './tls.ts';
 
 export interface Config {
-  http: { host: string; port: number; trustProxy: boolean; bodyLimitBytes: number; requestTimeoutMs: number; publicUrl: string | null };
+  http: {
+    host: string;
+    port: number;
+    trustProxy: boolean;
+    bodyLimitBytes: number;
+    requestTimeoutMs: number;
+    /** A connection that has not sent a complete request line and headers by then is closed (408); also the TLS handshake's limit. */
+    headersTimeoutMs: number;
+    /** An idle kept-alive connection is closed after this long. */
+    keepAliveTimeoutMs: number;
+    /** Connections the HTTP(S) listener holds open in all (src/http/connections.ts). */
+    maxConnections: number;
+    /** Connections one source address may hold open; 0: no limit. */
+    maxConnectionsPerAddress: number;
+    publicUrl: string | null;
+  };
   /** HTTPS (and other TLS listeners): off unless a certificate or self-signing is asked for (src/config/tls.ts). */
   tls: TlsSettings;
   dataDir: string;
@@ -128,6 +143,20 @@ export const SETTINGS = [
   { env: 'REEF_QUOTA_OBSERVATIONS', flag: 'quota-observations', def: '100000000', doc: 'Default stored observations per account' },
   { env: 'REEF_QUOTA_BACKFILL', flag: 'quota-backfill', def: '5000000', doc: 'Default observations one simulation may backfill' },
   { env: 'REEF_HTTP_REQUEST_TIMEOUT', flag: 'http-request-timeout', def: '60', doc: 'Seconds a client has to send a whole request (then 408)' },
+  {
+    env: 'REEF_HTTP_HEADERS_TIMEOUT',
+    flag: 'http-headers-timeout',
+    def: '10',
+    doc: 'Seconds a new connection has to send its request line and headers, and to finish a TLS handshake (then 408 and closed)',
+  },
+  { env: 'REEF_HTTP_KEEP_ALIVE_TIMEOUT', flag: 'http-keep-alive-timeout', def: '72', doc: "Seconds an idle kept-alive HTTP connection stays open (above a load balancer's 60)" },
+  {
+    env: 'REEF_HTTP_MAX_CONNECTIONS',
+    flag: 'http-max-connections',
+    def: '0',
+    doc: 'HTTP connections open at once in all; 0 derives it from the open-files limit (ulimit -n) minus a quarter of it (docs/operations.md)',
+  },
+  { env: 'REEF_HTTP_MAX_CONNECTIONS_PER_ADDRESS', flag: 'http-max-connections-per-address', def: '256', doc: 'HTTP connections one source address may hold open (0: no limit, e.g. behind a proxy)' },
   { env: 'REEF_PUBLIC_URL', flag: 'public-url', def: '', doc: 'URL clients reach this service at (for next_page links); unset uses the request' },
   { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
   { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address' },
@@ -220,6 +249,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       trustProxy: bool('REEF_TRUST_PROXY'),
       bodyLimitBytes: int('REEF_BODY_LIMIT', 1024, 1 << 30),
       requestTimeoutMs: int('REEF_HTTP_REQUEST_TIMEOUT', 1, 3600) * 1000,
+      headersTimeoutMs: int('REEF_HTTP_HEADERS_TIMEOUT', 1, 3600) * 1000,
+      keepAliveTimeoutMs: int('REEF_HTTP_KEEP_ALIVE_TIMEOUT', 1, 3600) * 1000,
+      maxConnections: int('REEF_HTTP_MAX_CONNECTIONS', 0, 10_000_000) || defaultMaxConnections(),
+      maxConnectionsPerAddress: int('REEF_HTTP_MAX_CONNECTIONS_PER_ADDRESS', 0, 10_000_000),
       publicUrl,
     },
     tls,
@@ -294,6 +327,25 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       recheckSeconds: int('REEF_MQTT_RECHECK', 1, 86400),
     };
   }
+}
+
+/**
+ * The open-files limit (soft) of this process, from /proc/self/limits on Linux; 1024 (the usual
+ * default) where that cannot be read. Every connection, database file and socket takes one.
+ */
+export function openFilesLimit(): number {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    if (m) return m[1] === 'unlimited' ? 1_048_576 : Number(m[1]);
+  } catch {
+    // not Linux: the usual default
+  }
+  return 1024;
+}
+
+/** REEF_HTTP_MAX_CONNECTIONS=0: three quarters of the open-files limit, the rest kept for the store, MQTT and the gateway. */
+export function defaultMaxConnections(limit = openFilesLimit()): number {
+  return Math.max(64, limit - Math.max(128, Math.floor(limit / 4)));
 }
 
 /** `MAC=host:port,...` → fixed kit addresses; each bad entry is one problem. */
