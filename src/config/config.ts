@@ -33,7 +33,7 @@ export interface Config {
   /** Create the demo account (and its demo kit and simulation) on first start with an empty store. */
   demo: boolean;
   /** Login throttle and bounded password hashing (src/auth/throttle.ts, src/auth/secrets.ts). */
-  loginThrottle: { maxFailures: number; sourceMaxFailures: number; windowSeconds: number; hashConcurrency: number; hashQueue: number; hashQueuePerSource: number };
+  loginThrottle: { maxFailures: number; sourceMaxFailures: number; clientMaxFailures: number; windowSeconds: number; hashConcurrency: number; hashQueue: number; hashQueuePerSource: number };
   /** Live event streams (src/http/sse.ts). */
   streams: { maxPerAccount: number; maxPerNode: number; maxBufferedBytes: number };
   /** Default per-account quotas; an operator can set others per account. */
@@ -134,6 +134,12 @@ export const SETTINGS = [
   { env: 'REEF_LOGIN_MAX_FAILURES', flag: 'login-max-failures', def: '10', doc: 'Failed logins per client id per window before 429' },
   { env: 'REEF_LOGIN_WINDOW', flag: 'login-window', def: '60', doc: 'Login throttle window in seconds' },
   { env: 'REEF_LOGIN_SOURCE_MAX_FAILURES', flag: 'login-source-max-failures', def: '50', doc: 'Failed logins per source address (all client ids) per window before 429' },
+  {
+    env: 'REEF_LOGIN_CLIENT_MAX_FAILURES',
+    flag: 'login-client-max-failures',
+    def: '20',
+    doc: 'Failed logins per client id from all addresses per window; past it only addresses without failures may try it',
+  },
   { env: 'REEF_LOGIN_HASH_CONCURRENCY', flag: 'login-hash-concurrency', def: '2', doc: 'Secret checks (scrypt) running at once' },
   { env: 'REEF_LOGIN_HASH_QUEUE', flag: 'login-hash-queue', def: '256', doc: 'Secret checks waiting in all before 503 SERVER_BUSY (8 per source address)' },
   { env: 'REEF_SSE_MAX_PER_ACCOUNT', flag: 'sse-max-per-account', def: '32', doc: 'Live event streams one account may hold open on a node' },
@@ -265,6 +271,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     loginThrottle: {
       maxFailures: int('REEF_LOGIN_MAX_FAILURES', 1, 1_000_000),
       sourceMaxFailures: int('REEF_LOGIN_SOURCE_MAX_FAILURES', 1, 1_000_000),
+      clientMaxFailures: int('REEF_LOGIN_CLIENT_MAX_FAILURES', 1, 1_000_000),
       windowSeconds: int('REEF_LOGIN_WINDOW', 1, 86400),
       hashConcurrency: int('REEF_LOGIN_HASH_CONCURRENCY', 1, 64),
       hashQueue: int('REEF_LOGIN_HASH_QUEUE', 0, 100_000),
