@@ -39,6 +39,8 @@ export interface Config {
   /** Default per-account quotas; an operator can set others per account. */
   quotas: { devices: number; observations: number; backfill: number };
   maxObservationsPerRequest: number;
+  /** What one observation read may cost (src/http/read-slots.ts, src/service/observations.ts). */
+  reads: { maxScan: number; maxBuckets: number; maxPerAccount: number };
   gateway: {
     enabled: boolean;
     host: string;
@@ -131,6 +133,9 @@ export const SETTINGS = [
   { env: 'REEF_TRUST_PROXY', flag: 'trust-proxy', def: 'false', doc: 'Trust X-Forwarded-* (behind a load balancer)' },
   { env: 'REEF_BODY_LIMIT', flag: 'body-limit', def: '16777216', doc: 'Largest request body in bytes' },
   { env: 'REEF_MAX_OBSERVATIONS', flag: 'max-observations', def: '10000', doc: 'Most observations in one upload' },
+  { env: 'REEF_READ_MAX_SCAN', flag: 'read-max-scan', def: '100000', doc: 'Stored observations one tag-filtered page examines; the page ends there, with next_page' },
+  { env: 'REEF_READ_MAX_BUCKETS', flag: 'read-max-buckets', def: '10000', doc: 'Buckets one bucketed read may ask for (more: 400)' },
+  { env: 'REEF_READ_MAX_PER_ACCOUNT', flag: 'read-max-per-account', def: '4', doc: 'Observation reads (ranges, tag filters, buckets) one account may have in progress on a node (more: 429)' },
   { env: 'REEF_LOGIN_MAX_FAILURES', flag: 'login-max-failures', def: '10', doc: 'Failed logins per client id per window before 429' },
   { env: 'REEF_LOGIN_WINDOW', flag: 'login-window', def: '60', doc: 'Login throttle window in seconds' },
   { env: 'REEF_LOGIN_SOURCE_MAX_FAILURES', flag: 'login-source-max-failures', def: '50', doc: 'Failed logins per source address (all client ids) per window before 429' },
@@ -288,6 +293,11 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       backfill: int('REEF_QUOTA_BACKFILL', 1, Number.MAX_SAFE_INTEGER),
     },
     maxObservationsPerRequest: int('REEF_MAX_OBSERVATIONS', 1, 1_000_000),
+    reads: {
+      maxScan: int('REEF_READ_MAX_SCAN', 100, 1_000_000_000),
+      maxBuckets: int('REEF_READ_MAX_BUCKETS', 1, 1_000_000),
+      maxPerAccount: int('REEF_READ_MAX_PER_ACCOUNT', 1, 10_000),
+    },
     gateway: {
       enabled: bool('REEF_GATEWAY'),
       host: str('REEF_GATEWAY_HOST'),
