@@ -50,9 +50,9 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
  * a flood of logins used to fill it, and everything behind it waited. At most `concurrency` hashes
  * run at once. Waiting work is in two lanes, each queued per source address and served
  * round-robin: the first lane (a known client id from a source with no recent failures, the shape
- * of a real login: src/auth/accounts.ts) is always served before the second (everything else), so
- * a flood of bogus logins from any number of addresses does not delay a real one by more than the
- * hashes already running. At most `maxQueued` wait in all and `maxQueuedPerSource` from one
+ * of a real login: src/auth/accounts.ts) is always served before the second (everything else), and
+ * with two or more slots one is kept for it, so a flood of bogus logins from any number of
+ * addresses does not make a real login wait for its checks. At most `maxQueued` wait in all and `maxQueuedPerSource` from one
  * address; when the queue is full, the newest waiting check of the address with the most waiting
  * is shed to make room (from the second lane first, and from the first only for a first-lane
  * check), so many flooding addresses cannot lock out one that is not. A shed check fails at once
@@ -60,6 +60,8 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
  */
 export class HashQueue {
   private running = 0;
+  /** Of those running, second-lane checks. */
+  private runningSecond = 0;
   private queued = 0;
   /** Waiting checks per source: [first lane, second lane]. */
   private readonly lanes: [Map<string, Waiter[]>, Map<string, Waiter[]>] = [new Map(), new Map()];
@@ -81,14 +83,30 @@ export class HashQueue {
 
   /** Runs `work` when a slot is free; `first`: the first lane (see the class comment). */
   async run<T>(source: string, work: () => Promise<T>, first = false): Promise<T> {
-    if (this.running >= this.limits.concurrency) await this.wait(source, first ? 0 : 1);
-    else this.running++;
+    if (this.canStart(first)) this.start(first);
+    else await this.wait(source, first ? 0 : 1); // the slot is handed over already started
     this.peakRunning = Math.max(this.peakRunning, this.running);
     try {
       return await work();
     } finally {
+      this.running--;
+      if (!first) this.runningSecond--;
       this.next();
     }
+  }
+
+  /**
+   * With two or more slots, one is kept for the first lane: a real login then waits for no
+   * flood check at all, only for other first-lane checks.
+   */
+  private canStart(first: boolean): boolean {
+    if (this.running >= this.limits.concurrency) return false;
+    return first || this.runningSecond < Math.max(1, this.limits.concurrency - 1);
+  }
+
+  private start(first: boolean): void {
+    this.running++;
+    if (!first) this.runningSecond++;
   }
 
   private busy(): ReefError {
@@ -134,19 +152,21 @@ export class HashQueue {
     return victim;
   }
 
-  /** Hands the slot to the next source in turn (Map order, the served source moved to the back), first lane first. */
+  /** Starts the next waiting check that may start: first lane first, each lane round-robin by source (the served source moved to the back). */
   private next(): void {
-    for (const waiting of this.lanes) {
+    for (const lane of [0, 1] as const) {
+      if (!this.canStart(lane === 0)) continue;
+      const waiting = this.lanes[lane];
       for (const [source, list] of waiting) {
         const entry = list.shift()!;
         waiting.delete(source);
         if (list.length) waiting.set(source, list);
         this.queued--;
-        entry.go(); // the slot passes on: running stays the same
+        this.start(lane === 0);
+        entry.go();
         return;
       }
     }
-    this.running--;
   }
 }
 
