@@ -133,7 +133,7 @@ export const SETTINGS = [
   { env: 'REEF_TRUST_PROXY', flag: 'trust-proxy', def: 'false', doc: 'Trust X-Forwarded-* (behind a load balancer)' },
   { env: 'REEF_BODY_LIMIT', flag: 'body-limit', def: '16777216', doc: 'Largest request body in bytes' },
   { env: 'REEF_MAX_OBSERVATIONS', flag: 'max-observations', def: '10000', doc: 'Most observations in one upload' },
-  { env: 'REEF_READ_MAX_SCAN', flag: 'read-max-scan', def: '100000', doc: 'Stored observations one tag-filtered page examines; the page ends there, with next_page' },
+  { env: 'REEF_READ_MAX_SCAN', flag: 'read-max-scan', def: '20000', doc: 'Stored observations one tag-filtered page examines; the page ends there, with next_page' },
   { env: 'REEF_READ_MAX_BUCKETS', flag: 'read-max-buckets', def: '10000', doc: 'Buckets one bucketed read may ask for (more: 400)' },
   { env: 'REEF_READ_MAX_PER_ACCOUNT', flag: 'read-max-per-account', def: '4', doc: 'Observation reads (ranges, tag filters, buckets) one account may have in progress on a node (more: 429)' },
   { env: 'REEF_LOGIN_MAX_FAILURES', flag: 'login-max-failures', def: '10', doc: 'Failed logins per client id per window before 429' },

@@ -420,10 +420,20 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         [newest(1), newest(2)],
       );
       assert.equal(full.nextBefore, newest(2));
+      // Tags that need escaping in JSON are found too.
+      await store.insertObservations(id, [{ ts: newest(1) + 1000, temperature: 1, extra: { tags: ['quo"te', 'back\\slash'] } }]);
+      for (const tag of ['quo"te', 'back\\slash']) {
+        const escaped = await store.queryObservations(id, { limit: 10, tag, maxScan: 10 });
+        assert.deepEqual(
+          escaped.observations.map((o) => o.ts),
+          [newest(1) + 1000],
+          tag,
+        );
+      }
       // Without a tag, maxScan changes nothing.
       const plain = await store.queryObservations(id, { limit: 30, maxScan: 10 });
       assert.equal(plain.observations.length, 30);
-      assert.equal(plain.nextBefore, newest(30));
+      assert.equal(plain.nextBefore, newest(29));
     });
 
     it('latest of all devices follows the newest timestamp, not the last insert', async () => {
