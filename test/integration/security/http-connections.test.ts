@@ -140,3 +140,21 @@ describe('silent connections', () => {
     await waitFor('the connection released', () => server.app.connections.open === 0);
   });
 });
+
+describe('silent connections to HTTPS', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ tls: { cert: null, key: null, selfSigned: true }, http: { headersTimeoutMs: 1000, maxConnectionsPerAddress: 3 } });
+  });
+  after(() => server.close());
+
+  it('a connection that never starts its TLS handshake is dropped, and counts against its address meanwhile', async () => {
+    assert.match(server.url, /^https:/);
+    const held = await Promise.all([silent(server, '127.0.0.13'), silent(server, '127.0.0.13'), silent(server, '127.0.0.13')]);
+    await waitFor('3 connections counted', () => server.app.connections.open === 3);
+    const fourth = await silent(server, '127.0.0.13');
+    await waitFor('the 4th closed at once', () => closed.has(fourth));
+    await waitFor('the silent ones dropped by the handshake timeout', () => held.every((s) => closed.has(s)));
+    await waitFor('the connections released', () => server.app.connections.open === 0);
+  });
+});
