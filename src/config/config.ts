@@ -6,7 +6,22 @@ import path from 'node:path';
 import { tlsSettingProblems, type TlsSettings } from './tls.ts';
 
 export interface Config {
-  http: { host: string; port: number; trustProxy: boolean; bodyLimitBytes: number; requestTimeoutMs: number; publicUrl: string | null };
+  http: {
+    host: string;
+    port: number;
+    trustProxy: boolean;
+    bodyLimitBytes: number;
+    requestTimeoutMs: number;
+    /** A connection that has not sent a complete request line and headers by then is closed (408); also the TLS handshake's limit. */
+    headersTimeoutMs: number;
+    /** An idle kept-alive connection is closed after this long. */
+    keepAliveTimeoutMs: number;
+    /** Connections the HTTP(S) listener holds open in all (src/http/connections.ts). */
+    maxConnections: number;
+    /** Connections one source address may hold open; 0: no limit. */
+    maxConnectionsPerAddress: number;
+    publicUrl: string | null;
+  };
   /** HTTPS (and other TLS listeners): off unless a certificate or self-signing is asked for (src/config/tls.ts). */
   tls: TlsSettings;
   dataDir: string;
@@ -18,12 +33,14 @@ export interface Config {
   /** Create the demo account (and its demo kit and simulation) on first start with an empty store. */
   demo: boolean;
   /** Login throttle and bounded password hashing (src/auth/throttle.ts, src/auth/secrets.ts). */
-  loginThrottle: { maxFailures: number; sourceMaxFailures: number; windowSeconds: number; hashConcurrency: number; hashQueue: number; hashQueuePerSource: number };
+  loginThrottle: { maxFailures: number; sourceMaxFailures: number; clientMaxFailures: number; windowSeconds: number; hashConcurrency: number; hashQueue: number; hashQueuePerSource: number };
   /** Live event streams (src/http/sse.ts). */
   streams: { maxPerAccount: number; maxPerNode: number; maxBufferedBytes: number };
   /** Default per-account quotas; an operator can set others per account. */
   quotas: { devices: number; observations: number; backfill: number; solutions: number; templates: number; alarmRules: number };
   maxObservationsPerRequest: number;
+  /** What one observation read may cost (src/http/read-slots.ts, src/service/observations.ts). */
+  reads: { maxScan: number; maxBuckets: number; maxPerAccount: number };
   gateway: {
     enabled: boolean;
     host: string;
@@ -144,9 +161,18 @@ export const SETTINGS = [
   { env: 'REEF_TRUST_PROXY', flag: 'trust-proxy', def: 'false', doc: 'Trust X-Forwarded-* (behind a load balancer)' },
   { env: 'REEF_BODY_LIMIT', flag: 'body-limit', def: '16777216', doc: 'Largest request body in bytes' },
   { env: 'REEF_MAX_OBSERVATIONS', flag: 'max-observations', def: '10000', doc: 'Most observations in one upload' },
+  { env: 'REEF_READ_MAX_SCAN', flag: 'read-max-scan', def: '20000', doc: 'Stored observations one tag-filtered page examines; the page ends there, with next_page' },
+  { env: 'REEF_READ_MAX_BUCKETS', flag: 'read-max-buckets', def: '10000', doc: 'Buckets one bucketed read may ask for (more: 400)' },
+  { env: 'REEF_READ_MAX_PER_ACCOUNT', flag: 'read-max-per-account', def: '4', doc: 'Observation reads (ranges, tag filters, buckets) one account may have in progress on a node (more: 429)' },
   { env: 'REEF_LOGIN_MAX_FAILURES', flag: 'login-max-failures', def: '10', doc: 'Failed logins per client id per window before 429' },
   { env: 'REEF_LOGIN_WINDOW', flag: 'login-window', def: '60', doc: 'Login throttle window in seconds' },
   { env: 'REEF_LOGIN_SOURCE_MAX_FAILURES', flag: 'login-source-max-failures', def: '50', doc: 'Failed logins per source address (all client ids) per window before 429' },
+  {
+    env: 'REEF_LOGIN_CLIENT_MAX_FAILURES',
+    flag: 'login-client-max-failures',
+    def: '20',
+    doc: 'Failed logins per client id from all addresses per window; past it only addresses without failures may try it',
+  },
   { env: 'REEF_LOGIN_HASH_CONCURRENCY', flag: 'login-hash-concurrency', def: '2', doc: 'Secret checks (scrypt) running at once' },
   { env: 'REEF_LOGIN_HASH_QUEUE', flag: 'login-hash-queue', def: '256', doc: 'Secret checks waiting in all before 503 SERVER_BUSY (8 per source address)' },
   { env: 'REEF_SSE_MAX_PER_ACCOUNT', flag: 'sse-max-per-account', def: '32', doc: 'Live event streams one account may hold open on a node' },
@@ -159,6 +185,20 @@ export const SETTINGS = [
   { env: 'REEF_QUOTA_TEMPLATES', flag: 'quota-templates', def: '1000', doc: "Default device templates per account's group, all solutions" },
   { env: 'REEF_QUOTA_ALARM_RULES', flag: 'quota-alarm-rules', def: '10000', doc: "Default alarm rules per account's group, all solutions" },
   { env: 'REEF_HTTP_REQUEST_TIMEOUT', flag: 'http-request-timeout', def: '60', doc: 'Seconds a client has to send a whole request (then 408)' },
+  {
+    env: 'REEF_HTTP_HEADERS_TIMEOUT',
+    flag: 'http-headers-timeout',
+    def: '10',
+    doc: 'Seconds a new connection has to send its request line and headers, and to finish a TLS handshake (then 408 and closed)',
+  },
+  { env: 'REEF_HTTP_KEEP_ALIVE_TIMEOUT', flag: 'http-keep-alive-timeout', def: '72', doc: "Seconds an idle kept-alive HTTP connection stays open (above a load balancer's 60)" },
+  {
+    env: 'REEF_HTTP_MAX_CONNECTIONS',
+    flag: 'http-max-connections',
+    def: '0',
+    doc: 'HTTP connections open at once in all; 0 derives it from the open-files limit (ulimit -n) minus a quarter of it (docs/operations.md)',
+  },
+  { env: 'REEF_HTTP_MAX_CONNECTIONS_PER_ADDRESS', flag: 'http-max-connections-per-address', def: '256', doc: 'HTTP connections one source address may hold open (0: no limit, e.g. behind a proxy)' },
   { env: 'REEF_PUBLIC_URL', flag: 'public-url', def: '', doc: 'URL clients reach this service at (for next_page links); unset uses the request' },
   { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
   { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address; its requests to kits leave from it too (docs/coap.md)' },
@@ -262,6 +302,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       trustProxy: bool('REEF_TRUST_PROXY'),
       bodyLimitBytes: int('REEF_BODY_LIMIT', 1024, 1 << 30),
       requestTimeoutMs: int('REEF_HTTP_REQUEST_TIMEOUT', 1, 3600) * 1000,
+      headersTimeoutMs: int('REEF_HTTP_HEADERS_TIMEOUT', 1, 3600) * 1000,
+      keepAliveTimeoutMs: int('REEF_HTTP_KEEP_ALIVE_TIMEOUT', 1, 3600) * 1000,
+      maxConnections: int('REEF_HTTP_MAX_CONNECTIONS', 0, 10_000_000) || defaultMaxConnections(),
+      maxConnectionsPerAddress: int('REEF_HTTP_MAX_CONNECTIONS_PER_ADDRESS', 0, 10_000_000),
       publicUrl,
     },
     tls,
@@ -274,6 +318,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     loginThrottle: {
       maxFailures: int('REEF_LOGIN_MAX_FAILURES', 1, 1_000_000),
       sourceMaxFailures: int('REEF_LOGIN_SOURCE_MAX_FAILURES', 1, 1_000_000),
+      clientMaxFailures: int('REEF_LOGIN_CLIENT_MAX_FAILURES', 1, 1_000_000),
       windowSeconds: int('REEF_LOGIN_WINDOW', 1, 86400),
       hashConcurrency: int('REEF_LOGIN_HASH_CONCURRENCY', 1, 64),
       hashQueue: int('REEF_LOGIN_HASH_QUEUE', 0, 100_000),
@@ -293,6 +338,11 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       alarmRules: int('REEF_QUOTA_ALARM_RULES', 1, 1_000_000_000),
     },
     maxObservationsPerRequest: int('REEF_MAX_OBSERVATIONS', 1, 1_000_000),
+    reads: {
+      maxScan: int('REEF_READ_MAX_SCAN', 100, 1_000_000_000),
+      maxBuckets: int('REEF_READ_MAX_BUCKETS', 1, 1_000_000),
+      maxPerAccount: int('REEF_READ_MAX_PER_ACCOUNT', 1, 10_000),
+    },
     gateway: {
       enabled: bool('REEF_GATEWAY'),
       host: str('REEF_GATEWAY_HOST'),
@@ -357,6 +407,25 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       },
     };
   }
+}
+
+/**
+ * The open-files limit (soft) of this process, from /proc/self/limits on Linux; 1024 (the usual
+ * default) where that cannot be read. Every connection, database file and socket takes one.
+ */
+export function openFilesLimit(): number {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    if (m) return m[1] === 'unlimited' ? 1_048_576 : Number(m[1]);
+  } catch {
+    // not Linux: the usual default
+  }
+  return 1024;
+}
+
+/** REEF_HTTP_MAX_CONNECTIONS=0: three quarters of the open-files limit, the rest kept for the store, MQTT and the gateway. */
+export function defaultMaxConnections(limit = openFilesLimit()): number {
+  return Math.max(64, limit - Math.max(128, Math.floor(limit / 4)));
 }
 
 /** `MAC=host:port,...` → fixed kit addresses; each bad entry is one problem. */

@@ -232,8 +232,8 @@ export function pageLimit(limit: number | undefined): number {
   return limit === undefined ? DEFAULT_PAGE : Math.min(limit, MAX_PAGE);
 }
 
-/** The store query of a page request: bounds and cursor checked, the limit capped. */
-function pageQuery(q: RangeQuery): ObservationQuery {
+/** The store query of a page request: bounds and cursor checked, the limit capped; a tag-filtered page examines at most maxScan readings. */
+function pageQuery(q: RangeQuery, maxScan?: number): ObservationQuery {
   const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
   const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
   if (from !== undefined && to !== undefined && from > to) throw new ReefError('VALIDATION_FAILED', 'from must not be after to', { field: 'from' });
@@ -251,7 +251,7 @@ function pageQuery(q: RangeQuery): ObservationQuery {
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(before === undefined ? {} : { before }),
-    ...(q.tags === undefined ? {} : { tag: q.tags }),
+    ...(q.tags === undefined ? {} : { tag: q.tags, ...(maxScan === undefined ? {} : { maxScan }) }),
   };
 }
 
@@ -268,8 +268,8 @@ export async function deviceObservations(store: Store, device: DeviceRecord, q: 
 }
 
 /** deviceObservations as the response body ({"observations":[...]}), through the store's fast path when it has one. */
-export async function deviceObservationsJson(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ json: string; nextAfter: string | null }> {
-  const query = pageQuery(q);
+export async function deviceObservationsJson(store: Store, device: DeviceRecord, q: RangeQuery, maxScan?: number): Promise<{ json: string; nextAfter: string | null }> {
+  const query = pageQuery(q, maxScan);
   const page = store.observationPageJson
     ? await store.observationPageJson(device.id, query)
     : await store.queryObservations(device.id, query).then((p) => ({ json: pageJson(p.observations), nextBefore: p.nextBefore }));
@@ -321,13 +321,14 @@ export async function solutionObservations(
 }
 
 /** Per-bucket min/avg/max of temperature over [from, to): what the plot asks for on long ranges. */
-export async function deviceBuckets(store: Store, device: DeviceRecord, q: { from?: string; to?: string; bucket: string }) {
+export async function deviceBuckets(store: Store, device: DeviceRecord, q: { from?: string; to?: string; bucket: string }, maxBuckets = 100_000) {
   if (q.from === undefined || q.to === undefined) throw new ReefError('VALIDATION_FAILED', 'bucket needs both from and to', { field: q.from === undefined ? 'from' : 'to' });
   const from = isoTimestamp(q.from, 'from');
   const to = isoTimestamp(q.to, 'to');
   if (from >= to) throw new ReefError('VALIDATION_FAILED', 'from must be before to', { field: 'from' });
   const bucketMs = duration(q.bucket, 'bucket');
-  if ((to - from) / bucketMs > 100_000) throw new ReefError('VALIDATION_FAILED', 'at most 100000 buckets per request: widen the bucket', { field: 'bucket' });
+  // The work of a bucketed read and the size of its answer grow with the buckets asked for.
+  if ((to - from) / bucketMs > maxBuckets) throw new ReefError('VALIDATION_FAILED', `at most ${maxBuckets} buckets per request: widen the bucket or narrow from and to`, { field: 'bucket' });
   const rows = await store.bucketObservations(device.id, { from, to, bucketMs });
   return rows.map((b) => ({ timestamp: new Date(b.ts).toISOString(), count: b.count, min: b.min, avg: b.avg, max: b.max }));
 }

@@ -28,6 +28,12 @@ export interface ObservationQuery {
   limit: number;
   /** Only observations whose `tags` field contains this tag (wire §1). */
   tag?: string;
+  /**
+   * With `tag`: the most stored observations the page examines, newest first. When they run out
+   * before the page is full, the page ends there, short or empty, and nextBefore is the timestamp
+   * of the last one examined (the next page goes on below it).
+   */
+  maxScan?: number;
 }
 
 export interface ObservationPage {

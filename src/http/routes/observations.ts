@@ -13,6 +13,7 @@ import type { Store } from '../../store/store.ts';
 import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
 import { sseFrame } from '../sse.ts';
+import { ReadSlots } from '../read-slots.ts';
 
 const rangeQuery = {
   type: 'object',
@@ -21,8 +22,12 @@ const rangeQuery = {
     from: { type: 'string', maxLength: 64, description: 'Inclusive lower bound, ISO-8601' },
     to: { type: 'string', maxLength: 64, description: 'Exclusive upper bound, ISO-8601' },
     after: { type: 'string', maxLength: 64, description: 'Paging cursor from the next_page header' },
-    tags: { type: 'string', maxLength: 200, description: 'Only observations whose tags contain this tag' },
-    bucket: { type: 'string', maxLength: 16, description: 'Aggregate into buckets (10s, 5m, 1h...): needs from and to' },
+    tags: {
+      type: 'string',
+      maxLength: 200,
+      description: 'Only observations whose tags contain this tag; a page examines at most REEF_READ_MAX_SCAN stored observations, so it may be short (even empty) with a next_page',
+    },
+    bucket: { type: 'string', maxLength: 16, description: 'Aggregate into buckets (10s, 5m, 1h...): needs from and to; at most REEF_READ_MAX_BUCKETS buckets' },
   },
 } as const;
 
@@ -56,6 +61,8 @@ function nextPageUrl(request: FastifyRequest, after: string, config: Config): st
 
 export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config; quotas: QuotaService }) {
   const { store, events, config, quotas } = opts;
+  // Range, filtered and bucketed reads in progress per account (src/http/read-slots.ts).
+  const reads = new ReadSlots(config.reads.maxPerAccount);
 
   app.post(
     '/api/solutions/:solution/devices/:id/observations',
@@ -104,7 +111,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
             type: 'array',
             items: { type: 'object', properties: { deviceId: { type: 'string' }, observations: { type: 'array', items: { $ref: 'Observation#' } } } },
           },
-          ...errors(400, 401, 404),
+          ...errors(400, 401, 404, 429),
         },
       },
     },
@@ -117,7 +124,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       // where tags and limit are ignored as the wire reference says.
       const q = request.query as RangeQuery;
       if (isRangeQuery(q)) {
-        const page = await solutionObservations(store, groupId, solution, q);
+        const page = await reads.run(request.account.tenantId, () => solutionObservations(store, groupId, solution, q));
         if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
         return reply.type('application/json; charset=utf-8').send(groupedJson(page.rows));
       }
@@ -154,7 +161,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
               },
             },
           },
-          ...errors(400, 401, 404),
+          ...errors(400, 401, 404, 429),
         },
       },
     },
@@ -163,8 +170,11 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const q = request.query as RangeQuery & { bucket?: string };
       // A kit's network module names its kit's series (docs/api.md "A kit's network module").
       const device = await findSeriesDevice(store, request.account, solution, id);
-      if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
-      const page = await deviceObservationsJson(store, device, q);
+      const tenant = request.account.tenantId;
+      if (q.bucket !== undefined) return { buckets: await reads.run(tenant, () => deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket! }, config.reads.maxBuckets)) };
+      // A plain page reads at most its limit; a tag filter may examine up to maxScan readings.
+      const read = () => deviceObservationsJson(store, device, q, config.reads.maxScan);
+      const page = q.tags === undefined ? await read() : await reads.run(tenant, read);
       if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
       return reply.type('application/json; charset=utf-8').send(page.json);
     },

@@ -1207,15 +1207,25 @@ export class PostgresStore implements Store {
             'page',
           )
         : await this.q(
-            `SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
-         AND extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`,
-            [tier, pk, from, to, q.limit + 1, q.tag],
+            `SELECT ts, temperature, extra FROM (SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4
+         ORDER BY ts DESC LIMIT $7) s WHERE extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`,
+            [tier, pk, from, to, q.limit + 1, q.tag, q.maxScan ?? null],
             'page-tagged',
           );
     const rows = r.rows;
     const more = rows.length > q.limit;
     if (more) rows.pop();
-    return { observations: rows.map(obsFromRow), nextBefore: more ? (rows[rows.length - 1]!.ts as number) : null };
+    let nextBefore = more ? (rows[rows.length - 1]!.ts as number) : null;
+    if (!more && q.tag !== undefined && q.maxScan !== undefined) {
+      // A short page: did the examined readings run out (ObservationQuery.maxScan) before the range did?
+      const w = await this.q(
+        `SELECT ts FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC OFFSET $5 LIMIT 2`,
+        [tier, pk, from, to, q.maxScan - 1],
+        'page-tagged-window',
+      );
+      if (w.rows.length === 2) nextBefore = w.rows[0]!.ts as number;
+    }
+    return { observations: rows.map(obsFromRow), nextBefore };
   }
 
   async querySolutionObservations(groupId: string, solution: string, q: SolutionObservationQuery): Promise<SolutionObservationPage> {

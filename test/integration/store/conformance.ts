@@ -390,6 +390,52 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       );
     });
 
+    it('a tag-filtered page examines at most maxScan readings and ends there with a cursor; following it finds every match', async () => {
+      const a = account('scan');
+      const id = randomUUID();
+      await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
+      // 50 readings, newest first at index 0; three carry the tag: the 6th, 21st and 46th newest.
+      const rows = series(50).map((r, i) => ({ ...r, extra: [44, 29, 4].includes(i) ? { tags: ['rare'] } : { tags: ['common'] } }));
+      await store.insertObservations(id, rows);
+      const newest = (k: number) => T0 + (50 - k) * 1000; // the k-th newest (1-based)
+      const pages: { ts: number[]; nextBefore: number | null }[] = [];
+      let before: number | undefined;
+      for (let guard = 0; guard < 10; guard++) {
+        const page = await store.queryObservations(id, { limit: 100, tag: 'rare', maxScan: 10, ...(before === undefined ? {} : { before }) });
+        pages.push({ ts: page.observations.map((o) => o.ts), nextBefore: page.nextBefore });
+        if (page.nextBefore === null) break;
+        before = page.nextBefore;
+      }
+      assert.deepEqual(pages, [
+        { ts: [newest(6)], nextBefore: newest(10) },
+        { ts: [], nextBefore: newest(20) },
+        { ts: [newest(21)], nextBefore: newest(30) },
+        { ts: [], nextBefore: newest(40) },
+        { ts: [newest(46)], nextBefore: null },
+      ]);
+      // A full page before the budget runs out pages as usual.
+      const full = await store.queryObservations(id, { limit: 2, tag: 'common', maxScan: 10 });
+      assert.deepEqual(
+        full.observations.map((o) => o.ts),
+        [newest(1), newest(2)],
+      );
+      assert.equal(full.nextBefore, newest(2));
+      // Tags that need escaping in JSON are found too.
+      await store.insertObservations(id, [{ ts: newest(1) + 1000, temperature: 1, extra: { tags: ['quo"te', 'back\\slash'] } }]);
+      for (const tag of ['quo"te', 'back\\slash']) {
+        const escaped = await store.queryObservations(id, { limit: 10, tag, maxScan: 10 });
+        assert.deepEqual(
+          escaped.observations.map((o) => o.ts),
+          [newest(1) + 1000],
+          tag,
+        );
+      }
+      // Without a tag, maxScan changes nothing.
+      const plain = await store.queryObservations(id, { limit: 30, maxScan: 10 });
+      assert.equal(plain.observations.length, 30);
+      assert.equal(plain.nextBefore, newest(29));
+    });
+
     it('latest of all devices follows the newest timestamp, not the last insert', async () => {
       const a = account('jack');
       const [d1, d2, d3] = [randomUUID(), randomUUID(), randomUUID()];
