@@ -25,7 +25,7 @@ const ANY = `${LOW.join('|')}|${HIGH}|\\d+(?:st|nd|rd|th)`;
 
 /** Each pattern with what it stands for, as the failure message says it. */
 const RULES: [RegExp, string][] = [
-  [new RegExp(`\\b(?:${ANY})\\b(?:[ -][a-z]+)?\\s+(?:sessions?|sittings?|pass(?:es)?|lanes?|landings?)\\b`, 'i'), 'a numbered session, sitting or pass'],
+  [new RegExp(`\\b(?:${ANY})\\b(?:[ -][a-z]+)?\\s+(?:sessions?|sittings?|pass(?:es)?|landings?)\\b`, 'i'), 'a numbered session, sitting or pass'],
   [new RegExp(`\\b(?:${HIGH}|\\d+(?:st|nd|rd|th))\\s+(?:runs?|rounds?)\\b`, 'i'), 'a numbered run or round'],
   [new RegExp(`\\b(?:${[...TEENS.slice(1), ...TENS].join('|')})\\b`, 'i'), 'an ordinal naming when something was written or measured'],
   [new RegExp(`(?:^|[(;]\\s*)(?:the )?(?:${HIGH})\\b\\s*[(:,]`, 'i'), 'a dated entry ("fifteenth (machine): …")'],
