@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type * as core from '../src/core/types.ts';
 import type { KitStatus } from '../src/gateway/kit-status-routes.ts';
+import type { DeviceCadence } from '../src/service/cadence.ts';
 import type { BridgeResponse } from '../src/gateway/routes.ts';
 import type { MqttConnectInfo } from '../src/mqtt/routes.ts';
 import type { AlarmWire, RuleWire } from '../src/alarms/rules.ts';
@@ -41,8 +42,9 @@ const checks = {
   mqttConnect: true satisfies Same<MqttConnectInfo, sdk.MqttConnectInfo, 'MqttConnectInfo'>,
   alarmRule: true satisfies Same<RuleWire, sdk.AlarmRule, 'AlarmRule'>,
   alarm: true satisfies Same<AlarmWire, sdk.Alarm, 'Alarm'>,
+  cadence: true satisfies Same<DeviceCadence, sdk.DeviceCadence, 'DeviceCadence'>,
 };
 
 test('the server’s wire types and the SDK’s agree (checked by the type checker)', () => {
-  assert.equal(Object.values(checks).filter((v) => v === true).length, 12);
+  assert.equal(Object.values(checks).filter((v) => v === true).length, 13);
 });
