@@ -4,7 +4,7 @@
 // panels. Errors are shown beside the control that caused them.
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
-import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, setZone, shortId, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
+import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
 import { clearTemplateUnits, collectPaths, fmtValue, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView, type Series } from './plot.ts';
@@ -12,9 +12,11 @@ import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts
 import { downloadCsv } from './csv.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { alarmBadge, setDeviceTemplates } from './alarms.ts';
+import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
-type Preset = '1h' | '24h' | '7d';
-const PRESET_SECONDS: Record<Preset, number> = { '1h': 3600, '24h': 86400, '7d': 7 * 86400 };
+type Preset = '15m' | '1h' | '6h' | '24h' | '7d' | '30d';
+const PRESET_SECONDS: Record<Preset, number> = { '15m': 900, '1h': 3600, '6h': 6 * 3600, '24h': 86400, '7d': 7 * 86400, '30d': 30 * 86400 };
+const isPreset = (v: string | null | undefined): v is Preset => !!v && v in PRESET_SECONDS;
 /** Up to this span the plot shows every observation; beyond it, per-bucket min/avg/max. */
 const RAW_MAX_SECONDS = 86400;
 const TARGET_BUCKETS = 1500;
@@ -33,12 +35,19 @@ const state = {
   unit: (localStorage.getItem('reef.unit') === 'F' ? 'F' : 'C') as Unit,
   zone: (localStorage.getItem('reef.zone') === 'UTC' ? 'UTC' : 'local') as Zone,
   // The last preset is remembered between visits.
-  range: { preset: (['1h', '24h', '7d'] as const).find((p) => p === localStorage.getItem('reef.range')) ?? '24h' } as { preset: Preset } | { from: number; to: number },
+  range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as { preset: Preset } | { from: number; to: number },
   stopEvents: null as null | (() => void),
   load: null as AbortController | null,
   zoom: null as [number, number] | null,
   kitsTimer: undefined as ReturnType<typeof setInterval> | undefined,
+  /** The view the page's address asked for, applied once the solution's devices are known. */
+  pending: readView(location.search) as View | null,
+  /** Signed in with a token kept for this tab (no secret): when it expires, the secret is asked again. */
+  tokenOnly: null as null | { expiresAt: number },
 };
+const view0 = state.pending;
+if (view0?.field) state.field = view0.field;
+if (view0?.range) state.range = view0.range;
 setZone(state.zone);
 
 const form = $('connect') as HTMLFormElement;
@@ -62,9 +71,24 @@ const ctx = {
   kits: state.kits,
   selected: () => state.selected,
   quantity: q,
-  select: (id: string, mode: 'only' | 'toggle') => select(id, mode),
+  select: (id: string, mode: 'only' | 'toggle') => select(id, mode, true),
+  stale: (id: string) => {
+    const k = deviceState(state.latest.get(id), state.kits.get(id)).key;
+    return k === 'stale' || k === 'offline';
+  },
+  label: (id: string) =>
+    labelOf(
+      state.devices.find((d) => d.id === id),
+      id,
+    ),
 };
-const table = new DeviceTable($('devices') as HTMLTableElement, $('filter') as HTMLInputElement, ctx);
+const table = new DeviceTable($('devices') as HTMLTableElement, $('filter') as HTMLInputElement, ctx, $('state-filter') as HTMLSelectElement);
+// The count says what is shown: "(1 of 207)" while a filter narrows the list.
+table.onCount = (shown, total) => {
+  const text = shown === total ? `(${total})` : `(${shown} of ${total})`;
+  const c = $('device-count');
+  if (c.textContent !== text) c.textContent = text;
+};
 const map = new DeviceMap($('map'), $('map-fig'), $('map-legend'), ctx);
 const plot = new PlotView($('plot'), $('plot-info'), $('readout'));
 let panels: Panels | null = null;
@@ -73,7 +97,7 @@ for (const id of ['devices-panel', 'plot-panel', 'latest-panel']) addCollapse($(
 // Remembered between visits: everything but the secret.
 endpointIn.value = localStorage.getItem('reef.endpoint') ?? '';
 idIn.value = localStorage.getItem('reef.clientId') ?? '';
-solutionIn.value = localStorage.getItem('reef.solution') ?? 'sandbox';
+solutionIn.value = view0?.solution ?? localStorage.getItem('reef.solution') ?? 'sandbox';
 endpointIn.placeholder = location.origin;
 ($(`unit-${state.unit.toLowerCase()}`) as HTMLInputElement).checked = true;
 zoneSel.value = state.zone;
@@ -118,18 +142,14 @@ async function connect(): Promise<void> {
   statusEl.textContent = 'Connecting…';
   showMessage('');
   try {
-    await conn.accessToken();
-    const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
+    const token = await conn.accessToken();
+    const [devices, latest, cadence] = await fetchSolution(conn);
     localStorage.setItem('reef.endpoint', endpointIn.value.trim());
     localStorage.setItem('reef.clientId', clientId);
+    saveSession({ endpoint: conn.endpoint, clientId, token });
+    state.tokenOnly = null;
     secretIn.value = '';
-    connectBtn.hidden = true;
-    disconnectBtn.hidden = false;
-    switchBtn.hidden = false;
-    for (const input of [endpointIn, idIn, secretIn]) input.disabled = true;
-    document.body.classList.add('connected');
-    main.hidden = false;
-    begin(conn, devices, latest);
+    connected(conn, devices, latest, cadence);
   } catch (err) {
     statusEl.textContent = '';
     showMessage(explain(err));
@@ -137,6 +157,47 @@ async function connect(): Promise<void> {
     if (err instanceof ApiError && err.kind === 'solution') solutionIn.focus();
   } finally {
     connectBtn.disabled = false;
+  }
+}
+
+/** The solution's devices, the latest reading of each and how often each reports (older servers: none). */
+function fetchSolution(conn: Connection): Promise<[Device[], Awaited<ReturnType<Connection['latest']>>, Awaited<ReturnType<Connection['cadence']>>]> {
+  return Promise.all([conn.devices(), conn.latest(), conn.cadence()]);
+}
+
+/** The header and page once signed in. */
+function connected(conn: Connection, devices: Device[], latest: Awaited<ReturnType<Connection['latest']>>, cadence: Awaited<ReturnType<Connection['cadence']>>): void {
+  connectBtn.hidden = true;
+  disconnectBtn.hidden = false;
+  switchBtn.hidden = false;
+  for (const input of [endpointIn, idIn, secretIn]) input.disabled = true;
+  document.body.classList.add('connected');
+  main.hidden = false;
+  begin(conn, devices, latest, cadence);
+}
+
+/**
+ * A reload within the token's lifetime connects again without the secret: the token (not the
+ * secret) is kept in this tab's sessionStorage (web/src/session.ts, docs/web.md "Reload and share").
+ */
+async function resume(): Promise<boolean> {
+  const saved = loadSession();
+  if (!saved) return false;
+  const solution = solutionIn.value.trim() || 'sandbox';
+  const conn = Connection.withToken(saved.endpoint, saved.clientId, saved.token, solution);
+  endpointIn.value = saved.endpoint === location.origin ? '' : saved.endpoint;
+  idIn.value = saved.clientId;
+  statusEl.textContent = 'Connecting…';
+  try {
+    const [devices, latest, cadence] = await fetchSolution(conn);
+    state.tokenOnly = { expiresAt: saved.expiresAt };
+    connected(conn, devices, latest, cadence);
+    return true;
+  } catch (err) {
+    statusEl.textContent = '';
+    if (err instanceof ApiError && err.kind === 'credentials') clearSession();
+    else showMessage(explain(err));
+    return false;
   }
 }
 
@@ -168,7 +229,7 @@ async function showMqtt(conn: Connection): Promise<void> {
 }
 
 /** Shows a solution of a signed-in connection: devices, latest readings, the live stream, the panels. */
-function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[]): void {
+function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[], cadence: Awaited<ReturnType<Connection['cadence']>> = []): void {
   state.conn = conn;
   localStorage.setItem('reef.solution', conn.solution);
   solutionIn.value = conn.solution;
@@ -176,6 +237,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   statusEl.replaceChildren('Connected to ', el('strong', {}, conn.solution), ' at ', el('span', { class: 'mono' }, conn.endpoint), ' as ', el('span', { class: 'mono' }, conn.clientId));
   void showMqtt(conn);
   for (const g of latest) noteLatest(g.deviceId, g.observations);
+  noteCadence(cadence);
   setDevices(devices);
   panels = mountPanels(conn, {
     devices: () => state.devices,
@@ -195,12 +257,37 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   state.stopEvents = conn.events({
     observations: (g) => onLive(g.deviceId, g.observations),
     device: reloadSoon,
-    state: (live) => document.body.classList.toggle('stream-down', !live),
+    state: (live) => {
+      // Back after a break: what came meanwhile is fetched (the latest of all and the plot).
+      const wasDown = document.body.classList.contains('stream-down');
+      document.body.classList.toggle('stream-down', !live);
+      if (live && wasDown) {
+        reloadSoon();
+        if (liveBox.checked) void loadPlot(true);
+      }
+    },
     other: (type, data) => panels?.event(type, data),
   });
   void refreshKits();
   state.kitsTimer = setInterval(() => void refreshKits(), KITS_EVERY_MS);
-  if (devices.length) select(pickFirst(devices), 'only');
+  applyPending(devices);
+}
+
+/** The devices the page's address named (those still listed), or the freshest device. */
+function applyPending(devices: Device[]): void {
+  const want = state.pending?.devices?.filter((id) => devices.some((d) => d.id === id)) ?? [];
+  const zoom = state.pending?.zoom ?? null;
+  state.pending = null;
+  if (want.length) {
+    state.selected = want.slice(0, MAX_COMPARE);
+    table.refresh();
+    map.refresh();
+    renderLatest();
+    panels?.update();
+    void loadPlot().then(() => {
+      if (zoom && state.selected.join() === want.join()) plot.zoomTo(zoom);
+    });
+  } else if (devices.length) select(pickFirst(devices), 'only');
 }
 
 /** Another solution of the same sign-in (issue 15.7): no Disconnect, no secret again. */
@@ -217,11 +304,11 @@ async function switchSolution(solution: string): Promise<void> {
   switchBtn.disabled = true;
   statusEl.textContent = `Switching to ${solution}…`;
   try {
-    const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
+    const [devices, latest, cadence] = await fetchSolution(conn);
     if (state.conn !== old) return;
     showMessage('');
     leave();
-    begin(conn, devices, latest);
+    begin(conn, devices, latest, cadence);
   } catch (err) {
     // The old solution stays on screen and live.
     statusEl.replaceChildren(`Still connected to ${old.solution}.`);
@@ -271,6 +358,9 @@ function leave(): void {
 function disconnect(reset = true): void {
   leave();
   if (!reset) return;
+  clearSession();
+  state.tokenOnly = null;
+  history.replaceState(null, '', location.pathname);
   $('mqtt-info').hidden = true;
   for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = false;
   connectBtn.hidden = false;
@@ -315,9 +405,10 @@ async function reloadDevices(): Promise<void> {
   const conn = state.conn;
   if (!conn) return;
   try {
-    const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
+    const [devices, latest, cadence] = await fetchSolution(conn);
     if (conn !== state.conn) return;
     for (const g of latest) noteLatest(g.deviceId, g.observations);
+    noteCadence(cadence);
     setDevices(devices);
     void refreshKits();
     if (!state.selected.length && devices.length) select(pickFirst(devices), 'only');
@@ -360,13 +451,26 @@ async function refreshKits(): Promise<void> {
   }
 }
 
+/** How often each device reports, as the server measured it: a fresh page knows what is stale. */
+function noteCadence(list: { deviceId: string; intervalSeconds: number | null }[]): void {
+  for (const c of list) {
+    const l = state.latest.get(c.deviceId);
+    if (l && c.intervalSeconds !== null && c.intervalSeconds > 0) l.every = c.intervalSeconds * 1000;
+  }
+}
+
 function noteLatest(deviceId: string, obs: Observation[]): void {
   let grew = false;
   for (const o of obs) {
     const ts = Date.parse(o.timestamp);
     const cur = state.latest.get(deviceId);
     if (!Number.isFinite(ts) || (cur && ts < cur.ts)) continue;
-    state.latest.set(deviceId, { ts, obs: o, ...(cur && ts > cur.ts ? { prevTs: cur.ts } : cur?.prevTs !== undefined ? { prevTs: cur.prevTs } : {}) });
+    state.latest.set(deviceId, {
+      ts,
+      obs: o,
+      ...(cur && ts > cur.ts ? { prevTs: cur.ts } : cur?.prevTs !== undefined ? { prevTs: cur.prevTs } : {}),
+      ...(cur?.every !== undefined ? { every: cur.every } : {}),
+    });
     const before = state.fields.size;
     collectPaths(o, state.fields);
     grew ||= state.fields.size !== before;
@@ -379,7 +483,7 @@ function noteLatest(deviceId: string, obs: Observation[]): void {
 function renderFields(): void {
   const paths = [...state.fields].sort((a, b) => (a === TEMPERATURE ? -1 : b === TEMPERATURE ? 1 : a.localeCompare(b)));
   // The remembered field when this solution has it, else temperature (the remembered one stays stored).
-  const preferred = localStorage.getItem('reef.field') ?? TEMPERATURE;
+  const preferred = state.pending?.field ?? localStorage.getItem('reef.field') ?? TEMPERATURE;
   state.field = state.fields.has(preferred) ? preferred : state.fields.has(state.field) ? state.field : TEMPERATURE;
   const label = (p: string) => {
     const qq = quantity(p, state.unit);
@@ -396,6 +500,7 @@ function renderFields(): void {
 fieldSel.addEventListener('change', () => {
   state.field = fieldSel.value || TEMPERATURE;
   localStorage.setItem('reef.field', state.field);
+  saveView();
   refreshViews();
   void loadPlot();
 });
@@ -409,7 +514,11 @@ function refreshViews(): void {
 
 // ---- selection and plotting ----
 
-function select(id: string, mode: 'only' | 'toggle'): void {
+/**
+ * `reveal`: the user chose it (a row, a marker, a tile), so the plot is brought into view if it is
+ * not (on a phone it is above the list).
+ */
+function select(id: string, mode: 'only' | 'toggle', reveal = false): void {
   if (mode === 'only') state.selected = [id];
   else if (state.selected.includes(id)) state.selected = state.selected.filter((x) => x !== id);
   else state.selected = [...state.selected, id].slice(-MAX_COMPARE);
@@ -419,6 +528,13 @@ function select(id: string, mode: 'only' | 'toggle'): void {
   renderLatest();
   panels?.update();
   void loadPlot();
+  if (reveal) revealPlot();
+}
+
+function revealPlot(): void {
+  const r = $('plot').getBoundingClientRect();
+  if (r.top >= 0 && r.bottom <= window.innerHeight) return;
+  $('plot-panel').scrollIntoView({ block: 'start' });
 }
 
 function rangeWindow(): [number, number] {
@@ -504,7 +620,8 @@ async function fetchSeries(conn: Connection, ids: string[], from: number, to: nu
   );
 }
 
-async function loadPlot(): Promise<void> {
+/** Loads the plotted devices' data for the range; `keepZoom` (Live resumed, stream back) keeps a user's zoom. */
+async function loadPlot(keepZoom = false): Promise<void> {
   const conn = state.conn;
   if (!conn) return;
   state.load?.abort();
@@ -512,9 +629,11 @@ async function loadPlot(): Promise<void> {
   state.load = ac;
   const ids = [...state.selected];
   const [from, to] = rangeWindow();
+  const zoom = keepZoom ? state.zoom : null;
   state.zoom = null;
   $('reset-zoom').hidden = true;
-  $('plot-title').textContent = ids.length ? `— ${ids.map(shortId).join(', ')}` : '';
+  saveView();
+  $('plot-title').textContent = ids.length ? `— ${ids.map((id) => labelOf(deviceOf(id), id)).join(', ')}` : '';
   const info = $('plot-info');
   info.setAttribute('aria-busy', 'true');
   info.dataset.state = 'loading';
@@ -528,6 +647,7 @@ async function loadPlot(): Promise<void> {
     info.dataset.field = state.field;
     showError($('plot-error'), '');
     legend(ids);
+    if (zoom) plot.zoomTo(zoom);
   } catch (err) {
     if ((err as Error).name === 'AbortError') return;
     info.dataset.state = 'error';
@@ -535,6 +655,10 @@ async function loadPlot(): Promise<void> {
   } finally {
     if (state.load === ac) info.removeAttribute('aria-busy');
   }
+}
+
+function deviceOf(id: string): Device | undefined {
+  return state.devices.find((d) => d.id === id);
 }
 
 function legend(ids: string[]): void {
@@ -545,7 +669,7 @@ function legend(ids: string[]): void {
         'li',
         {},
         el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
-        `${shortId(id)} `,
+        `${labelOf(deviceOf(id), id)} `,
         el('span', { class: 'muted' }, state.devices.find((d) => d.id === id)?.deviceType ?? ''),
       ),
     ),
@@ -557,6 +681,7 @@ let refineTimer: ReturnType<typeof setTimeout> | undefined;
 plot.onZoom = (range) => {
   state.zoom = range;
   $('reset-zoom').hidden = !range;
+  saveView();
   clearTimeout(refineTimer);
   if (!range || $('plot-info').dataset.bucketed !== 'true') return;
   const [a, b] = range;
@@ -578,7 +703,8 @@ $('reset-zoom').addEventListener('click', () => plot.resetZoom());
 
 for (const b of document.querySelectorAll<HTMLButtonElement>('[data-range]')) {
   b.addEventListener('click', () => {
-    state.range = { preset: b.dataset.range as Preset };
+    if (!isPreset(b.dataset.range)) return;
+    state.range = { preset: b.dataset.range };
     localStorage.setItem('reef.range', state.range.preset);
     markRange();
     void loadPlot();
@@ -613,6 +739,7 @@ $('custom-form').addEventListener('submit', (e) => {
   }
   showError(err, '');
   state.range = { from, to };
+  ($('custom') as HTMLDetailsElement).open = false;
   markRange();
   void loadPlot();
 });
@@ -671,6 +798,13 @@ $('csv').addEventListener('click', async () => {
 
 // ---- live ----
 
+const liveBox = $('live') as HTMLInputElement;
+// Live on again: what came while it was off is fetched (the hole is filled, not drawn across).
+liveBox.addEventListener('change', () => {
+  saveView();
+  if (liveBox.checked) void loadPlot(true);
+});
+
 function onLive(deviceId: string, obs: Observation[]): void {
   noteLatest(deviceId, obs);
   panels?.observations(deviceId, obs.length);
@@ -717,7 +851,7 @@ function renderLatest(): void {
     let li = latestItems.get(d.id);
     if (!li) {
       const btn = el('button', { type: 'button', class: 'tile', 'aria-label': '' });
-      btn.addEventListener('click', () => select(d.id, 'only'));
+      btn.addEventListener('click', () => select(d.id, 'only', true));
       li = el('li', { 'data-id': d.id }, btn);
       latestItems.set(d.id, li);
     }
@@ -726,7 +860,7 @@ function renderLatest(): void {
     const value = fmtValue(valueAt(l?.obs, qq.path), qq);
     const st = deviceState(l, state.kits.get(d.id), now);
     btn.replaceChildren(
-      el('span', { class: 'mono' }, shortId(d.id)),
+      el('span', { class: 'mono' }, labelOf(d, d.id)),
       el('strong', { class: 'val' }, value),
       el('span', { class: 'muted age', title: l ? `${fmtTime(l.ts)} ${zoneLabel(l.ts)}` : '' }, l ? fmtAge(l.ts, now) : 'no readings'),
       el('span', { class: `state ${st.key}` }, st.text),
@@ -764,6 +898,11 @@ setInterval(() => {
     }
   }
   table.tick();
+  // A tab signed in with a kept token: when it expires, the secret is asked for again.
+  if (state.tokenOnly && now >= state.tokenOnly.expiresAt) {
+    disconnect();
+    showMessage('The session has ended: enter the client secret to connect again.', 'info');
+  } else if (!state.tokenOnly && state.conn) keepSession(state.conn);
   for (const [id, li] of latestItems) {
     const l = state.latest.get(id);
     if (!l) continue;
@@ -781,7 +920,48 @@ setInterval(() => {
   }
 }, 1000);
 
+/**
+ * The view in the page's address (solution, devices, field, range or Live, zoom, map view), so a
+ * reload, a bookmark or a link shows the same; replaced, not pushed (Back leaves the app).
+ */
+function saveView(): void {
+  if (!state.conn || state.pending) return;
+  const search = writeView({
+    solution: state.conn.solution,
+    devices: state.selected,
+    field: state.field,
+    range: state.range,
+    zoom: state.zoom,
+    live: liveBox.checked,
+    map: map.viewState(),
+  });
+  if (search !== location.search) history.replaceState(null, '', `${location.pathname}${search}`);
+}
+map.onView = saveView;
+
+/** A renewed token replaces the kept one (about every 30 s it is checked; renewal happens before expiry). */
+let lastKeep = 0;
+function keepSession(conn: Connection): void {
+  const now = Date.now();
+  if (now - lastKeep < 30_000) return;
+  lastKeep = now;
+  void conn.client
+    .getToken()
+    .then((token) => {
+      if (state.conn?.client === conn.client) saveSession({ endpoint: conn.endpoint, clientId: conn.clientId, token });
+    })
+    .catch(() => {});
+}
+
+// The theme can change while the page is open: the plot's canvas takes the new text colour.
+matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => plot.redraw());
+
 showZone();
 markRange();
-if (idIn.value) secretIn.focus();
-else idIn.focus();
+if (view0 && view0.live === false) liveBox.checked = false;
+if (view0?.map) map.setViewState(view0.map);
+void resume().then((ok) => {
+  if (ok) return;
+  if (idIn.value) secretIn.focus();
+  else idIn.focus();
+});

@@ -244,7 +244,7 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
   simRoot.hidden = !sim;
   const kit = new DevKitPanel(kitRoot, conn, ctx);
   const device = new DevicePanel($('device-panel'), conn, ctx);
-  const alarms = new AlarmsPanel(conn, { selected: ctx.selected, unit: ctx.unit, message: ctx.message, changed: ctx.alarmsChanged }, document.getElementById('plot-panel'));
+  const alarms = new AlarmsPanel(conn, { selected: ctx.selected, unit: ctx.unit, message: ctx.message, changed: ctx.alarmsChanged }, document.getElementById('device-panel'));
   return {
     update() {
       device.update();

@@ -79,7 +79,9 @@ export class PlotView {
 
   private size(): { width: number; height: number } {
     const w = Math.max(280, this.host.clientWidth);
-    return { width: w, height: Math.max(220, Math.min(420, Math.round(w * 0.5))) };
+    // A phone's plot takes a good part of the screen's height (its width alone gives a strip).
+    const tall = window.innerWidth <= 600 ? Math.round(window.innerHeight * 0.42) : Math.round(w * 0.5);
+    return { width: w, height: Math.max(240, Math.min(440, tall)) };
   }
 
   /**
@@ -192,6 +194,14 @@ export class PlotView {
     return this.view();
   }
 
+  /** Shows [from, to] (seconds) as if the user had zoomed there: a zoom restored from the page's address. */
+  zoomTo(range: [number, number]): void {
+    if (!(range[1] > range[0])) return;
+    this.userRange = range;
+    this.build(range);
+    this.onZoom(range);
+  }
+
   resetZoom(): void {
     const had = this.userRange !== null;
     this.userRange = null;
@@ -271,6 +281,9 @@ export class PlotView {
     this.userRange = keep;
     const [wmin, wmax] = this.view();
     const axisLabel = `${q.name}${q.unit ? ` (${q.unit})` : ''}`;
+    // The canvas gets the text colour itself: 'currentColor' is not resolved for the axis title
+    // (near-black on the dark theme).
+    const ink = getComputedStyle(this.host).color || '#1d2330';
     const host = this.host;
     const config: uPlot.Options = {
       ...this.size(),
@@ -288,7 +301,7 @@ export class PlotView {
       ...(getZone() === 'UTC' ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC') } : {}),
       axes: [
         {
-          stroke: 'currentColor',
+          stroke: ink,
           grid: { stroke: '#8884', width: 1 },
           ticks: { stroke: '#8884' },
           space: 70,
@@ -296,7 +309,7 @@ export class PlotView {
           values: (_u, splits, _i, _space, incr) => splits.map((v, i) => fmtTick(v * 1000, incr, i === 0 || !sameDay(splits[i - 1]! * 1000, v * 1000))),
         },
         {
-          stroke: 'currentColor',
+          stroke: ink,
           label: axisLabel,
           grid: { stroke: '#8884', width: 1 },
           ticks: { stroke: '#8884' },
