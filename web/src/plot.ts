@@ -284,6 +284,7 @@ export class PlotView {
     // The canvas gets the text colour itself: 'currentColor' is not resolved for the axis title
     // (near-black on the dark theme).
     const ink = getComputedStyle(this.host).color || '#1d2330';
+    this.host.dataset.ink = ink;
     const host = this.host;
     const config: uPlot.Options = {
       ...this.size(),
