@@ -661,20 +661,39 @@ function deviceOf(id: string): Device | undefined {
   return state.devices.find((d) => d.id === id);
 }
 
+/**
+ * The legend: each plotted device with the last, min, max and average of what is visible (it
+ * follows zoom and Live), like a dashboard's legend table.
+ */
 function legend(ids: string[]): void {
   const box = $('plot-legend');
+  const stats = new Map(plot.stats().map((x) => [x.deviceId, x]));
+  const qq = q();
   box.replaceChildren(
-    ...ids.map((id, i) =>
-      el(
+    ...ids.map((id, i) => {
+      const st = stats.get(id);
+      const fig = (name: string, v: number | null | undefined) => el('span', { class: 'stat', 'data-stat': name }, `${name} `, el('strong', {}, fmtValue(v ?? null, qq)));
+      return el(
         'li',
-        {},
+        { 'data-id': id },
         el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
         `${labelOf(deviceOf(id), id)} `,
         el('span', { class: 'muted' }, state.devices.find((d) => d.id === id)?.deviceType ?? ''),
-      ),
-    ),
+        el('span', { class: 'stats' }, fig('last', st?.last), fig('min', st?.min), fig('max', st?.max), fig('avg', st?.avg)),
+      );
+    }),
   );
 }
+plot.labelFor = (id) => labelOf(deviceOf(id), id);
+let legendQueued = false;
+plot.onViewChange = () => {
+  if (legendQueued) return;
+  legendQueued = true;
+  requestAnimationFrame(() => {
+    legendQueued = false;
+    if ($('plot-info').dataset.state === 'ready') legend(state.selected.filter((id) => plot.stats().some((x) => x.deviceId === id)));
+  });
+};
 
 // When the user zooms into a bucketed view far enough, the zoomed window is fetched raw.
 let refineTimer: ReturnType<typeof setTimeout> | undefined;

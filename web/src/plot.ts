@@ -21,6 +21,27 @@ export interface Series {
   observations: number;
 }
 
+/** A series' usual gap (seconds): the median of its gaps (at most 200 looked at), a minute without any. */
+function sampleGap(xs: number[]): number {
+  const gaps: number[] = [];
+  const step = Math.max(1, Math.floor(xs.length / 200));
+  for (let i = step; i < xs.length; i += step) gaps.push(xs[i]! - xs[i - 1]!);
+  if (!gaps.length) return 60;
+  gaps.sort((a, b) => a - b);
+  return Math.max(1, gaps[gaps.length >> 1]!);
+}
+
+function tipRow(colour: string, name: string, value: string): HTMLElement {
+  const row = document.createElement('div');
+  const sw = document.createElement('span');
+  sw.className = 'swatch';
+  sw.style.background = colour;
+  const v = document.createElement('strong');
+  v.textContent = value;
+  row.append(sw, `${name} `, v);
+  return row;
+}
+
 function nearest(xs: number[], t: number): number {
   let lo = 0,
     hi = xs.length - 1;
@@ -62,6 +83,12 @@ export class PlotView {
   private internal = false;
   private cursorT: number | null = null;
   private ro: ResizeObserver;
+  /** A device's name (or short id) for the read-out and the tooltip. */
+  labelFor: (id: string) => string = shortId;
+  /** Called when what is visible changed (data, zoom, Live): the legend's figures follow. */
+  onViewChange: () => void = () => {};
+  /** The tooltip at the pointer (inside uPlot's drawing area). */
+  private tip: HTMLElement = document.createElement('div');
   /** Called with the visible [from, to] in seconds after the user zooms or pans; null when reset. */
   onZoom: (range: [number, number] | null) => void = () => {};
 
@@ -344,7 +371,9 @@ export class PlotView {
             const zoomed = Math.abs(min - a) > 1 || Math.abs(max - b) > 1;
             this.userRange = zoomed ? [min, max] : null;
             this.exposeView();
+            this.caption();
             this.onZoom(this.userRange);
+            this.onViewChange();
           },
         ],
       },
@@ -369,18 +398,65 @@ export class PlotView {
     else if (n === 0) text = 'No observations in this range.';
     else if (this.series.some((s) => s.bucketed)) text = `${n.toLocaleString('en')} buckets (min, average, max) of ${obs.toLocaleString('en')} observations`;
     else text = `${n.toLocaleString('en')} points`;
-    if (this.fitFrom !== null && !this.userRange && n > 0) {
-      text += ` · fitted to the data: ${fmtSpan(this.window[1] - this.fitFrom)} shown of the ${fmtSpan(this.window[1] - this.window[0])} range (the device has no older data)`;
-    }
-    this.info.textContent = text;
-    const names = this.series.map((s) => shortId(s.deviceId)).join(', ');
+    this.baseCaption = text;
+    this.caption();
+    const names = this.series.map((s) => this.labelFor(s.deviceId)).join(', ');
     this.host.setAttribute(
       'aria-label',
       this.series.length
         ? `${q.name}${q.unit ? ` in ${q.unit}` : ''} of ${names}: ${text}. Left and right arrows read points, Shift+arrows pan, plus and minus zoom, Escape resets.`
         : `${q.name} plot: choose a device to plot.`,
     );
+    this.tip.className = 'plot-tip';
+    this.tip.hidden = true;
+    this.tip.setAttribute('aria-hidden', 'true');
+    this.u.over.append(this.tip);
+    this.u.over.addEventListener('mouseleave', () => {
+      this.tip.hidden = true;
+    });
     this.showReadout();
+    this.onViewChange();
+  }
+
+  private baseCaption = '';
+
+  /** The caption under the plot: what is drawn, and which part of the range is shown (fitted, zoomed). */
+  private caption(): void {
+    let text = this.baseCaption;
+    const n = this.points();
+    if (this.userRange && n > 0) {
+      const [a, b] = this.userRange;
+      text += ` · zoomed: ${fmtTime(a * 1000)} to ${fmtTime(b * 1000)} ${zoneLabel(b * 1000)} (${fmtSpan(b - a)} of the ${fmtSpan(this.window[1] - this.window[0])} range)`;
+    } else if (this.fitFrom !== null && n > 0) {
+      text += ` · fitted to the data: ${fmtSpan(this.window[1] - this.fitFrom)} shown of the ${fmtSpan(this.window[1] - this.window[0])} range (the device has no older data)`;
+    }
+    if (this.info.textContent !== text) this.info.textContent = text;
+  }
+
+  /**
+   * Last, min, max and average of each plotted device over the visible range (bucketed data: of the
+   * buckets' min, max and average), in stored units; null where nothing is visible.
+   */
+  stats(): { deviceId: string; last: number | null; min: number | null; max: number | null; avg: number | null }[] {
+    const [a, b] = this.view();
+    return this.series.map((s) => {
+      let last: number | null = null,
+        lo = Infinity,
+        hi = -Infinity,
+        sum = 0,
+        n = 0;
+      for (let i = 0; i < s.x.length; i++) {
+        const x = s.x[i]!;
+        const y = s.y[i];
+        if (x < a || x > b || y === null || y === undefined) continue;
+        last = y;
+        lo = Math.min(lo, s.min?.[i] ?? y);
+        hi = Math.max(hi, s.max?.[i] ?? y);
+        sum += y;
+        n++;
+      }
+      return { deviceId: s.deviceId, last, min: n ? lo : null, max: n ? hi : null, avg: n ? sum / n : null };
+    });
   }
 
   /** Two fingers pinch to zoom around their middle and move to pan (one finger still scrolls the page). */
@@ -536,15 +612,45 @@ export class PlotView {
       return;
     }
     const parts: string[] = [];
+    const rows: HTMLElement[] = [];
     let at: number | null = null;
-    for (const s of this.series) {
+    for (const [k, s] of this.series.entries()) {
       const i = nearest(s.x, t);
       if (i < 0) continue;
+      // A series has a value here only within one of its sampling intervals of the pointer: a
+      // device with no data near this time says so instead of showing a value hours away.
+      if (Math.abs(s.x[i]! - t) > sampleGap(s.x)) {
+        parts.push(`${this.labelFor(s.deviceId)}: no data`);
+        rows.push(tipRow(PALETTE[k % PALETTE.length]!, this.labelFor(s.deviceId), 'no data'));
+        continue;
+      }
       at ??= s.x[i]!;
       let v = fmtValue(s.y[i], this.q, 2);
       if (s.bucketed && s.min && s.max) v += ` (min ${fmtValue(s.min[i], this.q)}, max ${fmtValue(s.max[i], this.q)})`;
-      parts.push(`${shortId(s.deviceId)}: ${v}`);
+      parts.push(`${this.labelFor(s.deviceId)}: ${v}`);
+      rows.push(tipRow(PALETTE[k % PALETTE.length]!, this.labelFor(s.deviceId), v));
     }
-    this.readout.textContent = at === null ? '' : `${fmtTime(at * 1000)} ${zoneLabel(at * 1000)} — ${parts.join('; ')}`;
+    at ??= t;
+    this.readout.textContent = `${fmtTime(at * 1000)} ${zoneLabel(at * 1000)} — ${parts.join('; ')}`;
+    this.placeTip(at, rows);
+  }
+
+  /** The tooltip beside the pointer, flipped to stay inside the plot. */
+  private placeTip(at: number, rows: HTMLElement[]): void {
+    const u = this.u;
+    const left = u?.cursor.left;
+    if (!u || left === undefined || left < 0 || !rows.length) {
+      this.tip.hidden = true;
+      return;
+    }
+    const head = document.createElement('div');
+    head.className = 'tip-time';
+    head.textContent = `${fmtTime(at * 1000)} ${zoneLabel(at * 1000)}`;
+    this.tip.replaceChildren(head, ...rows);
+    this.tip.hidden = false;
+    const w = u.over.clientWidth;
+    const top = Math.max(0, Math.min(u.over.clientHeight - this.tip.offsetHeight, (u.cursor.top ?? 0) - this.tip.offsetHeight / 2));
+    const x = left + 14 + this.tip.offsetWidth > w ? left - 14 - this.tip.offsetWidth : left + 14;
+    this.tip.style.transform = `translate(${Math.max(0, x)}px, ${top}px)`;
   }
 }

@@ -31,6 +31,7 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
   let creds: { clientId: string; clientSecret: string; token: string };
   let simDevice: string;
   let boiler: string;
+  let week: string, recent: string;
   const others: string[] = [];
   const now = Date.now();
 
@@ -53,6 +54,17 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
       await upload(server, creds.token, SIM, id, series(now - 86_400_000, now - 60_000, 600, 20 + i));
       others.push(id);
     }
+    // Compared: a week hourly (values 10, 11, … 10+167) and one with its last hour only.
+    week = await createDevice(server, creds.token, SIM, { deviceType: 'Week' });
+    await upload(
+      server,
+      creds.token,
+      SIM,
+      week,
+      Array.from({ length: 168 }, (_, i) => ({ timestamp: new Date(now - (168 - i) * 3600_000 + 1800_000).toISOString(), temperature: 10 + (i % 24) })),
+    );
+    recent = await createDevice(server, creds.token, SIM, { deviceType: 'Recent' });
+    await upload(server, creds.token, SIM, recent, series(now - 3600_000, now - 30_000, 60, 30));
   });
 
   after(async () => {
@@ -80,14 +92,14 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
     assert.equal(await page.locator(`#map circle.dot[data-id="${others[0]}"]`).getAttribute('class'), 'dot');
     // Filter by status: the count says what is shown.
     await page.getByLabel('Status', { exact: true }).selectOption('stale');
-    await waitText(page, '#device-count', /^\(1 of 8\)$/);
+    await waitText(page, '#device-count', /^\(1 of 10\)$/);
     assert.deepEqual(await page.locator('#devices tbody tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.id)), [boiler]);
     await shot(page, 'view-stale-filter');
     await page.getByLabel('Status', { exact: true }).selectOption('');
-    await waitText(page, '#device-count', /^\(8\)$/);
+    await waitText(page, '#device-count', /^\(10\)$/);
     // Search by name.
     await page.getByLabel('Filter').fill('boiler');
-    await waitText(page, '#device-count', /^\(1 of 8\)$/);
+    await waitText(page, '#device-count', /^\(1 of 10\)$/);
     await page.getByLabel('Filter').fill('');
     // Sort by status: the stale device first.
     await page.locator('#devices thead button[data-sort="state"]').click();
@@ -241,6 +253,42 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
     // Every reading the store holds in the window is on the plot: none lost to the pause.
     const points = Number(await page.getAttribute('#plot-info', 'data-points'));
     assert.ok(points > 0);
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test('compare: the tooltip at the pointer gives a value only where a device has data; the legend has last/min/max/avg of the view; the caption says what a zoom shows', async () => {
+    const { page, errors, close } = await newPage(browser, { width: 1440, height: 900 });
+    await connect(page, server.url, creds, SIM);
+    await connected(page);
+    await page.locator(`#devices tr[data-id="${week}"]`).click();
+    await page.locator(`#devices tr[data-id="${recent}"] input[type=checkbox]`).click();
+    await waitAttr(page, '#plot-info', 'data-devices', `${week},${recent}`);
+    await page.getByRole('button', { name: '7 d' }).click();
+    await waitAttr(page, '#plot-info', 'data-state', 'ready');
+    // The week's figures over the whole view: min 10, max 33, average of 7 × (10…33).
+    const weekStats = page.locator(`#plot-legend li[data-id="${week}"]`);
+    await waitText(page, `#plot-legend li[data-id="${week}"] [data-stat="min"]`, /10\.0 °C/);
+    assert.match((await weekStats.locator('[data-stat="max"]').textContent()) ?? '', /33\.0 °C/);
+    assert.match((await weekStats.locator('[data-stat="avg"]').textContent()) ?? '', /21\.5 °C/);
+    // Hover 18 h before now: the week has a reading there, the recent device does not.
+    const over = await box(page, '#plot .u-over');
+    const [xMin, xMax] = [Number(await page.getAttribute('#plot-info', 'data-x-min')), Number(await page.getAttribute('#plot-info', 'data-x-max'))];
+    const at = now / 1000 - 18 * 3600;
+    await page.mouse.move(over.x + ((at - xMin) / (xMax - xMin)) * over.width, over.y + over.height / 2);
+    await page.waitForSelector('#plot .plot-tip:not([hidden])');
+    const tip = (await page.textContent('#plot .plot-tip')) ?? '';
+    assert.match(tip, /Recent|no data/);
+    assert.match(tip, /no data/, `the recent device has no value 18 h ago: ${tip}`);
+    assert.match(tip, /°C/, 'the week has one');
+    await shot(page, 'view-tooltip-compare');
+    // Zoom by dragging across the plot: the caption names the zoomed span.
+    await page.mouse.move(over.x + over.width * 0.6, over.y + 20);
+    await page.mouse.down();
+    await page.mouse.move(over.x + over.width * 0.8, over.y + 20, { steps: 5 });
+    await page.mouse.up();
+    await waitText(page, '#plot-info', /zoomed: .* of the 7 d range/);
+    await page.waitForFunction(() => new URLSearchParams(location.search).has('zoom'));
     assert.deepEqual(errors, []);
     await close();
   });
