@@ -246,6 +246,9 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     reloadDevices: reloadSoon,
     reloadPlot: () => void loadPlot(),
     message: showMessage,
+    fields: () => [...state.fields],
+    field: () => state.field,
+    alarmsActive: showAlarmCount,
     alarmsChanged: () => {
       table.refresh();
       renderLatest();
@@ -288,6 +291,15 @@ function applyPending(devices: Device[]): void {
       if (zoom && state.selected.join() === want.join()) plot.zoomTo(zoom);
     });
   } else if (devices.length) select(pickFirst(devices), 'only');
+}
+
+/** Active alarms in the header (a link to the panel) and in the tab's title, seen from any tab. */
+const BASE_TITLE = document.title;
+function showAlarmCount(n: number): void {
+  const a = $('alarm-count') as HTMLAnchorElement;
+  a.hidden = n === 0;
+  a.textContent = `${n} active alarm${n === 1 ? '' : 's'}`;
+  document.title = n ? `(${n}) ${BASE_TITLE}` : BASE_TITLE;
 }
 
 /** Another solution of the same sign-in (issue 15.7): no Disconnect, no secret again. */
