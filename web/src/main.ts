@@ -181,7 +181,9 @@ function connected(conn: Connection, devices: Device[], latest: Awaited<ReturnTy
  * secret) is kept in this tab's sessionStorage (web/src/session.ts, docs/web.md "Reload and share").
  */
 async function resume(): Promise<boolean> {
-  const saved = loadSession();
+  // Only an address that names a view (what a reload or a bookmark of a connected page has) signs
+  // in again by itself; the bare page is the sign-in form.
+  const saved = view0?.solution ? loadSession() : null;
   if (!saved) return false;
   const solution = solutionIn.value.trim() || 'sandbox';
   const conn = Connection.withToken(saved.endpoint, saved.clientId, saved.token, solution);
