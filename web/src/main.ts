@@ -457,7 +457,9 @@ async function refreshKits(): Promise<void> {
     const kits = await conn.kits();
     if (conn !== state.conn) return;
     state.kits.clear();
-    for (const k of kits) state.kits.set(k.deviceId, { reachable: k.reachable, lastHeard: k.lastHeard ? Date.parse(k.lastHeard) : null });
+    for (const k of kits) {
+      state.kits.set(k.deviceId, { reachable: k.reachable, lastHeard: k.lastHeard ? Date.parse(k.lastHeard) : null, periodMs: k.announcePeriodSeconds ? k.announcePeriodSeconds * 1000 : null });
+    }
     table.refresh();
     renderLatest();
   } catch {
@@ -884,7 +886,8 @@ function renderLatest(): void {
     let li = latestItems.get(d.id);
     if (!li) {
       const btn = el('button', { type: 'button', class: 'tile', 'aria-label': '' });
-      btn.addEventListener('click', () => select(d.id, 'only', true));
+      // A tile plots its device and leaves the page where it is (a wall of tiles is read in place).
+      btn.addEventListener('click', () => select(d.id, 'only'));
       li = el('li', { 'data-id': d.id }, btn);
       latestItems.set(d.id, li);
     }

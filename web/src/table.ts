@@ -22,12 +22,24 @@ export type StateKey = 'online' | 'offline' | 'stale' | 'fresh' | 'none';
 export interface KitState {
   reachable: boolean;
   lastHeard: number | null;
+  /** How often the kit announces itself (ms); null when unknown. */
+  periodMs?: number | null;
+}
+
+/**
+ * A kit is shown offline once its announcements stop: more than one and a half periods (and 5 s)
+ * without one, though the gateway still holds its entry for three periods (it keeps answering for
+ * a kit that may only have lost one announcement).
+ */
+export function kitSilent(kit: KitState, now = Date.now()): boolean {
+  return !!kit.periodMs && kit.lastHeard !== null && now - kit.lastHeard > 1.5 * kit.periodMs + 5000;
 }
 
 /** One line for a device's state: a kit's reachability first, then the staleness of its data. */
 export function deviceState(l: Latest | undefined, kit: KitState | undefined, now = Date.now()): { key: StateKey; text: string } {
   if (kit) {
-    if (kit.reachable) return { key: 'online', text: `Online${kit.lastHeard ? `, heard ${fmtAge(kit.lastHeard, now)}` : ''}` };
+    if (kit.reachable && !kitSilent(kit, now)) return { key: 'online', text: `Online${kit.lastHeard ? `, heard ${fmtAge(kit.lastHeard, now)}` : ''}` };
+    if (kit.reachable) return { key: 'offline', text: `Offline, announcements stopped ${fmtAge(kit.lastHeard, now)}` };
     return { key: 'offline', text: kit.lastHeard ? `Offline, last heard ${fmtAge(kit.lastHeard, now)}` : 'Offline, never heard' };
   }
   if (!l) return { key: 'none', text: 'No readings' };
