@@ -31,6 +31,26 @@ function sampleGap(xs: number[]): number {
   return Math.max(1, gaps[gaps.length >> 1]!);
 }
 
+/** The columns with a null at each silence longer than three usual gaps (and a minute): the line breaks there. */
+function withGaps(x: number[], cols: (number | null)[][]): { x: number[]; cols: (number | null)[][]; gaps: number } {
+  if (x.length < 3) return { x, cols, gaps: 0 };
+  const limit = Math.max(60, 3 * sampleGap(x));
+  let gaps = 0;
+  for (let i = 1; i < x.length; i++) if (x[i]! - x[i - 1]! > limit) gaps++;
+  if (!gaps) return { x, cols, gaps: 0 };
+  const gx: number[] = [];
+  const gc: (number | null)[][] = cols.map(() => []);
+  for (let i = 0; i < x.length; i++) {
+    if (i > 0 && x[i]! - x[i - 1]! > limit) {
+      gx.push((x[i]! + x[i - 1]!) / 2);
+      for (const c of gc) c.push(null);
+    }
+    gx.push(x[i]!);
+    cols.forEach((c, k) => gc[k]!.push(c[i] ?? null));
+  }
+  return { x: gx, cols: gc, gaps };
+}
+
 function tipRow(colour: string, name: string, value: string): HTMLElement {
   const row = document.createElement('div');
   const sw = document.createElement('span');
@@ -287,23 +307,31 @@ export class PlotView {
     const opts: uPlot.Series[] = [{}];
     const bands: uPlot.Band[] = [];
     let idx = 1;
+    let gaps = 0;
     this.series.forEach((s, i) => {
       const colour = PALETTE[i % PALETTE.length]!;
       const label = shortId(s.deviceId);
       if (s.bucketed) {
-        tables.push([s.x, s.y.map(conv), (s.max ?? s.y).map(conv), (s.min ?? s.y).map(conv)] as uPlot.AlignedData);
-        opts.push({ label: `${label} avg`, stroke: colour, width: 1.5, spanGaps: this.series.length > 1, points: { show: false } });
-        opts.push({ label: `${label} max`, stroke: colour + '55', width: 0.5, spanGaps: this.series.length > 1, points: { show: false } });
-        opts.push({ label: `${label} min`, stroke: colour + '55', width: 0.5, spanGaps: this.series.length > 1, points: { show: false } });
+        const g = withGaps(s.x, [s.y.map(conv), (s.max ?? s.y).map(conv), (s.min ?? s.y).map(conv)]);
+        gaps += g.gaps;
+        tables.push([g.x, ...g.cols] as uPlot.AlignedData);
+        opts.push({ label: `${label} avg`, stroke: colour, width: 1.5, points: { show: false } });
+        opts.push({ label: `${label} max`, stroke: colour + '55', width: 0.5, points: { show: false } });
+        opts.push({ label: `${label} min`, stroke: colour + '55', width: 0.5, points: { show: false } });
         bands.push({ series: [idx + 1, idx + 2], fill: colour + '26' });
         idx += 3;
       } else {
-        tables.push([s.x, s.y.map(conv)] as uPlot.AlignedData);
-        opts.push({ label, stroke: colour, width: 1.5, spanGaps: this.series.length > 1, points: { show: s.x.length < 200, size: 4 } });
+        const g = withGaps(s.x, [s.y.map(conv)]);
+        gaps += g.gaps;
+        tables.push([g.x, ...g.cols] as uPlot.AlignedData);
+        opts.push({ label, stroke: colour, width: 1.5, points: { show: s.x.length < 200, size: 4 } });
         idx += 1;
       }
     });
-    const data: uPlot.AlignedData = tables.length === 0 ? [[], []] : tables.length === 1 ? tables[0]! : uPlot.join(tables);
+    // A silence longer than three of a device's intervals is a gap in its line, not a straight line
+    // across; the other devices' times (alignment of several series) are stepped over.
+    const data: uPlot.AlignedData = tables.length === 0 ? [[], []] : tables.length === 1 ? tables[0]! : uPlot.join(tables, tables.map((t) => t.slice(1).map(() => 1)) as (0 | 1 | 2)[][]);
+    this.host.dataset.gaps = String(gaps);
     if (!tables.length) opts.push({ label: 'none' });
     this.userRange = keep;
     const [wmin, wmax] = this.view();

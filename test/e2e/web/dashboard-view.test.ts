@@ -31,7 +31,7 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
   let creds: { clientId: string; clientSecret: string; token: string };
   let simDevice: string;
   let boiler: string;
-  let week: string, recent: string;
+  let week: string, recent: string, holey: string;
   const others: string[] = [];
   const now = Date.now();
 
@@ -65,6 +65,9 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
     );
     recent = await createDevice(server, creds.token, SIM, { deviceType: 'Recent' });
     await upload(server, creds.token, SIM, recent, series(now - 3600_000, now - 30_000, 60, 30));
+    // Every minute for three hours, but silent for the middle hour.
+    holey = await createDevice(server, creds.token, SIM, { deviceType: 'Holey' });
+    await upload(server, creds.token, SIM, holey, [...series(now - 3 * 3600_000, now - 2 * 3600_000, 60), ...series(now - 3600_000, now - 60_000, 60)]);
   });
 
   after(async () => {
@@ -92,14 +95,14 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
     assert.equal(await page.locator(`#map circle.dot[data-id="${others[0]}"]`).getAttribute('class'), 'dot');
     // Filter by status: the count says what is shown.
     await page.getByLabel('Status', { exact: true }).selectOption('stale');
-    await waitText(page, '#device-count', /^\(1 of 10\)$/);
+    await waitText(page, '#device-count', /^\(1 of 11\)$/);
     assert.deepEqual(await page.locator('#devices tbody tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.id)), [boiler]);
     await shot(page, 'view-stale-filter');
     await page.getByLabel('Status', { exact: true }).selectOption('');
-    await waitText(page, '#device-count', /^\(10\)$/);
+    await waitText(page, '#device-count', /^\(11\)$/);
     // Search by name.
     await page.getByLabel('Filter').fill('boiler');
-    await waitText(page, '#device-count', /^\(1 of 10\)$/);
+    await waitText(page, '#device-count', /^\(1 of 11\)$/);
     await page.getByLabel('Filter').fill('');
     // Sort by status: the stale device first.
     await page.locator('#devices thead button[data-sort="state"]').click();
@@ -289,6 +292,24 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
     await page.mouse.up();
     await waitText(page, '#plot-info', /zoomed: .* of the 7 d range/);
     await page.waitForFunction(() => new URLSearchParams(location.search).has('zoom'));
+    assert.deepEqual(errors, []);
+    await close();
+  });
+
+  test('a silence in the data is a gap in the line, not a straight line across it', async () => {
+    const { page, errors, close } = await newPage(browser, { width: 1440, height: 900 });
+    await connect(page, server.url, creds, SIM);
+    await connected(page);
+    await page.locator(`#devices tr[data-id="${holey}"]`).click();
+    await waitAttr(page, '#plot-info', 'data-devices', holey);
+    await page.getByRole('button', { name: '6 h' }).click();
+    await waitAttr(page, '#plot-info', 'data-state', 'ready');
+    await waitAttr(page, '#plot', 'data-gaps', '1');
+    // Compared with a device reporting through that hour: still one gap, in the silent device's line.
+    await page.locator(`#devices tr[data-id="${others[0]}"] input[type=checkbox]`).click();
+    await waitAttr(page, '#plot-info', 'data-devices', `${holey},${others[0]}`);
+    await waitAttr(page, '#plot', 'data-gaps', '1');
+    await shot(page, 'view-gap');
     assert.deepEqual(errors, []);
     await close();
   });
