@@ -159,9 +159,18 @@ describe('web app: the plot in view, views that survive a reload, staleness peop
     assert.ok(!stored.includes(creds.clientSecret), 'the secret is never stored');
     assert.ok(stored.includes('reef.session'));
 
+    // The map's view goes into the address too.
+    await page.waitForSelector('#map svg[data-scale]');
+    const scale0 = Number(await page.getAttribute('#map svg', 'data-scale'));
+    await page.getByRole('button', { name: 'Zoom the map in' }).click();
+    await page.waitForFunction((s0) => Number(document.querySelector('#map svg')?.getAttribute('data-scale')) > s0, scale0);
+    const zoomed = await page.getAttribute('#map svg', 'data-scale');
+    await page.waitForFunction((z) => new URLSearchParams(location.search).get('map')?.endsWith(`,${z}`), zoomed);
+
     await page.reload();
     await connected(page);
     assert.equal(await page.getAttribute('#plot-info', 'data-devices'), others[2]);
+    await page.waitForFunction((z) => document.querySelector('#map svg')?.getAttribute('data-scale') === z, zoomed);
     assert.equal(await page.getAttribute('[data-range="6h"]', 'aria-pressed'), 'true');
     assert.equal(await page.locator('#client-secret').inputValue(), '', 'no secret was typed again');
     await shot(page, 'view-after-reload');
