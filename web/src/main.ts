@@ -7,7 +7,8 @@ import { ApiError, Connection, normaliseEndpoint, type Device, type Observation 
 import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
 import { clearTemplateUnits, collectPaths, fmtValue, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
-import { PALETTE, PlotView, type Series } from './plot.ts';
+import { PALETTE, PlotView } from './plot.ts';
+import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
 import { mountPanels, type Panels } from './panels.ts';
@@ -17,9 +18,6 @@ import { clearSession, loadSession, readView, saveSession, writeView, type View 
 type Preset = '15m' | '1h' | '6h' | '24h' | '7d' | '30d';
 const PRESET_SECONDS: Record<Preset, number> = { '15m': 900, '1h': 3600, '6h': 6 * 3600, '24h': 86400, '7d': 7 * 86400, '30d': 30 * 86400 };
 const isPreset = (v: string | null | undefined): v is Preset => !!v && v in PRESET_SECONDS;
-/** Up to this span the plot shows every observation; beyond it, per-bucket min/avg/max. */
-const RAW_MAX_SECONDS = 86400;
-const TARGET_BUCKETS = 1500;
 const MAX_COMPARE = PALETTE.length;
 /** How often the kits' reachability is asked of the gateway (announcements come every minute or so). */
 const KITS_EVERY_MS = 15_000;
@@ -561,81 +559,6 @@ function rangeWindow(): [number, number] {
   return [state.range.from / 1000, state.range.to / 1000];
 }
 
-function bucketFor(spanSeconds: number): number {
-  const nice = [10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
-  const want = spanSeconds / TARGET_BUCKETS;
-  return (nice.find((n) => n >= want) ?? Math.ceil(want / 86400) * 86400) * 1000;
-}
-
-/**
- * Per-bucket min/avg/max of raw points, for fields the server does not aggregate (its `bucket`
- * query covers temperature): the same shape as the server's buckets, empty buckets omitted.
- */
-function bucketise(deviceId: string, x: number[], y: (number | null)[], from: number, bucketS: number): Series {
-  const out: Series = { deviceId, bucketed: true, x: [], y: [], min: [], max: [], observations: 0 };
-  let cur = -1,
-    sum = 0,
-    n = 0,
-    lo = Infinity,
-    hi = -Infinity;
-  const flush = () => {
-    if (n) {
-      out.x.push(from + cur * bucketS);
-      out.y.push(sum / n);
-      out.min!.push(lo);
-      out.max!.push(hi);
-      out.observations += n;
-    }
-  };
-  for (let i = 0; i < x.length; i++) {
-    const v = y[i];
-    if (v === null || v === undefined) continue;
-    const b = Math.floor((x[i]! - from) / bucketS);
-    if (b !== cur) {
-      flush();
-      [cur, sum, n, lo, hi] = [b, 0, 0, Infinity, -Infinity];
-    }
-    sum += v;
-    n++;
-    lo = Math.min(lo, v);
-    hi = Math.max(hi, v);
-  }
-  flush();
-  return out;
-}
-
-async function fetchSeries(conn: Connection, ids: string[], from: number, to: number, signal: AbortSignal): Promise<Series[]> {
-  const span = to - from;
-  const f = new Date(from * 1000);
-  const t = new Date(to * 1000 + 1);
-  const field = state.field;
-  return Promise.all(
-    ids.map(async (deviceId): Promise<Series> => {
-      if (span <= RAW_MAX_SECONDS || field !== TEMPERATURE) {
-        const obs = await conn.range(deviceId, f, t, signal);
-        const x: number[] = [];
-        const y: (number | null)[] = [];
-        for (const o of obs) {
-          x.push(Date.parse(o.timestamp) / 1000);
-          y.push(valueAt(o, field));
-        }
-        if (span > RAW_MAX_SECONDS) return bucketise(deviceId, x, y, from, bucketFor(span) / 1000);
-        return { deviceId, bucketed: false, x, y, observations: obs.length };
-      }
-      const bs = await conn.buckets(deviceId, f, t, bucketFor(span), signal);
-      return {
-        deviceId,
-        bucketed: true,
-        x: bs.map((b) => Date.parse(b.timestamp) / 1000),
-        y: bs.map((b) => b.avg),
-        min: bs.map((b) => b.min),
-        max: bs.map((b) => b.max),
-        observations: bs.reduce((n, b) => n + b.count, 0),
-      };
-    }),
-  );
-}
-
 /** Loads the plotted devices' data for the range; `keepZoom` (Live resumed, stream back) keeps a user's zoom. */
 async function loadPlot(keepZoom = false): Promise<void> {
   const conn = state.conn;
@@ -654,7 +577,7 @@ async function loadPlot(keepZoom = false): Promise<void> {
   info.setAttribute('aria-busy', 'true');
   info.dataset.state = 'loading';
   try {
-    const series = await fetchSeries(conn, ids, from, to, ac.signal);
+    const series = await fetchSeries(conn, ids, from, to, state.field, ac.signal);
     if (ac.signal.aborted) return;
     // A preset range shorter than the data fits the data (issue 15.3); a custom range is shown as asked.
     plot.set(series, [from, to], q(), 'preset' in state.range);
@@ -726,7 +649,7 @@ plot.onZoom = (range) => {
     if (!conn) return;
     const ac = new AbortController();
     try {
-      const detail = await fetchSeries(conn, state.selected, a, b, ac.signal);
+      const detail = await fetchSeries(conn, state.selected, a, b, state.field, ac.signal);
       if (state.zoom && state.zoom[0] === a && state.zoom[1] === b) plot.refine(detail, [a, b]);
     } catch (err) {
       showError($('plot-error'), `The detail could not be loaded: ${explain(err)}`);
