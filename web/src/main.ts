@@ -235,10 +235,26 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   solutionIn.value = conn.solution;
   // The full endpoint and client id, never cut: the status line wraps instead (phones).
   statusEl.replaceChildren('Connected to ', el('strong', {}, conn.solution), ' at ', el('span', { class: 'mono' }, conn.endpoint), ' as ', el('span', { class: 'mono' }, conn.clientId));
-  void showMqtt(conn);
   for (const g of latest) noteLatest(g.deviceId, g.observations);
   noteCadence(cadence);
   setDevices(devices);
+  state.stopEvents = conn.events({
+    observations: (g) => onLive(g.deviceId, g.observations),
+    device: reloadSoon,
+    state: (live) => {
+      // Back after a break: what came meanwhile is fetched (the latest of all and the plot).
+      const wasDown = document.body.classList.contains('stream-down');
+      document.body.classList.toggle('stream-down', !live);
+      if (live && wasDown) {
+        reloadSoon();
+        if (liveBox.checked) void loadPlot(true);
+      }
+    },
+    other: (type, data) => panels?.event(type, data),
+  });
+  // The plot's requests go first: the panels' own (alarms, templates, MQTT, kits) would otherwise
+  // take the browser's few connections to the server ahead of them.
+  applyPending(devices);
   panels = mountPanels(conn, {
     devices: () => state.devices,
     selected: () => state.selected,
@@ -257,23 +273,9 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     },
   });
   panels.update();
-  state.stopEvents = conn.events({
-    observations: (g) => onLive(g.deviceId, g.observations),
-    device: reloadSoon,
-    state: (live) => {
-      // Back after a break: what came meanwhile is fetched (the latest of all and the plot).
-      const wasDown = document.body.classList.contains('stream-down');
-      document.body.classList.toggle('stream-down', !live);
-      if (live && wasDown) {
-        reloadSoon();
-        if (liveBox.checked) void loadPlot(true);
-      }
-    },
-    other: (type, data) => panels?.event(type, data),
-  });
+  void showMqtt(conn);
   void refreshKits();
   state.kitsTimer = setInterval(() => void refreshKits(), KITS_EVERY_MS);
-  applyPending(devices);
 }
 
 /** The devices the page's address named (those still listed), or the freshest device. */
