@@ -8,6 +8,7 @@
 // pair's name. It is not a test file: nothing in it runs, `npm run typecheck` is its check.
 import type * as core from '../../src/core/types.ts';
 import type { KitStatus } from '../../src/gateway/kit-status-routes.ts';
+import type { DeviceCadence } from '../../src/service/cadence.ts';
 import type { BridgeResponse } from '../../src/gateway/routes.ts';
 import type { MqttConnectInfo } from '../../src/mqtt/routes.ts';
 import type { AlarmWire, RuleWire } from '../../src/alarms/rules.ts';
@@ -39,4 +40,5 @@ export const checks = {
   mqttConnect: true satisfies Same<MqttConnectInfo, sdk.MqttConnectInfo, 'MqttConnectInfo'>,
   alarmRule: true satisfies Same<RuleWire, sdk.AlarmRule, 'AlarmRule'>,
   alarm: true satisfies Same<AlarmWire, sdk.Alarm, 'Alarm'>,
+  cadence: true satisfies Same<DeviceCadence, sdk.DeviceCadence, 'DeviceCadence'>,
 };

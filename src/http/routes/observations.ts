@@ -8,6 +8,7 @@ import type { EventBus, ReefEvent } from '../../events/bus.ts';
 import { findSeriesDevice, findUploadDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservationsJson, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
 import { groupedJson, latestJson } from '../../core/observation-json.ts';
+import { solutionCadence } from '../../service/cadence.ts';
 import { ScannedUpload, scanUpload } from '../../core/observation-scan.ts';
 import type { Store } from '../../store/store.ts';
 import type { QuotaService } from '../../service/quotas.ts';
@@ -130,6 +131,37 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       }
       const body = store.latestObservationsJson ? await store.latestObservationsJson(groupId, solution) : latestJson(await store.latestObservations(groupId, solution));
       return reply.type('application/json; charset=utf-8').send(body);
+    },
+  );
+
+  app.get(
+    '/api/solutions/:solution/cadence',
+    {
+      schema: {
+        tags: ['observations'],
+        summary: 'When each device of the solution last reported and its usual interval (the median gap of its newest readings): staleness without watching first',
+        params: solutionParams,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              devices: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: { deviceId: { type: 'string' }, lastSeen: { type: 'string' }, intervalSeconds: { type: ['number', 'null'] } },
+                },
+              },
+            },
+          },
+          ...errors(401, 404),
+        },
+      },
+    },
+    async (request) => {
+      const { solution } = request.params as { solution: string };
+      await resolveSolution(store, request.account, solution);
+      return { devices: await solutionCadence(store, request.account.groupId, solution) };
     },
   );
 

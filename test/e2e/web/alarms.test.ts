@@ -97,6 +97,8 @@ describe('web app: alarms', () => {
     assert.deepEqual([typed.threshold, typed.name], [12, 'cold room warm']);
 
     // Dragging the line down saves a lower threshold.
+    // The form is below the plot: the plot is scrolled back into view to drag on it.
+    await page.locator('#plot').scrollIntoViewIfNeeded();
     // The plot may be rebuilt at any moment (a live point, the new threshold), so its box and the
     // line's position are read together, in one step in the page, once both are laid out.
     const { box, y12 } = (await (
@@ -113,7 +115,8 @@ describe('web app: alarms', () => {
     await page.mouse.down();
     await page.mouse.move(box.x + box.width / 2, box.y + y12 + 40, { steps: 5 });
     await page.mouse.up();
-    await page.waitForFunction(() => /Threshold set to/.test(document.querySelector('#message')?.textContent ?? ''));
+    // Said beside the form, not at the top of the page.
+    await page.waitForFunction(() => /Threshold set to/.test(document.querySelector('#alarm-status')?.textContent ?? ''));
     const dragged = (await (await server.request('GET', `/api/solutions/sandbox/alarm-rules/${ruleId}`, { token })).json()) as { threshold: number };
     assert.ok(dragged.threshold < 12, `dragged down from 12, now ${dragged.threshold}`);
     await shot(page, 'alarms-dragged');

@@ -259,11 +259,10 @@ describe('web app: the dashboard', () => {
     await waitText(page, '#readout', new RegExp(`^${utc} UTC — `));
     assert.match((await page.getAttribute(`#devices tr[data-id="${ramp}"] td.age`, 'title')) ?? '', new RegExp(`^${utc} UTC$`));
     assert.match((await page.textContent('label[for="from"]')) ?? '', /\(UTC\)/);
-    // Remembered across visits.
+    // Remembered across visits; the reload stays connected (docs/web.md "Reload and share").
     await page.reload();
     assert.equal(await page.locator('#zone').inputValue(), 'UTC');
-    await page.getByLabel('Client secret').fill(creds.clientSecret);
-    await page.getByRole('button', { name: 'Connect' }).click();
+    await waitText(page, '#status', /Connected to/);
     // Ages tick without new readings: one reading now, then only the clock moves.
     const tile = `#latest li[data-id="${young}"] .age`;
     await upload(server, creds.token, SIM, young, [{ timestamp: new Date().toISOString(), temperature: 22 }]);
