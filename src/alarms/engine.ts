@@ -255,6 +255,8 @@ export class AlarmEngine {
   /** Timestamps of the batch being judged, reused from batch to batch. */
   private scratch = new Float64Array(1024);
   private pairs = new Map<string, Pair>();
+  /** The keys of `pairs` by rule, so a rule change touches its own pairs only. */
+  private pairsByRule = new Map<string, Set<string>>();
   /** When each device's last observation arrived (silence rules). */
   private lastSeen = new Map<string, number>();
   private queue: (() => Promise<void> | void)[] = [];
@@ -305,6 +307,7 @@ export class AlarmEngine {
     this.templateSolutions.clear();
     this.plans.clear();
     this.pairs.clear();
+    this.pairsByRule.clear();
     this.lastSeen.clear();
     this.seeded.clear();
   }
@@ -429,12 +432,12 @@ export class AlarmEngine {
     try {
       for (const r of await this.o.store.allAlarmRules()) this.index(r);
       for (const { ruleId, deviceId, state } of await this.o.store.listAlarmStates()) {
-        this.pairs.set(key(ruleId, deviceId), { phase: state.phase, since: state.since, ...(state.alarmId ? { alarmId: state.alarmId } : {}) });
+        this.setPair(ruleId, deviceId, { phase: state.phase, since: state.since, ...(state.alarmId ? { alarmId: state.alarmId } : {}) });
       }
       // An active alarm is the truth about "raised", whatever state was (or was not) written.
       for (const a of await this.o.store.activeAlarms()) {
         const p = this.pairs.get(key(a.ruleId, a.deviceId));
-        if (p?.phase !== 'raised' || p.alarmId !== a.id) this.pairs.set(key(a.ruleId, a.deviceId), { phase: 'raised', since: a.raisedAt, alarmId: a.id });
+        if (p?.phase !== 'raised' || p.alarmId !== a.id) this.setPair(a.ruleId, a.deviceId, { phase: 'raised', since: a.raisedAt, alarmId: a.id });
       }
       const solutions = new Set<string>();
       for (const r of this.rules.values()) if (r.spec.condition === 'silence') solutions.add(key(r.groupId, r.solution));
@@ -505,8 +508,8 @@ export class AlarmEngine {
     // A changed condition makes pending durations and rate history meaningless; raised alarms stay
     // raised until a reading clears them under the new rule.
     if (!r || (before && (before.spec.condition !== r.spec.condition || before.deviceId !== r.deviceId || before.spec.templateId !== r.spec.templateId))) {
-      const prefix = id + '\n';
-      for (const [k, p] of this.pairs) if (k.startsWith(prefix) && (!r || p.phase !== 'raised')) this.pairs.delete(k);
+      // The rule's own pairs only: a deleted rule of 200 devices costs 200 steps, not one per pair of every rule.
+      for (const k of [...(this.pairsByRule.get(id) ?? [])]) if (!r || this.pairs.get(k)?.phase !== 'raised') this.deletePair(id, k);
       this.plans.clear();
     }
     if (r?.spec.condition === 'silence') await this.seedLastSeen(key(r.groupId, r.solution));
@@ -517,7 +520,7 @@ export class AlarmEngine {
     const k = key(ruleId, deviceId);
     const p = this.pairs.get(k);
     if (!p || p.alarmId !== alarmId) return;
-    this.pairs.delete(k);
+    this.deletePair(ruleId, k);
     // Only this device's plan holds the pair (plans are per device).
     this.plans.delete(deviceId);
     await this.persist(ruleId, deviceId, null);
@@ -614,9 +617,25 @@ export class AlarmEngine {
     let p = this.pairs.get(k);
     if (!p) {
       p = { phase: 'normal', since: 0 };
-      this.pairs.set(k, p);
+      this.setPair(ruleId, deviceId, p);
     }
     return p;
+  }
+
+  private setPair(ruleId: string, deviceId: string, p: Pair): void {
+    const k = key(ruleId, deviceId);
+    this.pairs.set(k, p);
+    const keys = this.pairsByRule.get(ruleId);
+    if (keys) keys.add(k);
+    else this.pairsByRule.set(ruleId, new Set([k]));
+  }
+
+  private deletePair(ruleId: string, k: string): void {
+    this.pairs.delete(k);
+    const keys = this.pairsByRule.get(ruleId);
+    if (!keys) return;
+    keys.delete(k);
+    if (!keys.size) this.pairsByRule.delete(ruleId);
   }
 
   /**
