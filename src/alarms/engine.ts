@@ -58,7 +58,7 @@ const YIELD_AFTER_MS = 5;
 const yieldToLoop = () => new Promise<void>((r) => setImmediate(r));
 
 /** A turn for the event loop when the work since the last one took YIELD_AFTER_MS. */
-class Slicer {
+export class Slicer {
   private last = performance.now();
   async tick(): Promise<void> {
     if (performance.now() - this.last < YIELD_AFTER_MS) return;
