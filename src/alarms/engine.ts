@@ -17,6 +17,7 @@ import type { DeviceRecord, Observation, ObservationRecord } from '../core/types
 import type { EventBus, EventKind, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { breaks, clears, convert, ratePerMinute, readField, readingUnit } from './evaluate.ts';
+import { FairQueue, Slicer, type Task } from './fair-queue.ts';
 import { applyStep, cleared, newAlarm } from './lifecycle.ts';
 import type { AlarmNotifier } from './notify.ts';
 
@@ -48,23 +49,6 @@ export interface AlarmEngineOptions {
    * so one tenant's thousands of silent pairs never hold up the node or another tenant's alarms.
    */
   maxRaisesPerCheck: number;
-}
-
-/**
- * Evaluation gives the event loop a turn after this much work, ms: store calls on SQLite are
- * synchronous, so a burst of raises or a large silence check must not hold other requests up.
- */
-const YIELD_AFTER_MS = 5;
-const yieldToLoop = () => new Promise<void>((r) => setImmediate(r));
-
-/** A turn for the event loop when the work since the last one took YIELD_AFTER_MS. */
-export class Slicer {
-  private last = performance.now();
-  async tick(): Promise<void> {
-    if (performance.now() - this.last < YIELD_AFTER_MS) return;
-    await yieldToLoop();
-    this.last = performance.now();
-  }
 }
 
 const key = (a: string, b: string) => a + '\n' + b;
@@ -259,7 +243,8 @@ export class AlarmEngine {
   private pairsByRule = new Map<string, Set<string>>();
   /** When each device's last observation arrived (silence rules). */
   private lastSeen = new Map<string, number>();
-  private queue: (() => Promise<void> | void)[] = [];
+  /** Batches take turns by group; rule changes and checks are barriers (src/alarms/fair-queue.ts). */
+  private queue = new FairQueue();
   private draining: Promise<void> | null = null;
   private unsubscribe: (() => void) | null = null;
   private active = false;
@@ -333,7 +318,7 @@ export class AlarmEngine {
       // wire form to build or parse. Events from other nodes carry the wire form only.
       const records = (e as { records?: ObservationRecord[] }).records;
       const batch: Batch = records ? { records, wire: null } : { records: null, wire: e.observations };
-      this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, batch, at));
+      this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, batch, at), e.groupId);
     } else if (e.kind === 'alarm-rule') {
       // Listen at once: an upload right after the rule was created must be evaluated.
       if (e.action !== 'deleted') this.subscribe(true);
@@ -366,8 +351,8 @@ export class AlarmEngine {
   /** Rule reloads queued: observations queued meanwhile are kept, the new rule may want them. */
   private reloading = 0;
 
-  private enqueue(task: () => Promise<void> | void): void {
-    this.queue.push(task);
+  private enqueue(task: Task, group?: string): void {
+    this.queue.push(task, group);
     if (!this.draining) this.draining = this.drain();
   }
 

@@ -13,7 +13,7 @@ import { errors, solutionParams } from '../http/schemas.ts';
 import { findDevice, resolveSolution } from '../service/devices.ts';
 import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
-import { Slicer } from './engine.ts';
+import { Slicer } from './fair-queue.ts';
 import { acknowledged, applyStep, cleared, type Actor } from './lifecycle.ts';
 import { checkWebhookTarget, type EgressPolicy } from './egress.ts';
 import { getSolutionWebhook, setSolutionWebhook, solutionHookId, webhookSecret, type AlarmNotifier } from './notify.ts';
