@@ -124,7 +124,10 @@ async function victim(plan: { api: string; broker: string; v: Tenant; hookPort: 
       const t = now();
       const ts = T0 + 1e9 + ++seq * 1000;
       try {
-        await pub.publishAsync(topic, JSON.stringify({ observations: [{ timestamp: new Date(ts).toISOString(), temperature: 21, sent: now() }] }), { qos: 1 });
+        // Bounded: a PUBACK that never comes is an error, not a stuck victim.
+        const puback = pub.publishAsync(topic, JSON.stringify({ observations: [{ timestamp: new Date(ts).toISOString(), temperature: 21, sent: now() }] }), { qos: 1 });
+        const late = sleep(5000).then(() => 'late' as const);
+        if ((await Promise.race([puback, late])) === 'late') throw new Error('no PUBACK within 5 s');
         acked.mqtt.push(ts);
       } catch {
         cur.mqttErrors++;

@@ -14,6 +14,7 @@ import { findDevice, resolveSolution } from '../service/devices.ts';
 import type { QuotaService } from '../service/quotas.ts';
 import { isKitModule } from '../service/kit-module.ts';
 import type { Store } from '../store/store.ts';
+import { Slicer } from './fair-queue.ts';
 import { acknowledged, applyStep, cleared, type Actor } from './lifecycle.ts';
 import { checkWebhookTarget, type EgressPolicy } from './egress.ts';
 import { getSolutionWebhook, setSolutionWebhook, solutionHookId, webhookSecret, type AlarmNotifier } from './notify.ts';
@@ -302,10 +303,13 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         if (!(await store.deleteAlarmRule(request.account.groupId, solution, rule.id))) throw new ReefError('ALARM_RULE_NOT_FOUND');
         changed({ kind: 'alarm-rule', groupId: rule.groupId, solution, ruleId: rule.id, action: 'deleted' });
         // An alarm nothing can clear any more would stay active for ever.
+        const slicer = new Slicer();
         for (;;) {
           const active = await store.listAlarms(rule.groupId, solution, { ruleId: rule.id, statuses: [...ACTIVE_STATUSES], limit: 100 });
           if (!active.length) break;
           for (const a of active) {
+            // Other requests get turns while a rule with many active alarms is cleared.
+            await slicer.tick();
             const { alarm, changed: did } = await applyStep(store, rule.groupId, solution, a.id, (x) => cleared(x, now(), { by: actor(request.account), note: 'the rule was deleted' }));
             if (did) await notifier.notify('cleared', alarm, null);
           }
