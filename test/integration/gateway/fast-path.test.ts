@@ -144,6 +144,8 @@ describe('the forwarding fast path', () => {
     }, 'a request takes the fast path');
   }
 
+  /** How many requests the last fastAsk sent (a route can lapse on a loaded machine: then one more). */
+  let fastAsks = 0;
   /**
    * A request that the fast path takes, as `counter` shows: a route lives about a second (its
    * checks' cache time), so a request may find it gone and take the full path; then it is tried
@@ -151,6 +153,7 @@ describe('the forwarding fast path', () => {
    */
   async function fastAsk(c: Raw, mac: string, counter: keyof FastPathStats, how: typeof answer, m = () => get(mac, nextToken())): Promise<CoapMessage> {
     for (let i = 0; i < 5; i++) {
+      fastAsks = i + 1;
       answer = plain;
       await warm(c, mac);
       answer = how;
@@ -206,7 +209,7 @@ describe('the forwarding fast path', () => {
     a = await fastAsk(c, FAKE, 'kitErrors', (req) => [{ type: NON, code: Code.NOT_FOUND, mid: mid++ & 0xffff, token: req.token, options: [], payload: Buffer.from('no such sensor') }]);
     assert.equal(a.code, Code.NOT_FOUND);
     assert.equal(a.payload.toString(), 'no such sensor');
-    assert.equal(h.gw.gateway.stats.kitErrors - errors, 1, "counted once, in the gateway's count");
+    assert.equal(h.gw.gateway.stats.kitErrors - errors, fastAsks, "each counted once, in the gateway's count");
     // A CON answer (a separate response, RFC 7252 §5.2.2): the kit gets its ACK, the client the answer.
     const conMid = 0x7a7a;
     const n = kit.got.length;
