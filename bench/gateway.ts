@@ -58,7 +58,6 @@ import { arg, callgrindTotal, cpuBudget, cpuTimes, median, percentileOf, type Cp
 
 const INSTRUCTIONS = process.argv.includes('--instructions');
 const GEN_DGRAM = process.argv.includes('--gen-dgram');
-const FAST_PATH = !process.argv.includes('--no-fast-path');
 const PAYLOADS = process.argv.includes('--payloads');
 /** Kit payloads handed to the sink (--payloads). */
 let payloadsSeen = 0;
@@ -161,14 +160,14 @@ async function main(): Promise<void> {
   const account = (await services.store.getAccountByTenantId(creds.tenantId))!;
   const token = (await services.tokens.issue(creds.tenantId)).accessToken;
   const deps = { store: services.store, events: services.events, auth: services.auth, log: services.log, ...(PAYLOADS ? { payloads: () => void payloadsSeen++ } : {}) };
-  const gateway = new Gateway(deps, { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 10_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 100, readings: false, fastPath: FAST_PATH });
+  const gateway = new Gateway(deps, { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 10_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 100, readings: false });
   await gateway.start();
   const gw = gateway.address();
   console.log(
     `Reef gateway bench — node ${process.version}, ${os.cpus().length} CPUs, ${os.cpus()[0]?.model ?? ''}; load average ${os
       .loadavg()
       .map((x) => x.toFixed(2))
-      .join(' ')}; forwarding fast path ${FAST_PATH ? 'on' : 'off (--no-fast-path)'}${PAYLOADS ? ', kit payload sink on (--payloads)' : ''}`,
+      .join(' ')}; UDP ${gateway.front.socket.kind}${PAYLOADS ? ', kit payload sink on (--payloads)' : ''}`,
   );
 
   // ---- 1. one kit (its own process): direct vs through the gateway ----
@@ -271,8 +270,7 @@ async function main(): Promise<void> {
     console.log(
       `   each window's ratio = CPU per request, direct ÷ gateway arm (generator + kit ÷ generator + gateway + kit) × cores busy, gateway ÷ direct arm; medians ${median(costFactor).toFixed(2)}× and ${median(busyFactor).toFixed(2)}×`,
     );
-    const f = gateway.fastPathStats();
-    if (f) console.log(`   forwarding fast path: ${f.forwarded} of ${gateway.stats.forwarded} forwards so far${PAYLOADS ? `; ${payloadsSeen} payloads to the sink` : ''}`);
+    if (PAYLOADS) console.log(`   ${payloadsSeen} payloads to the sink of ${gateway.stats.forwarded} forwards so far`);
   };
   await pipelined();
   if (BUDGET > 0) {
@@ -294,7 +292,7 @@ async function main(): Promise<void> {
   }
 
   // ---- 2. 1,000 kits observed at once ----
-  const g2 = new Gateway(deps, { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 30_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 10, readings: true, fastPath: FAST_PATH });
+  const g2 = new Gateway(deps, { host: '127.0.0.1', port: 0, meshDomain: DOMAIN, deadlineMs: 30_000, sessionTtlMs: 3_600_000, maxSessionsPerAccount: 10, readings: true });
   await g2.start();
   const gw2 = g2.address();
   const base = 'be10000000000000';

@@ -189,20 +189,12 @@ static void read_batches(Sock *s) {
       size_t off = 0;
       do {
         if (k == BATCH) {
-          // What the fast path built leaves first: the kit starts on it while JavaScript works.
-          if (s->fwd) fwd_round(s);
-          if (s->closed) return;
           deliver(s, k, total);
           if (s->closed) return;
           k = 0;
           total = 0;
         }
         size_t dl = len - off < seg ? len - off : seg;
-        // The forwarding fast path's (coap-forward.c), when it takes it, never reaches JavaScript.
-        if (s->fwd && dl <= s->slot && fwd_take(s, (const uint8_t *)base + off, dl, &s->peers[i])) {
-          off += dl;
-          continue;
-        }
         // Cut to the slot, as a shorter receive buffer would (the caller sees it as too big).
         s->ready[k].data = base + off;
         s->ready[k].len = (uint32_t)(dl > s->slot ? s->slot : dl);
@@ -212,8 +204,6 @@ static void read_batches(Sock *s) {
         off += dl;
       } while (off < len);
     }
-    if (s->fwd) fwd_round(s);
-    if (s->closed) return;
     if (k > 0) deliver(s, k, total);
     if (n < SLOTS) return;
   }
@@ -225,7 +215,6 @@ void on_poll(uv_poll_t *h, int status, int events) {
   if (events & UV_WRITABLE) {
     s->events &= ~UV_WRITABLE;
     uv_poll_start(&s->poll, s->events, on_poll);
-    flush_out(s);
     call_js_scoped(s, s->on_writable);
   }
   if (!s->closed && (events & UV_READABLE)) read_batches(s);
@@ -235,7 +224,6 @@ static void finalize(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
   Sock *s = data;
-  free(s->out);
   free(s->arena);
   free(s);
 }
@@ -290,7 +278,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_uint32(env, argv[3], &slot));
   int32_t *metaData = int32_array(env, argv[4], BATCH * META, "udp-batch: meta must be an Int32Array of BATCH * META");
   if (!metaData) return NULL;
-  int32_t *statusData = int32_array(env, argv[5], 2, "udp-batch: status must be an Int32Array of 2");
+  int32_t *statusData = int32_array(env, argv[5], 1, "udp-batch: status must be an Int32Array of 1");
   if (!statusData) return NULL;
   Sock *s = calloc(1, sizeof *s);
   if (!s) return throw_errno(env, "malloc", ENOMEM, NULL, 0);
@@ -533,28 +521,6 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
   return out;
 }
 
-/** Sends the socket's out queue (the fast path's datagrams); what meets a full buffer waits. */
-void flush_out(Sock *s) {
-  while (s->out_n > 0 && !s->closed) {
-    SendItem items[OUT_MAX];
-    for (uint32_t k = 0; k < s->out_n; k++) {
-      items[k].data = s->out[k].data;
-      items[k].len = s->out[k].len;
-      items[k].to = &s->out[k].to;
-      items[k].tolen = s->out[k].tolen;
-    }
-    uint32_t sent = 0;
-    int st = send_items(s, items, s->out_n, &sent);
-    // A datagram the kernel refused outright (not a full buffer) is dropped, as a send to an
-    // unreachable peer would be; the rest go on.
-    uint32_t gone = st == 0 ? s->out_n : st == BLOCKED ? sent : sent + 1;
-    if (gone > s->out_n) gone = s->out_n;
-    memmove(s->out, s->out + gone, (s->out_n - gone) * sizeof *s->out);
-    s->out_n -= gone;
-    if (st == BLOCKED || st == 0) return;
-  }
-}
-
 // offload(sock) → [segmentation, coalescing]: whether runs still leave as one message (UDP GSO)
 // and whether the socket takes them as one (UDP GRO).
 static napi_value js_offload(napi_env env, napi_callback_info info) {
@@ -669,7 +635,6 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   if (!s) return NULL;
   if (s->closed) return NULL;
   s->closed = 1;
-  fwd_unlink(s);
   if (argc >= 2) CHECK(napi_create_reference(env, argv[1], 1, &s->on_closed));
   uv_poll_stop(&s->poll);
   uv_close((uv_handle_t *)&s->poll, on_closed);
@@ -694,7 +659,6 @@ NAPI_MODULE_INIT() {
       {"errname", NULL, js_errname, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
-  fwd_exports(env, exports);
   // The constants the JavaScript side reads (src/coap/datagrams.ts), defined here only.
   export_int(env, exports, "META", META);
   export_int(env, exports, "BATCH", BATCH);

@@ -1,5 +1,5 @@
-// What native/udp-batch.c (the batched socket) and native/coap-forward.c (the gateway's forwarding
-// fast path over two such sockets) share: the socket, its constants, and the helpers both use.
+// The batched socket of native/udp-batch.c: its constants, its state and the helpers it shares
+// between its receiving and sending halves.
 #ifndef REEF_UDP_BATCH_H
 #define REEF_UDP_BATCH_H
 #define _GNU_SOURCE
@@ -56,16 +56,6 @@ typedef struct {
   uint32_t peer;
 } Dgram;
 
-struct Fwd;
-
-/** A C-built datagram waiting to be sent (the forwarding fast path's): its peer and bytes. */
-typedef struct {
-  struct sockaddr_in6 to;
-  socklen_t tolen;
-  uint32_t len;
-  char data[GSO_SEG];
-} OutDgram;
-
 /** One datagram for send_items(): its bytes and its peer. */
 typedef struct {
   const void *data;
@@ -106,16 +96,7 @@ typedef struct Sock {
   // AsyncLocalStorage's store does); the external above is not extensible.
   napi_ref resource;
   napi_ref on_closed;
-  // The forwarding fast path this socket is a side of (coap-forward.c), or NULL; its datagrams
-  // waiting to be sent (allocated when linked).
-  struct Fwd *fwd;
-  OutDgram *out;
-  uint32_t out_n;
 } Sock;
-
-// OUT_MAX datagrams at most wait in a socket's out queue; a full one is sent first, and when the
-// kernel takes none of it the fast path declines (the datagram goes to JavaScript).
-#define OUT_MAX 256
 
 #define CHECK(call)                                                   \
   do {                                                                \
@@ -132,15 +113,7 @@ void export_int(napi_env env, napi_value exports, const char *name, int32_t v);
 napi_value throw_errno(napi_env env, const char *syscall, int err, const char *host, int port);
 Sock *unwrap(napi_env env, napi_value v);
 int send_items(Sock *s, const SendItem *items, uint32_t n, uint32_t *sent);
-void flush_out(Sock *s);
 void on_poll(uv_poll_t *h, int status, int events);
-
-// coap-forward.c: called by the socket for each received datagram (1: the fast path took it), after
-// each round of receiving (sends what it built, tells JavaScript of its events), and at close.
-int fwd_take(Sock *s, const uint8_t *d, size_t len, const struct sockaddr_in6 *from);
-void fwd_round(Sock *s);
-void fwd_unlink(Sock *s);
-napi_value fwd_exports(napi_env env, napi_value exports);
 
 #endif
 

@@ -1,34 +1,33 @@
 #!/usr/bin/env node
-// `npm test`: every *.test.ts under test/ and src/, run by node:test through tsx. Node 20's test
-// runner takes no globs, so the files are listed here. Arguments narrow the run: `npm test -- gateway`
-// runs only files whose path contains "gateway". `--unit` (npm run test:unit) runs the pure tests
-// only: no server, socket, database, child process or browser, so they finish in seconds.
-import { spawn } from 'node:child_process';
+// `npm test`: every *.test.ts, by tier, run by node:test through tsx. A test's folder is its tier:
+//   test/unit/<area>/         code and documents only: no socket, process, database or browser (seconds)
+//   test/integration/<area>/  real sockets, SQLite, PostgreSQL, servers in the test's own process
+//   test/e2e/<area>/          child processes: bin/reef.js, coap-client, mosquitto_*, socat, Chromium
+// `--unit`, `--integration`, `--e2e` run those tiers only (npm run test:unit ...); other arguments
+// narrow the run to files whose path contains one of them (`npm test -- gateway`).
+// Files run in parallel, CONCURRENCY at a time (each takes free ports, its own data directory and
+// its own PostgreSQL database); the few in SERIAL run after them, one at a time. One summary ends the
+// output, counting both.
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const unit = process.argv.includes('--unit');
-const filters = process.argv.slice(2).filter((a) => a !== '--unit');
+const TIERS = ['unit', 'integration', 'e2e'];
 
-/** The pure tests: code and documents only. A new pure test file goes here. */
-const UNIT = [
-  'test/core/',
-  'test/coap/codec.test.ts',
-  'test/coap/deadlines.test.ts',
-  'test/coap/memory.test.ts',
-  'test/config/',
-  'test/errors-doc.test.ts',
-  'test/readme-config.test.ts',
-  'test/architecture.test.ts',
-  'test/wire-types.test.ts',
-  'test/protocol-doc.test.ts',
-  'test/sim/model.test.ts',
-  'test/events/kinds.test.ts',
-  'test/mqtt/units.test.ts',
-];
+/** Files on this 2-core machine: 3 was fastest (see CONTRIBUTING.md "Tests"); REEF_TEST_CONCURRENCY overrides. */
+const CONCURRENCY = Number(process.env.REEF_TEST_CONCURRENCY) || 3;
+
+/** Files that run alone, after the parallel group, and why. */
+const SERIAL = [];
+
+const args = process.argv.slice(2);
+const picked = TIERS.filter((t) => args.includes(`--${t}`));
+const tiers = picked.length ? picked : TIERS;
+const filters = args.filter((a) => !TIERS.includes(a.replace(/^--/, '')));
 
 function walk(dir, out) {
+  if (!fs.existsSync(dir)) return out;
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
     if (e.name === 'node_modules' || e.name.startsWith('.')) continue;
     const p = path.join(dir, e.name);
@@ -38,17 +37,72 @@ function walk(dir, out) {
   return out;
 }
 
-const files = ['test', 'src']
-  .filter((d) => fs.existsSync(path.join(root, d)))
-  .flatMap((d) => walk(path.join(root, d), []))
-  .filter((f) => !unit || UNIT.some((u) => f.startsWith(u)))
+// A test file outside the three tiers would never run: refuse it instead of skipping it quietly.
+const stray = [...walk(path.join(root, 'test'), []), ...walk(path.join(root, 'src'), [])].filter((f) => !TIERS.some((t) => f.startsWith(`test/${t}/`)));
+if (stray.length) {
+  console.error(`test files outside test/unit, test/integration and test/e2e (move each into its tier):\n  ${stray.join('\n  ')}`);
+  process.exit(1);
+}
+
+const files = tiers
+  .flatMap((t) => walk(path.join(root, 'test', t), []))
   .filter((f) => !filters.length || filters.some((x) => f.includes(x)))
   .sort();
-
 if (!files.length) {
   console.error('no test files matched');
   process.exit(1);
 }
+
+// The browser tests build web/dist when it is stale; build it once here, not in several files at once.
+if (files.some((f) => f.startsWith('test/e2e/web/'))) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', "(await import('./test/e2e/web/harness.ts')).ensureWebBuilt()"], { cwd: root, stdio: 'inherit' });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
+
 const tsx = path.join(root, 'node_modules', '.bin', 'tsx');
-const child = spawn(tsx, ['--test', `--test-concurrency=${unit ? 2 : 1}`, '--test-reporter=spec', ...files], { cwd: root, stdio: 'inherit' });
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+const groups = [
+  { files: files.filter((f) => !SERIAL.includes(f)), concurrency: CONCURRENCY },
+  { files: files.filter((f) => SERIAL.includes(f)), concurrency: 1 },
+].filter((g) => g.files.length);
+
+/** Runs one group; resolves with its exit code and its summary counts (`ℹ tests 12` ...). */
+function run(group, holdSummary) {
+  return new Promise((resolve) => {
+    const argv = ['--test', `--test-concurrency=${group.concurrency}`, '--test-reporter=spec', ...group.files];
+    if (!holdSummary) {
+      const child = spawn(tsx, argv, { cwd: root, stdio: 'inherit' });
+      child.on('exit', (code, signal) => resolve({ code: code ?? (signal ? 1 : 0), counts: null }));
+      return;
+    }
+    // Several groups: their summaries are held back and added up, so one summary ends the output.
+    const child = spawn(tsx, argv, { cwd: root, stdio: ['inherit', 'pipe', 'inherit'], env: process.stdout.isTTY ? { ...process.env, FORCE_COLOR: '1' } : process.env });
+    const counts = new Map();
+    let rest = '';
+    const line = (l) => {
+      const m = /^(?:\x1b\[[0-9;]*m)?ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)/.exec(l);
+      if (m) counts.set(m[1], Number(m[2]));
+      else process.stdout.write(`${l}\n`);
+    };
+    child.stdout.on('data', (chunk) => {
+      const lines = (rest + chunk).split('\n');
+      rest = lines.pop();
+      lines.forEach(line);
+    });
+    child.on('exit', (code, signal) => {
+      if (rest) line(rest);
+      resolve({ code: code ?? (signal ? 1 : 0), counts });
+    });
+  });
+}
+
+const several = groups.length > 1;
+const results = [];
+for (const g of groups) results.push(await run(g, several));
+if (several) {
+  const total = new Map();
+  for (const { counts } of results) for (const [k, v] of counts) total.set(k, (total.get(k) ?? 0) + v);
+  for (const k of ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo', 'duration_ms']) {
+    if (total.has(k)) console.log(`ℹ ${k} ${k === 'duration_ms' ? total.get(k).toFixed(3) : total.get(k)}`);
+  }
+}
+process.exit(results.some((r) => r.code !== 0) ? 1 : 0);

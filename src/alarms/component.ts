@@ -18,6 +18,8 @@ export interface AlarmComponentOptions {
   silenceCheckMs?: number;
   deliveryPollMs?: number;
   maxRulesPerSolution?: number;
+  /** Alarms one silence check may raise per group (tenant); default 200. */
+  maxRaisesPerCheck?: number;
   /** Receives the running parts (tests, benchmarks). */
   onReady?: (parts: AlarmParts) => void;
 }
@@ -35,15 +37,15 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): Componen
     const notifier = new AlarmNotifier(s.store, s.events, opts.mqtt ?? null, log, now);
     const egress = { allowPrivate: s.config.alarms.webhookAllowPrivate, allowed: allowList(s.config.alarms.webhookAllowCidrs) };
     const sender = new WebhookSender(s.store, log, now, { ...DEFAULT_WEBHOOK_POLICY, ...opts.webhook }, egress);
-    const engine = new AlarmEngine({ store: s.store, events: s.events, log, notifier, now, lateMs: opts.lateMs ?? 3_600_000 });
+    const engine = new AlarmEngine({ store: s.store, events: s.events, log, notifier, now, lateMs: opts.lateMs ?? 3_600_000, maxRaisesPerCheck: opts.maxRaisesPerCheck ?? 200 });
     opts.onReady?.({ engine, sender, notifier });
 
     const silenceMs = opts.silenceCheckMs ?? 5000;
     const pollMs = opts.deliveryPollMs ?? 1000;
     const timers: NodeJS.Timeout[] = [];
     // A delivery stored on this node goes out at once when this node is the one sending.
-    notifier.onDelivery = () => {
-      if (engine.running) void sender.deliverDue();
+    notifier.onDelivery = (d) => {
+      if (engine.running) void sender.enqueue(d);
     };
     let unregister: (() => Promise<void>) | null = null;
 
@@ -57,6 +59,7 @@ export function createAlarmComponent(opts: AlarmComponentOptions = {}): Componen
         now,
         egress,
         maxRulesPerSolution: opts.maxRulesPerSolution ?? 20_000,
+        quotas: s.quotas,
       }),
       async start() {
         unregister = s.leadership.run({

@@ -2,8 +2,9 @@
 // that may write rules, and Reef POSTs to it from inside the operator's network: without a check an
 // account could make Reef reach loopback services, the LAN or a cloud metadata endpoint
 // (169.254.169.254). So by default a target whose host is, or resolves to, a loopback, private
-// (RFC 1918, RFC 6598 shared, IPv6 ULA), link-local, unspecified, multicast or reserved address is
-// refused: when the webhook is set (400 WEBHOOK_TARGET_FORBIDDEN) and again at every send, on the
+// (RFC 1918, RFC 6598 shared, IPv6 ULA, site-local), link-local, unspecified, multicast,
+// documentation or reserved address, an IPv6 form that carries an IPv4 address (IPv4-mapped,
+// IPv4-compatible, NAT64, 6to4), or one of the node's own interface addresses is refused: when the webhook is set (400 WEBHOOK_TARGET_FORBIDDEN) and again at every send, on the
 // address the connection is then made to (the checked address itself, so a DNS answer that changes
 // between check and connect, "DNS rebinding", cannot slip through). REEF_ALARM_WEBHOOK_ALLOW_CIDRS
 // names the non-public subnets an operator's own receivers live in (e.g. 10.20.0.0/16), and
@@ -11,7 +12,8 @@
 import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { BlockList, isIP, SocketAddress, type LookupFunction } from 'node:net';
+import os from 'node:os';
 import { ReefError } from '../core/errors.ts';
 
 const FORBIDDEN = new BlockList();
@@ -23,15 +25,22 @@ for (const [net, bits] of [
   ['169.254.0.0', 16], // link-local, cloud metadata (169.254.169.254)
   ['172.16.0.0', 12], // RFC 1918
   ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.0.2.0', 24], // documentation, TEST-NET-1 (RFC 5737)
   ['192.168.0.0', 16], // RFC 1918
   ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // documentation, TEST-NET-2 (RFC 5737)
+  ['203.0.113.0', 24], // documentation, TEST-NET-3 (RFC 5737)
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved, broadcast
 ] as const)
   FORBIDDEN.addSubnet(net, bits, 'ipv4');
 for (const [net, bits] of [
-  ['::', 128], // unspecified
-  ['::1', 128], // loopback
+  ['::', 96], // unspecified, loopback, IPv4-compatible (::a.b.c.d, RFC 4291 §2.5.5.1)
+  ['64:ff9b::', 96], // NAT64 (RFC 6052): reaches any IPv4 address, private ones too
+  ['64:ff9b:1::', 48], // local-use NAT64 (RFC 8215)
+  ['2002::', 16], // 6to4 (RFC 3056): an IPv4 address inside
+  ['2001:db8::', 32], // documentation (RFC 3849)
+  ['fec0::', 10], // site-local, deprecated but still routed by some stacks (RFC 3879)
   ['fc00::', 7], // unique local (ULA)
   ['fe80::', 10], // link-local
   ['ff00::', 8], // multicast
@@ -60,9 +69,36 @@ function listed(list: BlockList, address: string): boolean {
   return v4 !== null ? list.check(v4, 'ipv4') : list.check(address, 'ipv6');
 }
 
+/**
+ * The node's own interface addresses: a public address of the node itself reaches its own services
+ * (the admin API, a metrics port) as surely as loopback does. Read again at most every few seconds,
+ * as interfaces come and go.
+ */
+let own: { at: number; addresses: Set<string> } = { at: -Infinity, addresses: new Set() };
+const OWN_REFRESH_MS = 5000;
+
+function canonical(address: string): string {
+  const v4 = isIP(address) === 6 ? mappedIpv4(address) : null;
+  if (v4 !== null) return v4;
+  // The zone (fe80::1%eth0) is not part of the address; SocketAddress gives the canonical text form.
+  const bare = address.split('%')[0]!.toLowerCase();
+  if (isIP(bare) !== 6) return bare;
+  const one = new SocketAddress({ address: bare, family: 'ipv6' });
+  return one.address;
+}
+
+function ownAddresses(): Set<string> {
+  const now = Date.now();
+  if (now - own.at < OWN_REFRESH_MS) return own.addresses;
+  const addresses = new Set<string>();
+  for (const list of Object.values(os.networkInterfaces())) for (const a of list ?? []) addresses.add(canonical(a.address));
+  own = { at: now, addresses };
+  return addresses;
+}
+
 /** Whether an IP address (v4, v6, or IPv4 mapped into v6) is one webhooks may not reach by default. */
 export function forbiddenAddress(address: string): boolean {
-  return isIP(address) === 0 || listed(FORBIDDEN, address);
+  return isIP(address) === 0 || listed(FORBIDDEN, address) || ownAddresses().has(canonical(address));
 }
 
 export interface EgressPolicy {

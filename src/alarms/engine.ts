@@ -17,6 +17,7 @@ import type { DeviceRecord, Observation, ObservationRecord } from '../core/types
 import type { EventBus, EventKind, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { breaks, clears, convert, ratePerMinute, readField, readingUnit } from './evaluate.ts';
+import { FairQueue, Slicer, type Task } from './fair-queue.ts';
 import { applyStep, cleared, newAlarm } from './lifecycle.ts';
 import type { AlarmNotifier } from './notify.ts';
 
@@ -43,6 +44,11 @@ export interface AlarmEngineOptions {
    * other history uploads describe the past, and must not page anyone now (docs/alarms.md).
    */
   lateMs: number;
+  /**
+   * Alarms one silence check may raise per group (tenant); the rest are raised by the next checks,
+   * so one tenant's thousands of silent pairs never hold up the node or another tenant's alarms.
+   */
+  maxRaisesPerCheck: number;
 }
 
 const key = (a: string, b: string) => a + '\n' + b;
@@ -233,9 +239,12 @@ export class AlarmEngine {
   /** Timestamps of the batch being judged, reused from batch to batch. */
   private scratch = new Float64Array(1024);
   private pairs = new Map<string, Pair>();
+  /** The keys of `pairs` by rule, so a rule change touches its own pairs only. */
+  private pairsByRule = new Map<string, Set<string>>();
   /** When each device's last observation arrived (silence rules). */
   private lastSeen = new Map<string, number>();
-  private queue: (() => Promise<void> | void)[] = [];
+  /** Batches take turns by group; rule changes and checks are barriers (src/alarms/fair-queue.ts). */
+  private queue = new FairQueue();
   private draining: Promise<void> | null = null;
   private unsubscribe: (() => void) | null = null;
   private active = false;
@@ -283,7 +292,9 @@ export class AlarmEngine {
     this.templateSolutions.clear();
     this.plans.clear();
     this.pairs.clear();
+    this.pairsByRule.clear();
     this.lastSeen.clear();
+    this.seeded.clear();
   }
 
   /** Resolves once everything queued so far has been evaluated (tests, shutdown). */
@@ -307,7 +318,7 @@ export class AlarmEngine {
       // wire form to build or parse. Events from other nodes carry the wire form only.
       const records = (e as { records?: ObservationRecord[] }).records;
       const batch: Batch = records ? { records, wire: null } : { records: null, wire: e.observations };
-      this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, batch, at));
+      this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, batch, at), e.groupId);
     } else if (e.kind === 'alarm-rule') {
       // Listen at once: an upload right after the rule was created must be evaluated.
       if (e.action !== 'deleted') this.subscribe(true);
@@ -340,8 +351,8 @@ export class AlarmEngine {
   /** Rule reloads queued: observations queued meanwhile are kept, the new rule may want them. */
   private reloading = 0;
 
-  private enqueue(task: () => Promise<void> | void): void {
-    this.queue.push(task);
+  private enqueue(task: Task, group?: string): void {
+    this.queue.push(task, group);
     if (!this.draining) this.draining = this.drain();
   }
 
@@ -349,7 +360,10 @@ export class AlarmEngine {
     // After the publisher returns: ingest never runs evaluation in its own call.
     await new Promise<void>((r) => setImmediate(r));
     try {
+      const slicer = new Slicer();
       while (this.queue.length) {
+        // Other requests get the event loop between slices of evaluation.
+        await slicer.tick();
         const task = this.queue.shift()!;
         try {
           await task();
@@ -403,12 +417,12 @@ export class AlarmEngine {
     try {
       for (const r of await this.o.store.allAlarmRules()) this.index(r);
       for (const { ruleId, deviceId, state } of await this.o.store.listAlarmStates()) {
-        this.pairs.set(key(ruleId, deviceId), { phase: state.phase, since: state.since, ...(state.alarmId ? { alarmId: state.alarmId } : {}) });
+        this.setPair(ruleId, deviceId, { phase: state.phase, since: state.since, ...(state.alarmId ? { alarmId: state.alarmId } : {}) });
       }
       // An active alarm is the truth about "raised", whatever state was (or was not) written.
       for (const a of await this.o.store.activeAlarms()) {
         const p = this.pairs.get(key(a.ruleId, a.deviceId));
-        if (p?.phase !== 'raised' || p.alarmId !== a.id) this.pairs.set(key(a.ruleId, a.deviceId), { phase: 'raised', since: a.raisedAt, alarmId: a.id });
+        if (p?.phase !== 'raised' || p.alarmId !== a.id) this.setPair(a.ruleId, a.deviceId, { phase: 'raised', since: a.raisedAt, alarmId: a.id });
       }
       const solutions = new Set<string>();
       for (const r of this.rules.values()) if (r.spec.condition === 'silence') solutions.add(key(r.groupId, r.solution));
@@ -418,8 +432,13 @@ export class AlarmEngine {
     }
   }
 
+  /** Solutions whose devices' last arrivals were read (seedLastSeen): once per solution, not per rule. */
+  private seeded = new Set<string>();
+
   /** Last arrival of each device of a solution after a (re)start: its latest stored observation. */
   private async seedLastSeen(groupAndSolution: string): Promise<void> {
+    if (this.seeded.has(groupAndSolution)) return;
+    this.seeded.add(groupAndSolution);
     const [groupId, solution] = groupAndSolution.split('\n') as [string, string];
     const now = this.o.now();
     for (const l of await this.o.store.latestObservations(groupId, solution)) {
@@ -474,8 +493,8 @@ export class AlarmEngine {
     // A changed condition makes pending durations and rate history meaningless; raised alarms stay
     // raised until a reading clears them under the new rule.
     if (!r || (before && (before.spec.condition !== r.spec.condition || before.deviceId !== r.deviceId || before.spec.templateId !== r.spec.templateId))) {
-      const prefix = id + '\n';
-      for (const [k, p] of this.pairs) if (k.startsWith(prefix) && (!r || p.phase !== 'raised')) this.pairs.delete(k);
+      // The rule's own pairs only: a deleted rule of 200 devices costs 200 steps, not one per pair of every rule.
+      for (const k of [...(this.pairsByRule.get(id) ?? [])]) if (!r || this.pairs.get(k)?.phase !== 'raised') this.deletePair(id, k);
       this.plans.clear();
     }
     if (r?.spec.condition === 'silence') await this.seedLastSeen(key(r.groupId, r.solution));
@@ -486,7 +505,7 @@ export class AlarmEngine {
     const k = key(ruleId, deviceId);
     const p = this.pairs.get(k);
     if (!p || p.alarmId !== alarmId) return;
-    this.pairs.delete(k);
+    this.deletePair(ruleId, k);
     // Only this device's plan holds the pair (plans are per device).
     this.plans.delete(deviceId);
     await this.persist(ruleId, deviceId, null);
@@ -583,9 +602,25 @@ export class AlarmEngine {
     let p = this.pairs.get(k);
     if (!p) {
       p = { phase: 'normal', since: 0 };
-      this.pairs.set(k, p);
+      this.setPair(ruleId, deviceId, p);
     }
     return p;
+  }
+
+  private setPair(ruleId: string, deviceId: string, p: Pair): void {
+    const k = key(ruleId, deviceId);
+    this.pairs.set(k, p);
+    const keys = this.pairsByRule.get(ruleId);
+    if (keys) keys.add(k);
+    else this.pairsByRule.set(ruleId, new Set([k]));
+  }
+
+  private deletePair(ruleId: string, k: string): void {
+    this.pairs.delete(k);
+    const keys = this.pairsByRule.get(ruleId);
+    if (!keys) return;
+    keys.delete(k);
+    if (!keys.size) this.pairsByRule.delete(ruleId);
   }
 
   /**
@@ -639,28 +674,46 @@ export class AlarmEngine {
 
   private async silence(): Promise<void> {
     const now = this.o.now();
+    /** Alarms raised in this check, per group; devices listed in this check, per solution. */
+    const raised = new Map<string, number>();
+    const listed = new Map<string, DeviceRecord[] | null>();
+    const slicer = new Slicer();
+    let deferred = 0;
     for (const r of [...this.rules.values()]) {
       if (r.spec.condition !== 'silence') continue;
+      if ((raised.get(r.groupId) ?? 0) >= this.o.maxRaisesPerCheck) continue;
       let devices: { id: string; createdAt: number }[];
       if (r.deviceId) devices = [{ id: r.deviceId, createdAt: 0 }];
       else {
-        try {
-          devices = await this.o.store.listDevices(r.groupId, r.solution);
-          if (r.spec.templateId) devices = devices.filter((d) => (d as DeviceRecord).domainInfo.templateId === r.spec.templateId);
-        } catch (err) {
-          this.o.log.warn({ err }, 'listing devices for silence rules failed');
-          continue;
+        const sk = key(r.groupId, r.solution);
+        let all = listed.get(sk);
+        if (all === undefined) {
+          all = await this.o.store.listDevices(r.groupId, r.solution).catch((err: unknown) => {
+            this.o.log.warn({ err }, 'listing devices for silence rules failed');
+            return null;
+          });
+          listed.set(sk, all);
         }
+        if (!all) continue;
+        devices = r.spec.templateId ? all.filter((d) => d.domainInfo.templateId === r.spec.templateId) : all;
       }
       for (const d of devices) {
+        await slicer.tick();
         // A device never heard from counts from when the rule was set or the device made.
         const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
         if (now - last < r.spec.silenceMs!) continue;
         const p = this.pair(r.id, d.id);
         if (p.phase === 'raised') continue;
+        const n = raised.get(r.groupId) ?? 0;
+        if (n >= this.o.maxRaisesPerCheck) {
+          deferred++;
+          break;
+        }
+        raised.set(r.groupId, n + 1);
         await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
       }
     }
+    if (deferred) this.o.log.info({ limit: this.o.maxRaisesPerCheck }, 'silence check: a group reached the alarms one check may raise; the rest wait for the next checks');
   }
 
   private async persist(ruleId: string, deviceId: string, p: Pair | null): Promise<void> {

@@ -75,17 +75,29 @@ export interface WebhookPolicy {
   /** Delay before the second attempt; doubled each time after. */
   baseDelayMs: number;
   maxDelayMs: number;
-  /** How long one attempt may take. */
+  /** How long one attempt may take, connecting included. */
   timeoutMs: number;
-  /** Deliveries sent at once. */
+  /** Deliveries sent at once by the node. */
   concurrency: number;
+  /** Deliveries of one group (tenant) sent at once: a tenant's slow receivers leave the others' slots free. */
+  perTenant: number;
+  /** Deliveries to one target (scheme, host and port) sent at once. */
+  perTarget: number;
 }
 
-export const DEFAULT_WEBHOOK_POLICY: WebhookPolicy = { maxAttempts: 8, baseDelayMs: 10_000, maxDelayMs: 3_600_000, timeoutMs: 10_000, concurrency: 8 };
+export const DEFAULT_WEBHOOK_POLICY: WebhookPolicy = {
+  maxAttempts: 8,
+  baseDelayMs: 10_000,
+  maxDelayMs: 3_600_000,
+  timeoutMs: 5_000,
+  concurrency: 16,
+  perTenant: 4,
+  perTarget: 2,
+};
 
 export class AlarmNotifier {
   /** Called when a delivery was stored, so the sender can go at once rather than at its next poll. */
-  onDelivery: (() => void) | null = null;
+  onDelivery: ((d: WebhookDeliveryRecord) => void) | null = null;
 
   constructor(
     private readonly store: Store,
@@ -136,7 +148,7 @@ export class AlarmNotifier {
       };
       try {
         await this.store.insertDelivery(d);
-        this.onDelivery?.();
+        this.onDelivery?.(d);
       } catch (err) {
         this.log.warn({ err, alarm: alarm.id }, 'storing a webhook delivery failed');
       }
@@ -144,11 +156,36 @@ export class AlarmNotifier {
   }
 }
 
-/** Sends due webhook deliveries; run by the evaluating node only, so each is sent by one node. */
+/** Deliveries of one group kept in memory at once; more wait in the store for a later poll. */
+const MAX_QUEUED_PER_TENANT = 1000;
+/** Due deliveries read from the store per poll. */
+const POLL_BATCH = 500;
+
+const targetOf = (url: string) => {
+  const u = new URL(url);
+  return `${u.protocol}//${u.host}`;
+};
+
+/**
+ * Sends due webhook deliveries; run by the evaluating node only, so each is sent by one node.
+ * Fair across tenants (docs/alarms.md "Delivery fairness"): groups take turns (round-robin), each
+ * group has at most `perTenant` deliveries in flight and each target at most `perTarget`, and a
+ * target that timed out is left alone until its backoff ends (its queued deliveries are put back
+ * in the store for then, untried), so receivers that never answer cost their own tenant slots and
+ * no one else's.
+ */
 export class WebhookSender {
-  private readonly inFlight = new Set<string>();
-  private running: Promise<void> | null = null;
-  private again = false;
+  /** Queued or in flight, by delivery id, with the promise of its attempt's end. */
+  private readonly known = new Map<string, { done: Promise<void>; settle: () => void }>();
+  private readonly queues = new Map<string, WebhookDeliveryRecord[]>();
+  /** Groups in turn order; `turn` is the next to be served. */
+  private ring: string[] = [];
+  private turn = 0;
+  private active = 0;
+  private readonly byTenant = new Map<string, number>();
+  private readonly byTarget = new Map<string, number>();
+  /** Targets that timed out: not tried again before `until`; `fails` doubles the wait. */
+  private readonly cooling = new Map<string, { until: number; fails: number }>();
 
   constructor(
     private readonly store: Store,
@@ -158,47 +195,103 @@ export class WebhookSender {
     private readonly egress: EgressPolicy,
   ) {}
 
-  /** Sends everything due now; a call while a round runs makes one more round after it. */
-  deliverDue(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
+  /** Queues one delivery just stored (it goes out as soon as its tenant and target have a free slot). */
+  enqueue(d: WebhookDeliveryRecord): Promise<void> {
+    const k = this.known.get(d.id);
+    if (k) return k.done;
+    const q = this.queues.get(d.groupId);
+    if (q && q.length >= MAX_QUEUED_PER_TENANT) return Promise.resolve();
+    let settle!: () => void;
+    const done = new Promise<void>((r) => (settle = r));
+    this.known.set(d.id, { done, settle });
+    if (q) q.push(d);
+    else {
+      this.queues.set(d.groupId, [d]);
+      this.ring.push(d.groupId);
     }
-    this.running = (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.round();
-        } while (this.again);
-      } finally {
-        this.running = null;
-      }
-    })();
-    return this.running;
+    this.pump();
+    return done;
   }
 
-  private async round(): Promise<void> {
-    let due: WebhookDeliveryRecord[];
-    try {
-      due = (await this.store.dueDeliveries(this.now(), 100)).filter((d) => !this.inFlight.has(d.id));
-    } catch (err) {
-      this.log.warn({ err }, 'reading due webhook deliveries failed');
+  /** Sends everything due now (read from the store); resolves once each of those has been tried. */
+  async deliverDue(): Promise<void> {
+    for (;;) {
+      let due: WebhookDeliveryRecord[];
+      try {
+        due = await this.store.dueDeliveries(this.now(), POLL_BATCH);
+      } catch (err) {
+        this.log.warn({ err }, 'reading due webhook deliveries failed');
+        return;
+      }
+      const fresh = due.filter((d) => !this.known.has(d.id));
+      await Promise.all(due.map((d) => this.enqueue(d)));
+      if (due.length < POLL_BATCH || !fresh.length) return;
+    }
+  }
+
+  /** Starts deliveries while slots are free, tenants in turn. */
+  private pump(): void {
+    while (this.active < this.policy.concurrency) {
+      const d = this.pick();
+      if (!d) return;
+      const target = targetOf(d.url);
+      this.active++;
+      this.byTenant.set(d.groupId, (this.byTenant.get(d.groupId) ?? 0) + 1);
+      this.byTarget.set(target, (this.byTarget.get(target) ?? 0) + 1);
+      void this.run(d, target).finally(() => {
+        this.active--;
+        const t = this.byTenant.get(d.groupId)! - 1;
+        if (t) this.byTenant.set(d.groupId, t);
+        else this.byTenant.delete(d.groupId);
+        const g = this.byTarget.get(target)! - 1;
+        if (g) this.byTarget.set(target, g);
+        else this.byTarget.delete(target);
+        const k = this.known.get(d.id);
+        this.known.delete(d.id);
+        k?.settle();
+        this.pump();
+      });
+    }
+  }
+
+  /** The next delivery whose tenant and target have a free slot, the tenant after the last served first. */
+  private pick(): WebhookDeliveryRecord | null {
+    for (let i = 0; i < this.ring.length; i++) {
+      const at = (this.turn + i) % this.ring.length;
+      const group = this.ring[at]!;
+      const q = this.queues.get(group)!;
+      if ((this.byTenant.get(group) ?? 0) >= this.policy.perTenant) continue;
+      const j = q.findIndex((d) => (this.byTarget.get(targetOf(d.url)) ?? 0) < this.policy.perTarget);
+      if (j < 0) continue;
+      const [d] = q.splice(j, 1);
+      if (q.length) this.turn = (at + 1) % this.ring.length;
+      else {
+        this.queues.delete(group);
+        this.ring.splice(at, 1);
+        this.turn = this.ring.length ? at % this.ring.length : 0;
+      }
+      return d!;
+    }
+    return null;
+  }
+
+  private async run(d: WebhookDeliveryRecord, target: string): Promise<void> {
+    const cool = this.cooling.get(target);
+    if (cool && cool.until > this.now()) {
+      // Untried: back in the store for when the target may be tried again (no attempt counted).
+      try {
+        await this.store.updateDelivery({ ...d, nextAt: Math.max(d.nextAt, cool.until), updatedAt: this.now() });
+      } catch (err) {
+        this.log.warn({ err, delivery: d.id }, 'postponing a webhook delivery failed');
+      }
       return;
     }
-    let next = 0;
-    const worker = async () => {
-      while (next < due.length) {
-        const d = due[next++]!;
-        this.inFlight.add(d.id);
-        try {
-          await this.attempt(d);
-        } finally {
-          this.inFlight.delete(d.id);
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.policy.concurrency, due.length) }, worker));
-    if (due.length === 100) this.again = true;
+    const timedOut = await this.attempt(d);
+    if (timedOut) {
+      const fails = (cool?.fails ?? 0) + 1;
+      this.cooling.set(target, { until: this.now() + Math.min(this.policy.baseDelayMs * 2 ** (fails - 1), this.policy.maxDelayMs), fails });
+      if (this.cooling.size > 10_000) for (const [t, c] of this.cooling) if (c.until <= this.now()) this.cooling.delete(t);
+    } else if (cool) this.cooling.delete(target);
   }
 
   /** The signing secret of a delivery: its rule's webhook's, else its solution's; null when gone. */
@@ -210,9 +303,11 @@ export class WebhookSender {
     return hook ? webhookSecret(this.store, solutionHookId(d.groupId, d.solution), hook.salt) : null;
   }
 
-  private async attempt(d: WebhookDeliveryRecord): Promise<void> {
+  /** One attempt, recorded in the store; true when the target did not answer in time. */
+  private async attempt(d: WebhookDeliveryRecord): Promise<boolean> {
     const secret = await this.secretFor(d).catch(() => undefined);
     let error: string | null = null;
+    let timedOut = false;
     if (secret === undefined) error = 'the webhook could not be read from the store';
     else if (secret === null) error = 'the rule or its webhook was deleted';
     else {
@@ -232,6 +327,7 @@ export class WebhookSender {
         );
         if (res.status < 200 || res.status >= 300) error = `HTTP ${res.status}`;
       } catch (err) {
+        timedOut = (err as Error).name === 'TimeoutError';
         error = `${(err as Error).message}${(err as { cause?: Error }).cause ? `: ${(err as { cause: Error }).cause.message}` : ''}`;
       }
     }
@@ -248,5 +344,6 @@ export class WebhookSender {
     } catch (err) {
       this.log.warn({ err, delivery: d.id }, 'recording a webhook attempt failed; it will be tried again');
     }
+    return timedOut;
   }
 }

@@ -11,7 +11,10 @@ import { solutionName } from '../core/validate.ts';
 import type { EventBus, ReefEvent } from '../events/bus.ts';
 import { errors, solutionParams } from '../http/schemas.ts';
 import { findDevice, resolveSolution } from '../service/devices.ts';
+import type { QuotaService } from '../service/quotas.ts';
+import { isKitModule } from '../service/kit-module.ts';
 import type { Store } from '../store/store.ts';
+import { Slicer } from './fair-queue.ts';
 import { acknowledged, applyStep, cleared, type Actor } from './lifecycle.ts';
 import { checkWebhookTarget, type EgressPolicy } from './egress.ts';
 import { getSolutionWebhook, setSolutionWebhook, solutionHookId, webhookSecret, type AlarmNotifier } from './notify.ts';
@@ -28,6 +31,8 @@ export interface AlarmRoutesDeps {
   egress: EgressPolicy;
   /** Most rules one solution may hold. */
   maxRulesPerSolution: number;
+  /** The group's alarm rules quota (src/service/quotas.ts). */
+  quotas: Pick<QuotaService, 'createObject'>;
 }
 
 const STATUSES: readonly AlarmStatus[] = ['raised', 'acknowledged', 'cleared-unacknowledged', 'cleared'];
@@ -153,7 +158,13 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
 
   /** The rule's device or template must be one of the caller's solution. */
   async function checkTarget(account: Account, solution: string, parsed: ParsedRule): Promise<void> {
-    if (parsed.deviceId) await findDevice(store, account, solution, parsed.deviceId);
+    if (parsed.deviceId) {
+      const d = await findDevice(store, account, solution, parsed.deviceId);
+      // Its readings are stored on its kit (docs/api.md "A kit's network module"): a rule on it would never fire.
+      if (isKitModule(d)) {
+        throw new ReefError('VALIDATION_FAILED', `device ${d.id} is a kit's network module, whose readings are dev kit ${String(d.domainInfo.kitId)}'s: name the kit`, { field: 'deviceId' });
+      }
+    }
     if (parsed.newWebhook && parsed.spec.webhook) await checkWebhookTarget(parsed.spec.webhook.url, deps.egress);
     const t = parsed.spec.templateId;
     if (t && !(await store.getTemplate(account.groupId, solution, t))) {
@@ -235,7 +246,7 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
           createdAt: t,
           updatedAt: t,
         };
-        await store.createAlarmRule(rec);
+        await deps.quotas.createObject(request.account, 'alarmRules', false, () => store.createAlarmRule(rec));
         changed({ kind: 'alarm-rule', groupId: rec.groupId, solution, ruleId: rec.id, action: 'created' });
         const secret = rec.spec.webhook ? await webhookSecret(store, rec.id, rec.spec.webhook.salt) : undefined;
         return reply.code(201).header('location', `/api/solutions/${solution}/alarm-rules/${rec.id}`).send(ruleToWire(rec, secret));
@@ -292,10 +303,13 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         if (!(await store.deleteAlarmRule(request.account.groupId, solution, rule.id))) throw new ReefError('ALARM_RULE_NOT_FOUND');
         changed({ kind: 'alarm-rule', groupId: rule.groupId, solution, ruleId: rule.id, action: 'deleted' });
         // An alarm nothing can clear any more would stay active for ever.
+        const slicer = new Slicer();
         for (;;) {
           const active = await store.listAlarms(rule.groupId, solution, { ruleId: rule.id, statuses: [...ACTIVE_STATUSES], limit: 100 });
           if (!active.length) break;
           for (const a of active) {
+            // Other requests get turns while a rule with many active alarms is cleared.
+            await slicer.tick();
             const { alarm, changed: did } = await applyStep(store, rule.groupId, solution, a.id, (x) => cleared(x, now(), { by: actor(request.account), note: 'the rule was deleted' }));
             if (did) await notifier.notify('cleared', alarm, null);
           }
@@ -534,7 +548,7 @@ export function alarmRoutes(deps: AlarmRoutesDeps): FastifyPluginAsync {
         const t = now();
         const next = { ...d, status: 'pending' as const, attempts: 0, nextAt: t, updatedAt: t };
         await store.updateDelivery(next);
-        notifier.onDelivery?.();
+        notifier.onDelivery?.(next);
         return deliveryToWire(next);
       },
     );

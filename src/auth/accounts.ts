@@ -87,6 +87,8 @@ export interface LoginLimits {
   maxFailures: number;
   /** Failed logins per source address, over all client ids, per window. */
   sourceMaxFailures: number;
+  /** Failed logins per client id, over all addresses, per window; past it only clean addresses may try it. */
+  clientMaxFailures: number;
   windowSeconds: number;
   /** scrypt checks running at once, and waiting (in all / per source) before SERVER_BUSY. */
   hashConcurrency: number;
@@ -94,7 +96,7 @@ export interface LoginLimits {
   hashQueuePerSource: number;
 }
 
-export const DEFAULT_LOGIN_LIMITS: LoginLimits = { maxFailures: 10, sourceMaxFailures: 50, windowSeconds: 60, hashConcurrency: 2, hashQueue: 256, hashQueuePerSource: 8 };
+export const DEFAULT_LOGIN_LIMITS: LoginLimits = { maxFailures: 10, sourceMaxFailures: 50, clientMaxFailures: 20, windowSeconds: 60, hashConcurrency: 2, hashQueue: 256, hashQueuePerSource: 8 };
 
 /** An authenticated caller: its account and the claims of the token it presented. */
 export interface Caller {
@@ -120,7 +122,7 @@ export class Authenticator {
     private readonly now: () => number = Date.now,
   ) {
     const l = { ...DEFAULT_LOGIN_LIMITS, ...limits };
-    this.throttle = new LoginThrottle({ maxFailures: l.maxFailures, sourceMaxFailures: l.sourceMaxFailures, windowMs: l.windowSeconds * 1000 }, now);
+    this.throttle = new LoginThrottle({ maxFailures: l.maxFailures, sourceMaxFailures: l.sourceMaxFailures, clientMaxFailures: l.clientMaxFailures, windowMs: l.windowSeconds * 1000 }, now);
     this.hashing = new HashQueue({ concurrency: l.hashConcurrency, maxQueued: l.hashQueue, maxQueuedPerSource: l.hashQueuePerSource });
   }
 
@@ -140,7 +142,10 @@ export class Authenticator {
     try {
       account = await this.store.getAccountByClientId(key);
       const hash = account?.secretHash ?? (await dummySecretHash());
-      ok = await this.hashing.run(source, () => verifySecret(clientSecret, hash));
+      // A known client id from an address with no recent failures is what a real login looks
+      // like: its check goes ahead of every other waiting one (HashQueue). Client ids are random
+      // UUIDs, so that this is faster for known ids under a flood tells a guesser nothing useful.
+      ok = await this.hashing.run(source, () => verifySecret(clientSecret, hash), account !== null && attempt.clean);
     } catch (e) {
       // Shed or failed before checking: not a wrong guess, but it was not a success either.
       attempt.failed();

@@ -46,19 +46,25 @@ export async function verifySecret(secret: string, stored: string): Promise<bool
 }
 
 /**
- * Bounds scrypt work. scrypt runs on libuv's thread pool (4 threads), which file I/O
- * and DNS share; a flood of logins would fill it, and everything behind it would wait. At most
- * `concurrency` hashes run at once; waiting work is queued per source address and served
- * round-robin, so one address flooding cannot starve another's login. At most `maxQueued` wait in
- * all and `maxQueuedPerSource` from one address; when the queue is full, the newest waiting check
- * of the address with the most waiting is shed to make room for an address with fewer, so many
- * flooding addresses cannot lock out one that is not. A shed check fails at once with SERVER_BUSY
- * (503, Retry-After) instead of waiting.
+ * Bounds scrypt work. scrypt runs on libuv's thread pool (4 threads), which file I/O and DNS share;
+ * a flood of logins would fill it, and everything behind it would wait. At most `concurrency` hashes
+ * run at once. Waiting work is in two lanes, each queued per source address and served
+ * round-robin: the first lane (a known client id from a source with no recent failures, the shape
+ * of a real login: src/auth/accounts.ts) is always served before the second (everything else), and
+ * with two or more slots one is kept for it, so a flood of bogus logins from any number of
+ * addresses does not make a real login wait for its checks. At most `maxQueued` wait in all and `maxQueuedPerSource` from one
+ * address; when the queue is full, the newest waiting check of the address with the most waiting
+ * is shed to make room (from the second lane first, and from the first only for a first-lane
+ * check), so many flooding addresses cannot lock out one that is not. A shed check fails at once
+ * with SERVER_BUSY (503, Retry-After) instead of waiting.
  */
 export class HashQueue {
   private running = 0;
+  /** Of those running, second-lane checks. */
+  private runningSecond = 0;
   private queued = 0;
-  private readonly waiting = new Map<string, { go: () => void; shed: () => void }[]>();
+  /** Waiting checks per source: [first lane, second lane]. */
+  private readonly lanes: [Map<string, Waiter[]>, Map<string, Waiter[]>] = [new Map(), new Map()];
   /** Highest number of hashes seen running at once (for tests and /health-style reporting). */
   peakRunning = 0;
   shed = 0;
@@ -70,15 +76,37 @@ export class HashQueue {
     return this.running + this.queued;
   }
 
-  async run<T>(source: string, work: () => Promise<T>): Promise<T> {
-    if (this.running >= this.limits.concurrency) await this.wait(source);
-    else this.running++;
+  /** Checks waiting now. */
+  get waiting(): number {
+    return this.queued;
+  }
+
+  /** Runs `work` when a slot is free; `first`: the first lane (see the class comment). */
+  async run<T>(source: string, work: () => Promise<T>, first = false): Promise<T> {
+    if (this.canStart(first)) this.start(first);
+    else await this.wait(source, first ? 0 : 1); // the slot is handed over already started
     this.peakRunning = Math.max(this.peakRunning, this.running);
     try {
       return await work();
     } finally {
+      this.running--;
+      if (!first) this.runningSecond--;
       this.next();
     }
+  }
+
+  /**
+   * With two or more slots, one is kept for the first lane: a real login then waits for no
+   * flood check at all, only for other first-lane checks.
+   */
+  private canStart(first: boolean): boolean {
+    if (this.running >= this.limits.concurrency) return false;
+    return first || this.runningSecond < Math.max(1, this.limits.concurrency - 1);
+  }
+
+  private start(first: boolean): void {
+    this.running++;
+    if (!first) this.runningSecond++;
   }
 
   private busy(): ReefError {
@@ -86,45 +114,63 @@ export class HashQueue {
     return new ReefError('SERVER_BUSY', 'too many logins are being checked right now; retry shortly', { retryAfter: 1 });
   }
 
-  private wait(source: string): Promise<void> {
-    const mine = this.waiting.get(source)?.length ?? 0;
+  private wait(source: string, lane: 0 | 1): Promise<void> {
+    const mine = (this.lanes[0].get(source)?.length ?? 0) + (this.lanes[1].get(source)?.length ?? 0);
     if (mine >= this.limits.maxQueuedPerSource) return Promise.reject(this.busy());
     if (this.queued >= this.limits.maxQueued) {
-      // Make room by shedding from the address with the most waiting, if it would have at least as
-      // many as this one: per-address fairness is all that can be told apart without credentials.
-      let heaviest: string | null = null;
-      let most = mine;
-      for (const [src, list] of this.waiting) {
-        if (src !== source && list.length > most) {
-          most = list.length;
-          heaviest = src;
-        }
-      }
-      if (heaviest === null) return Promise.reject(this.busy());
-      const list = this.waiting.get(heaviest)!;
-      const victim = list.pop()!;
-      if (!list.length) this.waiting.delete(heaviest);
+      // Make room by shedding from the address with the most waiting in the second lane, or (for a
+      // first-lane check only) in the first, if it would have at least as many as this one:
+      // per-address fairness is all that can be told apart without credentials.
+      const victim = this.heaviest(this.lanes[1], source, lane === 0 ? 0 : mine) ?? (lane === 0 ? this.heaviest(this.lanes[0], source, mine) : null);
+      if (victim === null) return Promise.reject(this.busy());
       this.queued--;
       victim.shed();
     }
     return new Promise<void>((resolve, reject) => {
-      let list = this.waiting.get(source);
-      if (!list) this.waiting.set(source, (list = []));
+      const waiting = this.lanes[lane];
+      let list = waiting.get(source);
+      if (!list) waiting.set(source, (list = []));
       list.push({ go: resolve, shed: () => reject(this.busy()) });
       this.queued++;
     });
   }
 
-  /** Hands the slot to the next source in turn (Map order, the served source moved to the back). */
-  private next(): void {
-    for (const [source, list] of this.waiting) {
-      const entry = list.shift()!;
-      this.waiting.delete(source);
-      if (list.length) this.waiting.set(source, list);
-      this.queued--;
-      entry.go(); // the slot passes on: running stays the same
-      return;
+  /** Takes the newest waiter of the source (not `except`) with more than `than` waiting. */
+  private heaviest(waiting: Map<string, Waiter[]>, except: string, than: number): Waiter | null {
+    let heaviest: string | null = null;
+    let most = than;
+    for (const [src, list] of waiting) {
+      if (src !== except && list.length > most) {
+        most = list.length;
+        heaviest = src;
+      }
     }
-    this.running--;
+    if (heaviest === null) return null;
+    const list = waiting.get(heaviest)!;
+    const victim = list.pop()!;
+    if (!list.length) waiting.delete(heaviest);
+    return victim;
   }
+
+  /** Starts the next waiting check that may start: first lane first, each lane round-robin by source (the served source moved to the back). */
+  private next(): void {
+    for (const lane of [0, 1] as const) {
+      if (!this.canStart(lane === 0)) continue;
+      const waiting = this.lanes[lane];
+      for (const [source, list] of waiting) {
+        const entry = list.shift()!;
+        waiting.delete(source);
+        if (list.length) waiting.set(source, list);
+        this.queued--;
+        this.start(lane === 0);
+        entry.go();
+        return;
+      }
+    }
+  }
+}
+
+interface Waiter {
+  go: () => void;
+  shed: () => void;
 }

@@ -15,7 +15,8 @@ const HELP = `Usage:
   reef account rotate-secret --id TENANT_OR_CLIENT_ID [--json]  issue a new client secret
   reef account disable --id TENANT_OR_CLIENT_ID              refuse its logins and tokens
   reef account enable --id TENANT_OR_CLIENT_ID
-  reef account quota --id TENANT_OR_CLIENT_ID [--devices N] [--observations N] [--backfill N] [--json]
+  reef account quota --id TENANT_OR_CLIENT_ID [--devices N] [--observations N] [--backfill N]
+      [--solutions N] [--templates N] [--alarm-rules N] [--json]
                                                              show its quotas and use; set some (N, or
                                                              "default" for the REEF_QUOTA_* value)
 
@@ -79,7 +80,8 @@ export async function run(argv: string[]): Promise<number> {
             `tenant id:    ${account.tenantId}\n` +
               `devices:      ${usage.devices} of ${limits.devices}\n` +
               `observations: ${usage.observations} of ${limits.observations} stored (${usage.countedAt ? `as of the last count, ${usage.countedAt}` : 'not counted yet'})\n` +
-              `backfill:     ${limits.backfill} per simulation\n`,
+              `backfill:     ${limits.backfill} per simulation\n` +
+              `solutions:    ${limits.solutions}, device templates: ${limits.templates}, alarm rules: ${limits.alarmRules} (per group)\n`,
           );
         return 0;
       }
@@ -95,16 +97,24 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
-const QUOTA_FLAGS = ['devices', 'observations', 'backfill'] as const;
+const QUOTA_FLAGS = ['devices', 'observations', 'backfill', 'solutions', 'templates', 'alarm-rules'] as const;
+const QUOTA_KEY: Record<(typeof QUOTA_FLAGS)[number], keyof Quotas> = {
+  devices: 'devices',
+  observations: 'observations',
+  backfill: 'backfill',
+  solutions: 'solutions',
+  templates: 'templates',
+  'alarm-rules': 'alarmRules',
+};
 
-/** --devices, --observations, --backfill: a whole number, or "default" (null: back to REEF_QUOTA_*). */
+/** --devices, --observations, --backfill, --solutions, --templates, --alarm-rules: a whole number, or "default" (null: back to REEF_QUOTA_*). */
 function quotaChanges(flags: Record<string, string>): { [K in keyof Quotas]?: number | null } {
   const out: { [K in keyof Quotas]?: number | null } = {};
   for (const k of QUOTA_FLAGS) {
     const v = flags[k];
     if (v === undefined) continue;
-    if (v === 'default') out[k] = null;
-    else if (/^\d{1,15}$/.test(v)) out[k] = Number(v);
+    if (v === 'default') out[QUOTA_KEY[k]] = null;
+    else if (/^\d{1,15}$/.test(v)) out[QUOTA_KEY[k]] = Number(v);
     else throw new UsageError(`--${k} must be a whole number ≥ 0, or "default"`);
   }
   return out;

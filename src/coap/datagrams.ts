@@ -38,12 +38,6 @@ export interface Datagrams {
   offload(): { segmentation: boolean; coalescing: boolean };
   setRecvBufferSize(bytes: number): void;
   close(): Promise<void>;
-  /**
-   * The endpoint's Message ID counter, when the socket itself sends messages too (the batched
-   * socket's forwarding fast path, linkForwarding()): one counter, so no two messages to a peer
-   * share an ID sooner than the counter wraps.
-   */
-  readonly mids?: Int32Array;
 }
 
 export interface OpenOptions {
@@ -155,27 +149,6 @@ interface BatchBinding {
   close(sock: unknown, done: () => void): void;
   ntop6(meta: Int32Array, k: number): string;
   errname(errno: number): string;
-  EV_TIMEOUT: number;
-  EV_ANSWER: number;
-  EV_TAP: number;
-  fastLink(front: unknown, back: unknown, maxRequest: number, deadlineMs: number, nonLifetimeMs: number, onEvents: () => void, counters: Float64Array): void;
-  fastInstall(
-    front: unknown,
-    clientAddress: string,
-    clientPort: number,
-    proxyUri: Buffer,
-    kitAddress: string,
-    kitPort: number,
-    kitOptions: Buffer,
-    ttlMs: number,
-    mid: number,
-    token: Buffer,
-    tap: number,
-  ): boolean;
-  fastForget(front: unknown, clientAddress: string, clientPort: number): void;
-  fastClear(front: unknown): void;
-  fastTake(front: unknown, sweep: boolean): Buffer | null;
-  EV_HEADER: number;
 }
 
 let binding: BatchBinding | null | undefined;
@@ -201,12 +174,10 @@ export function batchedUnavailable(): string | undefined {
 
 class BatchedDatagrams implements Datagrams {
   readonly kind = 'batched';
-  /** @internal the native socket, for linkForwarding() */
-  readonly sock: unknown;
+  private readonly sock: unknown;
   private readonly meta: Int32Array;
-  /** [0]: send()'s status; [1]: the Message ID counter, shared with the native side. */
-  private readonly status = new Int32Array(2);
-  readonly mids = this.status.subarray(1, 2);
+  /** send()'s status, written by the native side. */
+  private readonly status = new Int32Array(1);
   /** Datagrams to send, flattened: buffer, port, address; flushed once per turn. */
   private queue: (Buffer | number | string)[] = [];
   private flushing = false;
@@ -357,77 +328,4 @@ function sendError(native: BatchBinding, errno: number, address: string, port: n
   e.errno = -errno;
   e.syscall = 'send';
   return e;
-}
-
-/**
- * What the fast path hands back (linkForwarding()): a forward with no answer by the deadline
- * ('timeout'), the kit's answer for JavaScript to relay ('answer'), both for the client and token
- * named; and a copy of a successful answer it relayed itself on a route installed with a tap ('tap').
- */
-export type ForwardEvent =
-  | { kind: 'timeout'; client: { address: string; port: number }; token: Buffer; tap: number }
-  | { kind: 'answer'; client: { address: string; port: number }; token: Buffer; datagram: Buffer; tap: number }
-  | { kind: 'tap'; datagram: Buffer; tap: number };
-
-/** What the fast path counted, as indexes into Forwarder.counters (written by the native side). */
-export const FORWARD_COUNTERS = { forwarded: 0, relayed: 1, kitErrors: 2, timeouts: 3, duplicates: 4, handedOver: 5, inFlight: 6 } as const;
-
-/**
- * The forwarding fast path between a proxy's two batched sockets (native/coap-forward.c says what
- * it takes): routes installed here carry a client's NON GET of one Proxy-Uri to a kit and its
- * answer back without JavaScript, until they expire or are removed.
- */
-export interface Forwarder {
-  /**
-   * Routes `client`'s requests with exactly these Proxy-Uri bytes to `kit` with `kitOptions` (the
-   * encoded Uri-Path/Uri-Query options, from option number 0) for `ttlMs`; `mid` and `token` are
-   * those of the request just forwarded by JavaScript (a duplicate of it is then dropped); `tap`,
-   * when not 0, marks the events of its answers.
-   */
-  install(client: { address: string; port: number }, proxyUri: Buffer, kit: { address: string; port: number }, kitOptions: Buffer, ttlMs: number, mid: number, token: Buffer, tap: number): boolean;
-  forget(client: { address: string; port: number }): void;
-  clear(): void;
-  /** What is waiting (answers to relay, taps), and with `sweep` forwards past their deadline too (a walk of the whole table: for a timer, not every wake-up); empties the list. */
-  take(sweep: boolean): ForwardEvent[];
-  /** Running counts, by FORWARD_COUNTERS (in flight: now). */
-  readonly counters: Float64Array;
-}
-
-/**
- * Links two batched sockets, `front` facing clients and `back` facing kits; null when either is
- * not the batched socket. `onEvents` is told when take() has answers waiting (timeouts are found by
- * calling take(true)). Closing either socket ends the link.
- */
-export function linkForwarding(front: Datagrams, back: Datagrams, o: { maxRequest: number; deadlineMs: number; nonLifetimeMs: number }, onEvents: () => void): Forwarder | null {
-  const native = batchBinding();
-  if (!native || !(front instanceof BatchedDatagrams) || !(back instanceof BatchedDatagrams)) return null;
-  const f = front.sock;
-  const counters = new Float64Array(7);
-  native.fastLink(f, back.sock, o.maxRequest, o.deadlineMs, o.nonLifetimeMs, onEvents, counters);
-  return {
-    counters,
-    install: (client, proxyUri, kit, kitOptions, ttlMs, mid, token, tap) => native.fastInstall(f, client.address, client.port, proxyUri, kit.address, kit.port, kitOptions, ttlMs, mid, token, tap),
-    forget: (client) => native.fastForget(f, client.address, client.port),
-    clear: () => native.fastClear(f),
-    take: (sweep) => {
-      const b = native.fastTake(f, sweep);
-      const out: ForwardEvent[] = [];
-      if (!b) return out;
-      // Each event: a header of EV_HEADER bytes, then its datagram (native/coap-forward.c, js_take).
-      for (let at = 0; at < b.length; ) {
-        const kind = b[at]!;
-        const tap = b.readInt32BE(at + 8);
-        const len = b.readUInt32BE(at + 12);
-        const data = b.subarray(at + native.EV_HEADER, at + native.EV_HEADER + len);
-        if (kind === native.EV_TAP) out.push({ kind: 'tap', datagram: data, tap });
-        else {
-          const client = { address: b.toString('latin1', at + 24, at + 24 + b[at + 2]!), port: b.readUInt16BE(at + 4) };
-          const token = Buffer.from(b.subarray(at + 16, at + 16 + b[at + 1]!));
-          out.push(kind === native.EV_TIMEOUT ? { kind: 'timeout', client, token, tap } : { kind: 'answer', client, token, datagram: data, tap });
-        }
-        at += native.EV_HEADER + len;
-      }
-      return out;
-    },
-  };
 }

@@ -192,8 +192,8 @@ export class CoapEndpoint extends EventEmitter {
   readonly times: DerivedTimes;
   readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0, filtered: 0 };
   private handler: RequestHandler | undefined;
-  /** The Message ID counter: the socket's when it sends messages of its own too (Datagrams.mids). */
-  private readonly mids: Int32Array;
+  /** The last Message ID sent: a counter, from a random start. */
+  private mid: number;
   private readonly random: () => number;
   private readonly recognized: ReadonlySet<number>;
   private readonly maxSize: number;
@@ -223,8 +223,7 @@ export class CoapEndpoint extends EventEmitter {
     this.params = transmissionParams(opts.transmission);
     this.times = derivedTimes(this.params);
     this.random = opts.random ?? Math.random;
-    this.mids = socket.mids ?? new Int32Array(1);
-    this.mids[0] = Math.floor(this.random() * 0x10000);
+    this.mid = Math.floor(this.random() * 0x10000);
     this.recognized = opts.recognizedOptions ?? RECOGNIZED_OPTIONS;
     this.maxSize = opts.maxMessageSize ?? SUGGESTED_MAX_MESSAGE_SIZE;
     this.dedupCap = opts.dedupCapacity ?? 8192;
@@ -293,9 +292,8 @@ export class CoapEndpoint extends EventEmitter {
   }
 
   nextMid(): number {
-    const m = (this.mids[0]! + 1) & 0xffff;
-    this.mids[0] = m;
-    return m;
+    this.mid = (this.mid + 1) & 0xffff;
+    return this.mid;
   }
 
   newToken(len = 4): Buffer {

@@ -6,7 +6,22 @@ import path from 'node:path';
 import { tlsSettingProblems, type TlsSettings } from './tls.ts';
 
 export interface Config {
-  http: { host: string; port: number; trustProxy: boolean; bodyLimitBytes: number; requestTimeoutMs: number; publicUrl: string | null };
+  http: {
+    host: string;
+    port: number;
+    trustProxy: boolean;
+    bodyLimitBytes: number;
+    requestTimeoutMs: number;
+    /** A connection that has not sent a complete request line and headers by then is closed (408); also the TLS handshake's limit. */
+    headersTimeoutMs: number;
+    /** An idle kept-alive connection is closed after this long. */
+    keepAliveTimeoutMs: number;
+    /** Connections the HTTP(S) listener holds open in all (src/http/connections.ts). */
+    maxConnections: number;
+    /** Connections one source address may hold open; 0: no limit. */
+    maxConnectionsPerAddress: number;
+    publicUrl: string | null;
+  };
   /** HTTPS (and other TLS listeners): off unless a certificate or self-signing is asked for (src/config/tls.ts). */
   tls: TlsSettings;
   dataDir: string;
@@ -18,12 +33,14 @@ export interface Config {
   /** Create the demo account (and its demo kit and simulation) on first start with an empty store. */
   demo: boolean;
   /** Login throttle and bounded password hashing (src/auth/throttle.ts, src/auth/secrets.ts). */
-  loginThrottle: { maxFailures: number; sourceMaxFailures: number; windowSeconds: number; hashConcurrency: number; hashQueue: number; hashQueuePerSource: number };
+  loginThrottle: { maxFailures: number; sourceMaxFailures: number; clientMaxFailures: number; windowSeconds: number; hashConcurrency: number; hashQueue: number; hashQueuePerSource: number };
   /** Live event streams (src/http/sse.ts). */
   streams: { maxPerAccount: number; maxPerNode: number; maxBufferedBytes: number };
   /** Default per-account quotas; an operator can set others per account. */
-  quotas: { devices: number; observations: number; backfill: number };
+  quotas: { devices: number; observations: number; backfill: number; solutions: number; templates: number; alarmRules: number };
   maxObservationsPerRequest: number;
+  /** What one observation read may cost (src/http/read-slots.ts, src/service/observations.ts). */
+  reads: { maxScan: number; maxBuckets: number; maxPerAccount: number };
   gateway: {
     enabled: boolean;
     host: string;
@@ -36,8 +53,6 @@ export interface Config {
     clockSkewSeconds: number;
     /** Store every reachable kit's readings as observations. */
     readings: boolean;
-    /** Relay the usual proxied request natively once checked (src/gateway/fast-path.ts). */
-    fastPath: boolean;
     /** Kits at fixed addresses, besides those that announce themselves. */
     kits: { mac: string; host: string; port: number }[];
   };
@@ -58,6 +73,8 @@ export interface Config {
     retain: boolean;
     /** Connected clients' accounts and tokens are checked again this often. */
     recheckSeconds: number;
+    /** What one client, address or account may hold of a node (docs/security.md "Limits"). */
+    limits: MqttLimits;
   };
   /** Alarms (src/alarms, docs/alarms.md). */
   alarms: {
@@ -66,6 +83,34 @@ export interface Config {
     /** Non-public subnets webhooks may reach all the same (docs/security.md "Webhook targets"). */
     webhookAllowCidrs: { address: string; prefix: number; family: 4 | 6 }[];
   };
+}
+
+/** The broker's bounds (src/mqtt/broker.ts, docs/mqtt.md "Limits and hostile input"). */
+export interface MqttLimits {
+  /** Connections of the node, plain and TLS together. */
+  maxConnections: number;
+  /** Connections from one source address. */
+  maxPerAddress: number;
+  /** Connected clients and stored sessions of one account. */
+  maxPerAccount: number;
+  /** Milliseconds a connection has to finish its TLS handshake and to send CONNECT. */
+  connectTimeoutMs: number;
+  /** Largest keep-alive in seconds; 0 (none) and larger values are taken as this. */
+  maxKeepAliveSeconds: number;
+  /** Largest Remaining Length of a packet after CONNECT, in bytes. */
+  maxPacketBytes: number;
+  /** Incoming QoS 2 messages of one client awaiting their PUBREL. */
+  maxInflight: number;
+  /** Messages a connected client may have unsent before it is disconnected. */
+  maxQueuedMessages: number;
+  /** Bytes a connected client may have unsent before it is disconnected. */
+  maxQueuedBytes: number;
+  /** Messages a persistent session may hold for its client. */
+  sessionMessages: number;
+  /** Bytes of payload a persistent session may hold for its client. */
+  sessionBytes: number;
+  /** Milliseconds a persistent session is kept after its client disconnects. */
+  sessionExpiryMs: number;
 }
 
 /** REEF_ALARM_WEBHOOK_ALLOW_CIDRS: `address/prefix` or one address, comma-separated; each bad one is a problem. */
@@ -116,9 +161,18 @@ export const SETTINGS = [
   { env: 'REEF_TRUST_PROXY', flag: 'trust-proxy', def: 'false', doc: 'Trust X-Forwarded-* (behind a load balancer)' },
   { env: 'REEF_BODY_LIMIT', flag: 'body-limit', def: '16777216', doc: 'Largest request body in bytes' },
   { env: 'REEF_MAX_OBSERVATIONS', flag: 'max-observations', def: '10000', doc: 'Most observations in one upload' },
+  { env: 'REEF_READ_MAX_SCAN', flag: 'read-max-scan', def: '20000', doc: 'Stored observations one tag-filtered page examines; the page ends there, with next_page' },
+  { env: 'REEF_READ_MAX_BUCKETS', flag: 'read-max-buckets', def: '10000', doc: 'Buckets one bucketed read may ask for (more: 400)' },
+  { env: 'REEF_READ_MAX_PER_ACCOUNT', flag: 'read-max-per-account', def: '4', doc: 'Observation reads (ranges, tag filters, buckets) one account may have in progress on a node (more: 429)' },
   { env: 'REEF_LOGIN_MAX_FAILURES', flag: 'login-max-failures', def: '10', doc: 'Failed logins per client id per window before 429' },
   { env: 'REEF_LOGIN_WINDOW', flag: 'login-window', def: '60', doc: 'Login throttle window in seconds' },
   { env: 'REEF_LOGIN_SOURCE_MAX_FAILURES', flag: 'login-source-max-failures', def: '50', doc: 'Failed logins per source address (all client ids) per window before 429' },
+  {
+    env: 'REEF_LOGIN_CLIENT_MAX_FAILURES',
+    flag: 'login-client-max-failures',
+    def: '20',
+    doc: 'Failed logins per client id from all addresses per window; past it only addresses without failures may try it',
+  },
   { env: 'REEF_LOGIN_HASH_CONCURRENCY', flag: 'login-hash-concurrency', def: '2', doc: 'Secret checks (scrypt) running at once' },
   { env: 'REEF_LOGIN_HASH_QUEUE', flag: 'login-hash-queue', def: '256', doc: 'Secret checks waiting in all before 503 SERVER_BUSY (8 per source address)' },
   { env: 'REEF_SSE_MAX_PER_ACCOUNT', flag: 'sse-max-per-account', def: '32', doc: 'Live event streams one account may hold open on a node' },
@@ -127,10 +181,27 @@ export const SETTINGS = [
   { env: 'REEF_QUOTA_DEVICES', flag: 'quota-devices', def: '10000', doc: 'Default devices per account' },
   { env: 'REEF_QUOTA_OBSERVATIONS', flag: 'quota-observations', def: '100000000', doc: 'Default stored observations per account' },
   { env: 'REEF_QUOTA_BACKFILL', flag: 'quota-backfill', def: '5000000', doc: 'Default observations one simulation may backfill' },
+  { env: 'REEF_QUOTA_SOLUTIONS', flag: 'quota-solutions', def: '100', doc: "Default solutions per account's group" },
+  { env: 'REEF_QUOTA_TEMPLATES', flag: 'quota-templates', def: '1000', doc: "Default device templates per account's group, all solutions" },
+  { env: 'REEF_QUOTA_ALARM_RULES', flag: 'quota-alarm-rules', def: '10000', doc: "Default alarm rules per account's group, all solutions" },
   { env: 'REEF_HTTP_REQUEST_TIMEOUT', flag: 'http-request-timeout', def: '60', doc: 'Seconds a client has to send a whole request (then 408)' },
+  {
+    env: 'REEF_HTTP_HEADERS_TIMEOUT',
+    flag: 'http-headers-timeout',
+    def: '10',
+    doc: 'Seconds a new connection has to send its request line and headers, and to finish a TLS handshake (then 408 and closed)',
+  },
+  { env: 'REEF_HTTP_KEEP_ALIVE_TIMEOUT', flag: 'http-keep-alive-timeout', def: '72', doc: "Seconds an idle kept-alive HTTP connection stays open (above a load balancer's 60)" },
+  {
+    env: 'REEF_HTTP_MAX_CONNECTIONS',
+    flag: 'http-max-connections',
+    def: '0',
+    doc: 'HTTP connections open at once in all; 0 derives it from the open-files limit (ulimit -n) minus a quarter of it (docs/operations.md)',
+  },
+  { env: 'REEF_HTTP_MAX_CONNECTIONS_PER_ADDRESS', flag: 'http-max-connections-per-address', def: '256', doc: 'HTTP connections one source address may hold open (0: no limit, e.g. behind a proxy)' },
   { env: 'REEF_PUBLIC_URL', flag: 'public-url', def: '', doc: 'URL clients reach this service at (for next_page links); unset uses the request' },
   { env: 'REEF_GATEWAY', flag: 'gateway', def: 'true', doc: 'Run the CoAP gateway in `reef serve`' },
-  { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address' },
+  { env: 'REEF_GATEWAY_HOST', flag: 'gateway-host', def: '127.0.0.1', doc: 'CoAP gateway UDP address; its requests to kits leave from it too (docs/coap.md)' },
   { env: 'REEF_GATEWAY_PORT', flag: 'gateway-port', def: '5683', doc: 'CoAP gateway UDP port' },
   { env: 'REEF_GATEWAY_DEADLINE_MS', flag: 'gateway-deadline', def: '30000', doc: 'Application deadline for a kit to answer (then 5.04)' },
   { env: 'REEF_GATEWAY_SESSION_TTL', flag: 'gateway-session-ttl', def: '14400', doc: 'Gateway session lifetime in seconds' },
@@ -138,7 +209,6 @@ export const SETTINGS = [
   { env: 'REEF_MESH_DOMAIN', flag: 'mesh-domain', def: 'mesh.reef.local', doc: 'Domain of kit host names SSN<mac>.<domain>' },
   { env: 'REEF_GATEWAY_CLOCK_SKEW', flag: 'gateway-clock-skew', def: '10', doc: 'Seconds a kit clock may be off before the gateway sets it' },
   { env: 'REEF_GATEWAY_READINGS', flag: 'gateway-readings', def: 'true', doc: "Store every reachable kit's readings as observations in sandbox" },
-  { env: 'REEF_GATEWAY_FAST_PATH', flag: 'gateway-fast-path', def: 'true', doc: "Relay a session's usual NON GET natively once the gateway has checked it (docs/coap.md)" },
   { env: 'REEF_GATEWAY_KITS', flag: 'gateway-kits', def: '', doc: 'Kits at fixed addresses: MAC=host:port[,MAC=host:port...]' },
   { env: 'REEF_MQTT', flag: 'mqtt', def: 'true', doc: 'Run the MQTT broker in `reef serve` (docs/mqtt.md)' },
   { env: 'REEF_MQTT_HOST', flag: 'mqtt-host', def: '127.0.0.1', doc: 'Address the MQTT broker listens on' },
@@ -147,7 +217,19 @@ export const SETTINGS = [
   { env: 'REEF_MQTT_TLS_CERT', flag: 'mqtt-tls-cert', def: '', doc: 'PEM certificate (chain) file for MQTT over TLS; unset: the HTTPS certificate (REEF_TLS_*), if any' },
   { env: 'REEF_MQTT_TLS_KEY', flag: 'mqtt-tls-key', def: '', doc: 'PEM private key file for MQTT over TLS' },
   { env: 'REEF_MQTT_RETAIN', flag: 'mqtt-retain', def: 'true', doc: 'Publish kit payloads retained: a new subscriber gets the last one at once' },
-  { env: 'REEF_MQTT_RECHECK', flag: 'mqtt-recheck', def: '30', doc: "Seconds between re-checks of connected MQTT clients' accounts and tokens" },
+  { env: 'REEF_MQTT_RECHECK', flag: 'mqtt-recheck', def: '1', doc: "Seconds between re-checks of connected MQTT clients' accounts and tokens" },
+  { env: 'REEF_MQTT_MAX_CONNECTIONS', flag: 'mqtt-max-connections', def: '10000', doc: 'MQTT connections one node accepts, plain and TLS together (keep it below the open-file limit)' },
+  { env: 'REEF_MQTT_MAX_PER_ADDRESS', flag: 'mqtt-max-per-address', def: '200', doc: 'MQTT connections from one source address' },
+  { env: 'REEF_MQTT_MAX_PER_ACCOUNT', flag: 'mqtt-max-per-account', def: '1000', doc: 'MQTT clients one account may have connected, and persistent sessions stored, on a node' },
+  { env: 'REEF_MQTT_CONNECT_TIMEOUT', flag: 'mqtt-connect-timeout', def: '10', doc: 'Seconds an MQTT connection has to finish its TLS handshake and to send CONNECT' },
+  { env: 'REEF_MQTT_MAX_KEEPALIVE', flag: 'mqtt-max-keepalive', def: '600', doc: 'Largest MQTT keep-alive in seconds; 0 (none) or more is taken as this (closed after 1.5 times it idle)' },
+  { env: 'REEF_MQTT_MAX_PACKET', flag: 'mqtt-max-packet', def: '1048576', doc: 'Largest MQTT packet after CONNECT in bytes (an ingest message is also held to REEF_BODY_LIMIT)' },
+  { env: 'REEF_MQTT_MAX_INFLIGHT', flag: 'mqtt-max-inflight', def: '32', doc: 'Incoming QoS 2 messages of one MQTT client awaiting their PUBREL' },
+  { env: 'REEF_MQTT_MAX_QUEUE_MESSAGES', flag: 'mqtt-max-queue-messages', def: '1000', doc: 'Messages a connected MQTT client may have unsent before it is disconnected' },
+  { env: 'REEF_MQTT_MAX_QUEUE_BYTES', flag: 'mqtt-max-queue-bytes', def: '4194304', doc: 'Bytes a connected MQTT client may have unsent before it is disconnected' },
+  { env: 'REEF_MQTT_SESSION_MESSAGES', flag: 'mqtt-session-messages', def: '1000', doc: 'QoS 1 and 2 messages a persistent MQTT session may hold for its client' },
+  { env: 'REEF_MQTT_SESSION_BYTES', flag: 'mqtt-session-bytes', def: '8388608', doc: 'Payload bytes a persistent MQTT session may hold for its client' },
+  { env: 'REEF_MQTT_SESSION_EXPIRY', flag: 'mqtt-session-expiry', def: '7200', doc: 'Seconds a persistent MQTT session is kept after its client disconnects' },
   {
     env: 'REEF_ALARM_WEBHOOK_ALLOW_PRIVATE',
     flag: 'alarm-webhook-allow-private',
@@ -220,6 +302,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       trustProxy: bool('REEF_TRUST_PROXY'),
       bodyLimitBytes: int('REEF_BODY_LIMIT', 1024, 1 << 30),
       requestTimeoutMs: int('REEF_HTTP_REQUEST_TIMEOUT', 1, 3600) * 1000,
+      headersTimeoutMs: int('REEF_HTTP_HEADERS_TIMEOUT', 1, 3600) * 1000,
+      keepAliveTimeoutMs: int('REEF_HTTP_KEEP_ALIVE_TIMEOUT', 1, 3600) * 1000,
+      maxConnections: int('REEF_HTTP_MAX_CONNECTIONS', 0, 10_000_000) || defaultMaxConnections(),
+      maxConnectionsPerAddress: int('REEF_HTTP_MAX_CONNECTIONS_PER_ADDRESS', 0, 10_000_000),
       publicUrl,
     },
     tls,
@@ -232,6 +318,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     loginThrottle: {
       maxFailures: int('REEF_LOGIN_MAX_FAILURES', 1, 1_000_000),
       sourceMaxFailures: int('REEF_LOGIN_SOURCE_MAX_FAILURES', 1, 1_000_000),
+      clientMaxFailures: int('REEF_LOGIN_CLIENT_MAX_FAILURES', 1, 1_000_000),
       windowSeconds: int('REEF_LOGIN_WINDOW', 1, 86400),
       hashConcurrency: int('REEF_LOGIN_HASH_CONCURRENCY', 1, 64),
       hashQueue: int('REEF_LOGIN_HASH_QUEUE', 0, 100_000),
@@ -246,8 +333,16 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       devices: int('REEF_QUOTA_DEVICES', 1, 1_000_000_000),
       observations: int('REEF_QUOTA_OBSERVATIONS', 1, Number.MAX_SAFE_INTEGER),
       backfill: int('REEF_QUOTA_BACKFILL', 1, Number.MAX_SAFE_INTEGER),
+      solutions: int('REEF_QUOTA_SOLUTIONS', 1, 1_000_000),
+      templates: int('REEF_QUOTA_TEMPLATES', 1, 1_000_000_000),
+      alarmRules: int('REEF_QUOTA_ALARM_RULES', 1, 1_000_000_000),
     },
     maxObservationsPerRequest: int('REEF_MAX_OBSERVATIONS', 1, 1_000_000),
+    reads: {
+      maxScan: int('REEF_READ_MAX_SCAN', 100, 1_000_000_000),
+      maxBuckets: int('REEF_READ_MAX_BUCKETS', 1, 1_000_000),
+      maxPerAccount: int('REEF_READ_MAX_PER_ACCOUNT', 1, 10_000),
+    },
     gateway: {
       enabled: bool('REEF_GATEWAY'),
       host: str('REEF_GATEWAY_HOST'),
@@ -258,7 +353,6 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       meshDomain: str('REEF_MESH_DOMAIN'),
       clockSkewSeconds: int('REEF_GATEWAY_CLOCK_SKEW', 1, 86400),
       readings: bool('REEF_GATEWAY_READINGS'),
-      fastPath: bool('REEF_GATEWAY_FAST_PATH'),
       kits: parseKits(str('REEF_GATEWAY_KITS'), problems),
     },
     mqtt: mqttConfig(),
@@ -279,6 +373,10 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     ] as const) {
       if (file !== null && !fs.existsSync(file)) problems.push(`${name}: no such file ${JSON.stringify(file)}`);
     }
+    // A private key every user can read is refused, as for HTTPS (src/config/tls.ts).
+    if (tlsKey !== null && fs.existsSync(tlsKey) && fs.statSync(tlsKey).mode & 0o004) {
+      problems.push(`REEF_MQTT_TLS_KEY (--mqtt-tls-key): the TLS key ${tlsKey} is readable by every user; chmod 600 (or 640) it`);
+    }
     const host = str('REEF_MQTT_HOST');
     if (!host) problems.push('REEF_MQTT_HOST (--mqtt-host) must not be empty');
     return {
@@ -292,8 +390,42 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       tlsKey: tlsKey && path.resolve(tlsKey),
       retain: bool('REEF_MQTT_RETAIN'),
       recheckSeconds: int('REEF_MQTT_RECHECK', 1, 86400),
+      limits: {
+        maxConnections: int('REEF_MQTT_MAX_CONNECTIONS', 1, 1_000_000),
+        maxPerAddress: int('REEF_MQTT_MAX_PER_ADDRESS', 1, 1_000_000),
+        maxPerAccount: int('REEF_MQTT_MAX_PER_ACCOUNT', 1, 1_000_000),
+        connectTimeoutMs: int('REEF_MQTT_CONNECT_TIMEOUT', 1, 300) * 1000,
+        maxKeepAliveSeconds: int('REEF_MQTT_MAX_KEEPALIVE', 1, 65535),
+        // Room for a CONNECT-sized packet at least; never more than MQTT's own ceiling (§2.2.3).
+        maxPacketBytes: int('REEF_MQTT_MAX_PACKET', 1024, 268_435_455),
+        maxInflight: int('REEF_MQTT_MAX_INFLIGHT', 1, 65535),
+        maxQueuedMessages: int('REEF_MQTT_MAX_QUEUE_MESSAGES', 1, 1_000_000),
+        maxQueuedBytes: int('REEF_MQTT_MAX_QUEUE_BYTES', 16 * 1024, 1 << 30),
+        sessionMessages: int('REEF_MQTT_SESSION_MESSAGES', 0, 1_000_000),
+        sessionBytes: int('REEF_MQTT_SESSION_BYTES', 0, 1 << 30),
+        sessionExpiryMs: int('REEF_MQTT_SESSION_EXPIRY', 1, 30 * 86400) * 1000,
+      },
     };
   }
+}
+
+/**
+ * The open-files limit (soft) of this process, from /proc/self/limits on Linux; 1024 (the usual
+ * default) where that cannot be read. Every connection, database file and socket takes one.
+ */
+export function openFilesLimit(): number {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    if (m) return m[1] === 'unlimited' ? 1_048_576 : Number(m[1]);
+  } catch {
+    // not Linux: the usual default
+  }
+  return 1024;
+}
+
+/** REEF_HTTP_MAX_CONNECTIONS=0: three quarters of the open-files limit, the rest kept for the store, MQTT and the gateway. */
+export function defaultMaxConnections(limit = openFilesLimit()): number {
+  return Math.max(64, limit - Math.max(128, Math.floor(limit / 4)));
 }
 
 /** `MAC=host:port,...` → fixed kit addresses; each bad entry is one problem. */

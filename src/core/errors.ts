@@ -1,6 +1,6 @@
 // The one catalogue of Reef error codes. Every failure a client can see is one of these; each carries
 // its HTTP status and, where the failure can surface over CoAP (gateway, device), its CoAP response
-// code (RFC 7252 §5.9, written "c.dd"). docs/errors.md documents every entry; test/errors-doc.test.ts
+// code (RFC 7252 §5.9, written "c.dd"). docs/errors.md documents every entry; test/unit/docs/errors-doc.test.ts
 // keeps the two in step.
 
 export interface ErrorSpec {
@@ -56,6 +56,7 @@ export const ERRORS = {
   // 429
   RATE_LIMITED: { status: 429, coap: '4.29', title: 'Too many requests; retry after the given delay' },
   TOO_MANY_STREAMS: { status: 429, title: 'Too many live event streams open for this account or node' },
+  TOO_MANY_READS: { status: 429, title: 'Too many observation reads in progress for this account' },
   // 431
   HEADERS_TOO_LARGE: { status: 431, title: 'The request line or headers are larger than allowed' },
   // 5xx

@@ -1,6 +1,6 @@
 // The two hot read responses (latest of all, a device's page) written as JSON text straight from
 // store records: no intermediate wire objects, no generic serialiser walking free-form fields.
-// The result is byte-for-byte what JSON.stringify of the wire form gives (test/core/observation-json.test.ts).
+// The result is byte-for-byte what JSON.stringify of the wire form gives (test/unit/core/observation-json.test.ts).
 import { isoUtc } from './time.ts';
 import type { ObservationRecord } from './types.ts';
 
@@ -215,7 +215,7 @@ function putIso(out: Uint8Array, view: DataView, o: number, ms: number): number 
 /**
  * pageJson of `n` stored readings given as columns (timestamps, temperatures with NaN for none,
  * free fields as the stored JSON text or null; `extra` null when none has any), in the order given:
- * the same text (test/core/observation-json.test.ts, and the store conformance suite through
+ * the same text (test/unit/core/observation-json.test.ts, and the store conformance suite through
  * Store.observationPageJson).
  */
 export function pageJsonOfColumns(ts: ArrayLike<number>, temperature: ArrayLike<number>, extra: readonly (string | null)[] | null, n: number): string {
@@ -264,7 +264,7 @@ const GROUP_OBSERVATIONS = ascii('","observations":[');
 /**
  * latestJson of each device's newest reading given as columns (device ids; timestamps,
  * temperatures with NaN for none, free fields as JSON text or null, as pageJsonOfColumns takes
- * them), as UTF-8 bytes in a Buffer of its own: the same text (test/core/observation-json.test.ts
+ * them), as UTF-8 bytes in a Buffer of its own: the same text (test/unit/core/observation-json.test.ts
  * and the store conformance suite). Bytes because the HTTP layer writes a Buffer it is handed for
  * a fraction of what encoding a 1.3 MB string costs it (Store.latestObservationsJson); written
  * straight from the columns, no string per device is made either.

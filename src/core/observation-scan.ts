@@ -10,7 +10,7 @@
 // batch over the limit, an empty batch, malformed text) returns null and the body takes the
 // general path (JSON.parse, the route's schema, parseBatch), which gives today's answers,
 // errors included. So a body read here is one parseBatch would accept, and the numbers are those
-// JSON.parse would give (test/core/observation-scan.test.ts compares both on many bodies).
+// JSON.parse would give (test/unit/core/observation-scan.test.ts compares both on many bodies).
 import { ISO_DIGITS, isoFields, timeOfDay } from './validate.ts';
 import type { ObservationRecord } from './types.ts';
 

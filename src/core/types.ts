@@ -53,10 +53,13 @@ export interface DeviceRecord extends Device {
 }
 
 /**
- * What an upload needs of its device: who it is and whose (owner, group, solution). None of these
- * changes while the device exists, so a store may remember them (Store.uploadDevice).
+ * What an upload needs of its device: who it is and whose (owner, group, solution), its type and
+ * its MAC (a dev kit's uploads are kept in °C, a kit's network module's go to its kit:
+ * docs/api.md "Temperature units", "A kit's network module"). A store may remember them
+ * (Store.uploadDevice): none changes while the device exists but a client device's type, and the
+ * type is only acted on for provisioned devices, whose type is fixed.
  */
-export type DeviceRef = Pick<DeviceRecord, 'id' | 'tenantId' | 'groupId' | 'solution'>;
+export type DeviceRef = Pick<DeviceRecord, 'id' | 'tenantId' | 'groupId' | 'solution' | 'deviceType' | 'mac'>;
 
 /**
  * One observation as stored: time in epoch milliseconds, temperature split out (it is what every

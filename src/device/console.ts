@@ -4,7 +4,8 @@
 // no echo (the terminal echoes). Garbage gets an error line, never a crash. docs/device.md
 // "Diagnostic port" lists the commands.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import fs, { readFileSync } from 'node:fs';
+import tty from 'node:tty';
 import { DEVICE_SETTINGS, DeviceConfig, deviceConfigProblems } from './config.ts';
 import { parseFirmwareImage, IMAGE_END } from './firmware.ts';
 import { ByteStream, openSerialPort } from './hdlc/transport.ts';
@@ -18,6 +19,13 @@ export const PROMPT = '> ';
 const MAX_LINE = 256;
 /** Largest image accepted, in lines (about 760 KB of body). */
 const MAX_IMAGE_LINES = 10_000;
+/**
+ * Output kept for a terminal that is not reading (docs/security.md "Kits"); past it output is
+ * dropped and a note says how much, so a stalled reader costs the kit this much memory and no time.
+ */
+export const MAX_PENDING_OUTPUT = 64 * 1024;
+/** How often a full line is tried again. */
+const RETRY_MS = 25;
 
 /** System variables: console name → configuration key, and whether `set` applies at once or at reboot. */
 const VARS: Record<string, { key: keyof DeviceConfig; live: boolean; help: string }> = {
@@ -69,7 +77,7 @@ export class DiagConsole {
   /** Opens the console on a serial path at 115200 baud. */
   static open(path: string, runner: KitRunner): DiagConsole {
     const speedSet = setLineSpeed(path, DIAG_BAUD);
-    const c = new DiagConsole(openSerialPort(path), runner);
+    const c = new DiagConsole(openConsoleLine(path), runner);
     if (!speedSet) runner.kit.log.note(`diagnostic port ${path}: not a terminal, line speed left as it is`);
     return c;
   }
@@ -241,5 +249,107 @@ export class DiagConsole {
     } catch (e) {
       this.reply([`error: ${(e as Error).message}; nothing loaded`]);
     }
+  }
+}
+
+/**
+ * The console's line. On a terminal the output side is its own non-blocking descriptor behind a
+ * bounded queue: Node writes to a tty synchronously (tty.WriteStream blocks), so a reader that stops
+ * reading would otherwise stop the whole kit once the pty's buffer is full. Anything else (a FIFO,
+ * a socket) is already written asynchronously and gets the same bound.
+ */
+export function openConsoleLine(path: string): ByteStream {
+  const rfd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_NOCTTY);
+  if (!tty.isatty(rfd)) {
+    fs.closeSync(rfd);
+    return openSerialPort(path);
+  }
+  const input = new tty.ReadStream(rfd);
+  input.setRawMode(true);
+  input.on('error', () => undefined);
+  const wfd = fs.openSync(path, fs.constants.O_WRONLY | fs.constants.O_NOCTTY | fs.constants.O_NONBLOCK);
+  let listener: ((d: Buffer) => void) | undefined;
+  input.on('data', (d: Buffer) => listener?.(d));
+  const raw: ByteStream = {
+    write: () => undefined,
+    onData: (cb) => {
+      listener = cb;
+    },
+    close: () => input.destroy(),
+  };
+  return new BoundedLine(raw, wfd);
+}
+
+/** A terminal line whose writes never block and never queue more than MAX_PENDING_OUTPUT bytes. */
+class BoundedLine implements ByteStream {
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private dropped = 0;
+  private writing = false;
+  private closed = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    /** The read side. */
+    private readonly inner: ByteStream,
+    /** The non-blocking descriptor written to. */
+    private readonly fd: number,
+  ) {}
+
+  onData(cb: (data: Buffer) => void): void {
+    this.inner.onData(cb);
+  }
+
+  write(data: Buffer): void {
+    if (this.closed) return;
+    if (this.pendingBytes + data.length > MAX_PENDING_OUTPUT) {
+      this.dropped += data.length;
+      return;
+    }
+    this.pending.push(data);
+    this.pendingBytes += data.length;
+    this.pump();
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.pending = [];
+    this.inner.close();
+    fs.close(this.fd, () => undefined);
+  }
+
+  private pump(): void {
+    if (this.writing || this.closed) return;
+    if (!this.pending.length && this.dropped) {
+      // The reader reads again: tell it what it missed, in the console's own line form.
+      const note = Buffer.from(`\r\n[${this.dropped} bytes of output dropped: the terminal was not reading]\r\n${PROMPT}`);
+      this.dropped = 0;
+      this.pending.push(note);
+      this.pendingBytes += note.length;
+    }
+    if (!this.pending.length) return;
+    const buf = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+    this.pending = [buf];
+    this.writing = true;
+    fs.write(this.fd, buf, 0, buf.length, null, (err, n) => {
+      this.writing = false;
+      if (this.closed) return;
+      if (err && (err.code === 'EAGAIN' || err.code === 'EWOULDBLOCK')) {
+        this.timer = setTimeout(() => this.pump(), RETRY_MS).unref();
+        return;
+      }
+      if (err) {
+        // The terminal is gone (EIO on a pty whose other side closed): nothing more can be sent.
+        this.pending = [];
+        this.pendingBytes = 0;
+        return;
+      }
+      // pending[0] is buf; later writes queued behind it while it was written.
+      if (n >= buf.length) this.pending.shift();
+      else this.pending[0] = buf.subarray(n);
+      this.pendingBytes -= n;
+      this.pump();
+    });
   }
 }

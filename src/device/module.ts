@@ -143,6 +143,8 @@ export class NetworkModule {
   private readonly validated = new Set<string>();
   /** The port the gateway's requests come from, from its signed answer to an announcement. */
   gatewayFrom: number | undefined;
+  /** Source addresses whose dropped datagrams were logged (see dropped()). */
+  private readonly droppedFrom = new Set<string>();
 
   constructor(private readonly o: ModuleOptions) {
     this.prefix = prefixFor(o.firmware);
@@ -155,7 +157,7 @@ export class NetworkModule {
       host: this.o.host,
       port: this.o.port,
       onRefused: (reason, peer, action) => log.info(`udp ${peer.address}:${peer.port} refused (${action}): ${reason}`),
-      accept: (peer) => this.o.allowDirect === true || this.isGateway(peer),
+      accept: (peer) => this.o.allowDirect === true || this.isGateway(peer) || this.dropped(peer),
     };
     if (this.o.transmission) opts.transmission = this.o.transmission;
     if (log.on(7)) opts.trace = (dir, m, p) => log.debug(`udp ${dir} ${p.address}:${p.port} ${describeMessage(m)}`);
@@ -186,6 +188,29 @@ export class NetworkModule {
     const gw = this.o.gateway;
     if (!gw || peer.address !== gw.address) return false;
     return peer.port === gw.port || peer.port === this.gatewayFrom;
+  }
+
+  /**
+   * A datagram from a peer that is not the gateway, dropped unanswered (Reach, above). The first from
+   * each source address is logged at WARN with both addresses: a gateway whose requests leave from
+   * another address than the one the kit announces to (bound to the wildcard, or to another
+   * interface) is otherwise invisible, every request ending in its 5.04. Later ones, and sources past
+   * the first DROPPED_SOURCES, only at DEBG: a flood of forged sources must not flood the log.
+   */
+  private dropped(peer: Peer): false {
+    const gw = this.o.gateway;
+    if (this.droppedFrom.has(peer.address) || this.droppedFrom.size >= DROPPED_SOURCES) {
+      if (this.o.log.on(7)) this.o.log.debug(`udp ${peer.address}:${peer.port} dropped: not the gateway`);
+      return false;
+    }
+    this.droppedFrom.add(peer.address);
+    const ports = gw ? [gw.port, ...(this.gatewayFrom !== undefined && this.gatewayFrom !== gw.port ? [this.gatewayFrom] : [])].join(' or ') : '';
+    this.o.log.warn(
+      gw
+        ? `dropped a datagram from ${peer.address}:${peer.port}: this kit answers only its gateway, ${gw.address} port ${ports}${peer.port === gw.port || peer.port === this.gatewayFrom ? ' (the gateway sends from another address than the one the kit announces to?)' : ''}; further datagrams from ${peer.address} are dropped silently`
+        : `dropped a datagram from ${peer.address}:${peer.port}: this kit has no gateway and does not allow direct peers; further datagrams from ${peer.address} are dropped silently`,
+    );
+    return false;
   }
 
   async stop(): Promise<void> {
@@ -557,6 +582,9 @@ function fitBlock2(options: CoapOption[], room: number): CoapOption[] {
   }
   return [...options.filter((o) => o.number !== Option.BLOCK2), uintOption(Option.BLOCK2, encodeBlock({ num, more: false, szx }))];
 }
+
+/** Source addresses a kit logs its dropped datagrams of at WARN, at most (see NetworkModule.dropped()). */
+const DROPPED_SOURCES = 16;
 
 /**
  * The source address datagrams from `bound` toward `to` carry: `bound` itself, or, when bound to

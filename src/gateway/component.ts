@@ -31,7 +31,7 @@ export function gatewayComponent(over: Partial<GatewayOptions> = {}): GatewayFac
       ? (p) => events.publish({ kind: 'kit-payload', groupId: p.device.groupId, tenantId: p.device.tenantId, mac: p.mac, sensorType: p.sensorType, payload: p.payload.toString('base64') })
       : null;
     const gateway = new Gateway(
-      { store: s.store, events: s.events, auth: s.auth, log, payloads },
+      { store: s.store, events: s.events, auth: s.auth, log, payloads, quota: s.quotas },
       {
         host: g.host,
         port: g.port,
@@ -41,7 +41,6 @@ export function gatewayComponent(over: Partial<GatewayOptions> = {}): GatewayFac
         maxSessionsPerAccount: g.maxSessionsPerAccount,
         maxClockSkewMs: g.clockSkewSeconds * 1000,
         readings: g.readings,
-        fastPath: g.fastPath,
         ...(g.kits.length ? { kits: g.kits } : {}),
         ...over,
       },

@@ -13,7 +13,6 @@
 // §5.2.2). Observations of the same kit resource share one upstream observation (RFC 7641 §3.1 on
 // the kit's side, which keeps one observer per resource), which the readings bridge also holds for
 // each reachable kit's temperature so every notification is stored as an observation.
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   ACK,
@@ -27,14 +26,11 @@ import {
   CoapResetError,
   CoapTimeoutError,
   CON,
-  NON,
   DEFER,
   ContentFormat,
   codeClass,
   codeToString,
-  decodeAnnouncement,
   decodeTimeTlv,
-  encodeAnnouncementAck,
   encodeTimeTlv,
   EMPTY_BUFFER,
   type ExchangeCallback,
@@ -48,23 +44,24 @@ import {
   uintOption,
   uriPath,
   uriQuery,
-  verifyAnnouncement,
   type Peer,
   type ResponseSpec,
 } from '../coap/index.ts';
 import { ReefError, isReefError } from '../core/errors.ts';
-import { SANDBOX, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
+import { SANDBOX, type DeviceRecord } from '../core/types.ts';
 import type { Authenticator } from '../auth/accounts.ts';
 import type { EventBus } from '../events/bus.ts';
 import { KitKeyCache } from '../service/kit-keys.ts';
-import { storeObservationsMany } from '../service/observations.ts';
+import type { ObservationQuota } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { failure, text, upstreamFailure } from './answers.ts';
-import { FastPath, type FastPathStats } from './fast-path.ts';
 import { ClockKeeper } from './clock.ts';
+import { Announcements } from './announcements.ts';
+import { KitReadings, TEMP_PATH } from './kit-readings.ts';
+import { ReadingWriter } from './reading-writer.ts';
 import { KitDirectory, kitPath, type KitEntry, type StaticKit } from './kits.ts';
 import { ObserveRelay, type Subscriber } from './observe-relay.ts';
-import { readingObservation, sensorObservation, sensorTypeOf, tryReading, trySensorReading, type KitPayloadSink } from './readings.ts';
+import type { KitPayloadSink } from './readings.ts';
 import { SessionTable, type Session } from './sessions.ts';
 import { isProxyRequest, kitMac, requestTarget, TargetError } from './target.ts';
 
@@ -90,8 +87,13 @@ export interface GatewayOptions {
   confirmableUpstream?: boolean;
   /** A CON request the kit answers within this long gets a piggy-backed response (default 1000 ms, under ACK_TIMEOUT). */
   piggybackMs?: number;
-  /** Relay the usual proxied request without JavaScript once the full path has checked it (default true; src/gateway/fast-path.ts). */
-  fastPath?: boolean;
+  /**
+   * Both sockets on the batched addon when it is built (default true), else node:dgram: the same
+   * behaviour at a higher cost per datagram (src/coap/datagrams.ts).
+   */
+  batchedUdp?: boolean;
+  /** The clock of the gateway's log rate limits (default Date.now; tests inject one). */
+  now?: () => number;
 }
 
 export interface GatewayDeps {
@@ -101,6 +103,8 @@ export interface GatewayDeps {
   log: Logger;
   /** Receives every reading payload a kit sends (observe notifications and answers to GETs), raw. */
   payloads?: KitPayloadSink | null;
+  /** The owners' observation quotas: readings past a kit owner's quota are not stored. */
+  quota?: ObservationQuota;
 }
 
 /** A request to a kit, from a CoAP client or the HTTP bridge. */
@@ -115,8 +119,6 @@ export interface KitRequest {
 
 /** Options a proxy passes on to the kit (RFC 7252 §5.7.2: the Uri-* come from the target). */
 const FORWARD_REQUEST = new Set<number>([Option.IF_MATCH, Option.ETAG, Option.IF_NONE_MATCH, Option.CONTENT_FORMAT, Option.ACCEPT, Option.BLOCK2, Option.BLOCK1, Option.SIZE2, Option.SIZE1]);
-
-const TEMP_PATH = ['arduino', 'temp'];
 
 /** The kit and resource a proxied request names; `resource` is path and query as one string, a key. */
 interface Target {
@@ -170,21 +172,15 @@ export class Gateway {
   /** (client, token) → the forward on its way and who waits for its answer: the same request re-sent is not forwarded twice. */
   private readonly inflight = new PeerTokenMap<Inflight>();
   private readonly deviceCache = new Map<string, { d: DeviceRecord | null; at: number }>();
-  /** The forwarding fast path (src/gateway/fast-path.ts), when both sockets are batched and it is on. */
-  private fast: FastPath | null = null;
   /** Proxy-Uri (its bytes, latin1) → the kit MAC and resource it names (see target()). */
   private readonly targets = new Map<string, Target>();
   /** Encoded Uri-Path and Uri-Query options of a (cached, shared) path array, for the kit prefix they were made for. */
   private readonly uriOptionCache = new WeakMap<string[], { prefix: string; query: string[]; options: CoapOption[] }>();
-  /** The last reading timestamp per kit MAC (see stamp()). */
-  private readonly lastStamp = new Map<string, number>();
-  private readonly kitKeys: KitKeyCache;
-  /** Readings waiting for the store's next write (see queueReading()). */
-  private pendingReadings: PendingReading[] = [];
-  private flushScheduled = false;
-  /** The store write in progress, if any. */
-  private flushing: Promise<void> | undefined;
+  /** Kit readings into the store and to the payload sink. */
+  private readonly readingsOut: KitReadings;
   private readonly log: Logger;
+  /** Kit announcements: checked, learned, answered. */
+  private readonly announcements: Announcements;
   private readonly o: Required<Omit<GatewayOptions, 'kits'>>;
   private stopping = false;
 
@@ -199,12 +195,22 @@ export class Gateway {
       clockMinIntervalMs: 600_000,
       confirmableUpstream: false,
       piggybackMs: 1000,
-      fastPath: true,
+      now: Date.now,
+      batchedUdp: true,
       ...opts,
     } as Required<Omit<GatewayOptions, 'kits'>>;
-    this.kitKeys = new KitKeyCache(deps.store);
     this.log = deps.log;
     this.kits = new KitDirectory(opts.kits ?? []);
+    this.announcements = new Announcements({
+      kits: this.kits,
+      kitKeys: new KitKeyCache(deps.store),
+      device: (mac) => this.device(mac),
+      log: this.log,
+      stats: this.stats,
+      now: this.o.now,
+      backPort: () => this.back.address().port,
+      stopping: () => this.stopping,
+    });
     this.sessions = new SessionTable(deps.auth, { ttlMs: opts.sessionTtlMs, maxPerAccount: opts.maxSessionsPerAccount }, (s, why) => this.sessionEnded(s, why));
     this.relay = new ObserveRelay({
       kits: this.kits,
@@ -213,9 +219,9 @@ export class Gateway {
       front: () => this.front,
       back: () => this.back,
       stopping: () => this.stopping,
-      onBridgeNotification: (mac, m, sensor) => (sensor ? this.storeSensorReading(mac, sensor, m) : this.storeReading(mac, m)),
+      onBridgeNotification: (mac, m, sensor) => (sensor ? this.readingsOut.sensor(mac, sensor, m) : this.readingsOut.temperature(mac, m)),
       onClientNotification: (mac, path, m) => {
-        if (isTempPath(path)) this.bubble(mac, m, { path });
+        if (isTempPath(path)) this.readingsOut.bubble(mac, m, { path });
       },
       upstreamError: (e) => this.upstreamError(e),
       deadlineMs: this.o.deadlineMs,
@@ -227,17 +233,31 @@ export class Gateway {
       (mac) => this.setKitClock(mac),
       (e) => this.log.warn({ err: e }, 'gateway clock keeping failed'),
     );
+    this.readingsOut = new KitReadings({
+      kits: this.kits,
+      clock: this.clock,
+      payloads: deps.payloads ?? null,
+      log: this.log,
+      stats: this.stats,
+      maxClockSkewMs: this.o.maxClockSkewMs,
+      cachedDevice: (mac) => this.cachedDevice(mac),
+      device: (mac) => this.device(mac),
+      writer: new ReadingWriter({ store: deps.store, events: deps.events, log: deps.log, stats: this.stats, quota: deps.quota }),
+    });
   }
 
   async start(): Promise<void> {
     this.front = await CoapEndpoint.create({
       host: this.o.host,
       port: this.o.port,
-      batched: true,
+      batched: this.o.batchedUdp,
       onRefused: (reason, peer, action) => this.log.debug({ peer: peerKey(peer), action }, `gateway refused a datagram: ${reason}`),
     });
-    this.back = await CoapEndpoint.create({ host: this.o.host.includes(':') ? '::' : '0.0.0.0', port: 0, batched: true });
-    if (this.front.socket.kind !== 'batched') this.log.warn(`gateway: batched UDP unavailable (${batchedUnavailable()}); using node:dgram, one system call per datagram`);
+    // The kit-facing socket binds the gateway's own host: a kit answers only datagrams from the
+    // address it announces to (docs/device.md "Reach"), and on the wildcard the kernel would pick
+    // the source address by route instead (127.0.0.1 toward a kit on loopback, whatever the host).
+    this.back = await CoapEndpoint.create({ host: this.o.host, port: 0, batched: this.o.batchedUdp });
+    if (this.o.batchedUdp && this.front.socket.kind !== 'batched') this.log.warn(`gateway: batched UDP unavailable (${batchedUnavailable()}); using node:dgram, one system call per datagram`);
     // Bursts (a fleet announcing after a power cut, notifications of thousands of kits) overflow the
     // default ~200 KiB socket buffer; ask for more, as far as the OS allows (net.core.rmem_max).
     for (const e of [this.front, this.back]) {
@@ -246,17 +266,6 @@ export class Gateway {
       } catch {
         // keep the default
       }
-    }
-    if (this.o.fastPath) {
-      this.fast = FastPath.link({
-        front: this.front,
-        back: this.back,
-        deadlineMs: this.o.deadlineMs,
-        relayed: (m) => this.relay.relayed(m),
-        upstreamError: (e) => this.upstreamError(e),
-        log: this.log,
-      });
-      this.fast?.countInto(this.stats);
     }
     this.front.handle((req, peer, reply) => this.onFront(req, peer, reply));
     this.front.on('reset', (mid: number, peer: Peer) => this.relay.clientReset(mid, peer));
@@ -273,20 +282,14 @@ export class Gateway {
     this.stopping = true;
     this.sessions.closeAll();
     this.relay.endAll('the gateway is stopping');
-    this.fast?.stop();
     await Promise.all([this.front?.close(), this.back?.close()]);
     // Readings already received are written before the store may be closed.
-    await this.flushReadings();
+    await this.readingsOut.flush();
   }
 
   /** Upstream observations and their subscribers (for operators and tests). */
   observations(): { mac: string; path: string; subscribers: number; bridge: boolean; state: string }[] {
     return this.relay.list();
-  }
-
-  /** What the forwarding fast path has done (src/gateway/fast-path.ts); null when it is off or unavailable. */
-  fastPathStats(): FastPathStats | null {
-    return this.fast?.snapshot() ?? null;
   }
 
   /** Attaches a subscriber to the shared observation of a kit resource (the HTTP bridge's streams). */
@@ -387,7 +390,6 @@ export class Gateway {
 
   private sessionEnded(s: Session, why: string): void {
     if (why !== 'replaced') this.log.info({ peer: s.key, tenantId: s.tenantId, why }, 'gateway session ended');
-    this.fast?.forget(s.peer);
     this.relay.sessionEnded(s.key);
   }
 
@@ -462,8 +464,6 @@ export class Gateway {
     const { path, query } = t;
     const observe = getUintOption(req, Option.OBSERVE);
     if (observe === 0 && req.code === Code.GET) {
-      // Its later requests (one may end this observation, RFC 7641 §3.6) take the full path.
-      this.fast?.forget(peer);
       this.relay
         .observeForClient(k, session.key, peer, req, path, query)
         .then(done, (e: unknown) => done(this.internal(e)))
@@ -497,36 +497,12 @@ export class Gateway {
         }
         if (entry) for (const w of entry.waiting) w(spec);
         else done(spec);
-        // Once answered (a retry of it meanwhile was merged above, which only this path does).
-        if (!e && entry && this.fast) this.offerFast(req, peer, session, k, t);
       });
     } catch (e) {
       // Not sent (it could not be encoded): later requests must not wait on its entry; the caller answers this one.
       if (entry) this.inflight.delete(pk, tk);
       throw e;
     }
-  }
-
-  /**
-   * After the full path has forwarded a request and the kit answered: the same client's next ones
-   * of this Proxy-Uri may take the fast path, for as long as what was checked stays cached
-   * (src/gateway/fast-path.ts).
-   */
-  private offerFast(req: CoapMessage, peer: Peer, session: Session, k: KitEntry, t: Target): void {
-    const pu = req.options[0];
-    if (req.type !== NON || req.code !== Code.GET || req.payload.length > 0 || req.options.length !== 1 || pu?.number !== Option.PROXY_URI) return;
-    // The session may have ended while the kit answered (its routes were removed then).
-    if (this.relay.hasClient(peer) || this.sessions.cachedCheck(peer) !== session) return;
-    const uri = this.uriOptionCache.get(t.path);
-    const dev = this.deviceCache.get(t.mac);
-    if (!uri || uri.prefix !== k.prefix || !dev) return;
-    const now = Date.now();
-    const ttl = Math.min(session.expiresAt - now, DEVICE_FRESH_MS - (now - dev.at), this.deps.auth.accountFreshMs(session.tenantId));
-    if (ttl <= 0) return;
-    // The temperature's answers also go to MQTT, from JavaScript (bubble(), as send() does).
-    const kp = this.deps.payloads ? kitPath(k, t.path) : undefined;
-    const tap = kp && isTempPath(kp) ? { key: `${k.mac}|${kp.join('/')}`, fn: (m: CoapMessage) => this.bubble(k.mac, m, { path: kp }) } : undefined;
-    this.fast!.offer(peer, pu.value, k.peer, uri.options, ttl, req.mid, req.token, tap);
   }
 
   /**
@@ -602,7 +578,7 @@ export class Gateway {
     const path = this.deps.payloads && r.method === Code.GET ? kitPath(kit, r.path) : undefined;
     const bubble = path !== undefined && isTempPath(path);
     this.back.exchange(kit.peer, { method: r.method, options, payload: r.payload ?? EMPTY_BUFFER, confirmable: this.o.confirmableUpstream, timeoutMs: this.o.deadlineMs }, (e, m) => {
-      if (bubble && m && codeClass(m.code) === 2) this.bubble(kit.mac, m, { path });
+      if (bubble && m && codeClass(m.code) === 2) this.readingsOut.bubble(kit.mac, m, { path });
       done(e, m);
     });
   }
@@ -615,49 +591,12 @@ export class Gateway {
 
   // ---- kits: announcements, their own messages, the readings bridge, clocks -------------------
 
-  /**
-   * A kit announcement (src/coap/announce.ts). Learned only when it is signed with the kit key of a
-   * provisioned MAC and comes from the very address and port it names: an outsider can neither move
-   * a kit nor replay a captured announcement from elsewhere. An accepted announcement is answered
-   * 2.04 (the kit then knows it is in); anything else gets no answer at all, whether the MAC is
-   * unknown, the signature wrong or the payload garbage, after the same work (a throw-away key
-   * stands in for a missing one), so silence tells an outsider nothing about which MACs exist.
-   */
+  /** A kit announcement (src/gateway/announcements.ts); once answered, the kit is (re-)observed. */
   private async onAnnouncement(req: CoapMessage, peer: Peer): Promise<ResponseSpec | undefined> {
     if (!this.o.learnKits) return undefined;
-    let ann;
-    try {
-      ann = decodeAnnouncement(req.payload);
-    } catch (e) {
-      this.stats.announcementsRefused++;
-      this.log.debug({ peer: peerKey(peer), err: (e as Error).message }, 'gateway ignored a bad announcement');
-      return undefined;
-    }
-    let d: DeviceRecord | null;
-    let key: Buffer | null;
-    try {
-      d = await this.device(ann.mac);
-      key = d ? await this.kitKeys.get(ann.mac) : null;
-    } catch (e) {
-      this.log.warn({ err: (e as Error).message }, 'gateway announcement lookup failed');
-      return undefined;
-    }
-    const signed = verifyAnnouncement(ann, key ?? THROWAWAY_KEY);
-    if (this.stopping) return undefined;
-    if (!d || !key || !signed) {
-      this.stats.announcementsRefused++;
-      // Debug only: a flood of forged announcements must not flood the log either.
-      this.log.debug({ peer: peerKey(peer), mac: ann.mac, why: !d ? 'not provisioned' : !key ? 'no kit key issued' : 'bad signature' }, 'gateway ignored an announcement');
-      return undefined;
-    }
-    const { outcome, entry } = this.kits.announce(ann, peer);
-    if (!entry) {
-      this.stats.announcementsRefused++;
-      this.log.warn({ peer: peerKey(peer), mac: ann.mac, outcome }, 'gateway refused an announcement');
-      return undefined;
-    }
-    this.stats.announcements++;
-    if (outcome !== 'refreshed') this.log.info({ mac: entry.mac, at: peerKey(entry.peer), prefix: entry.prefix, outcome }, 'gateway learned a kit');
+    const r = await this.announcements.receive(req, peer);
+    if (!r || this.stopping) return undefined;
+    const { outcome, entry } = r;
     // After the answer has left: it tells the kit the port our requests come from (a kit answers
     // only its gateway, docs/device.md), so a request sent before it would be dropped.
     setImmediate(() => {
@@ -665,16 +604,11 @@ export class Gateway {
       if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
       else this.ensureBridge(entry);
     });
-    return {
-      code: Code.CHANGED,
-      options: [uintOption(Option.CONTENT_FORMAT, ContentFormat.JSON)],
-      payload: encodeAnnouncementAck(ann.mac, { seq: ann.seq, from: this.back.address().port }, key),
-    };
+    return r.answer;
   }
 
   /** A kit that restarted or moved lost its observers: every upstream of it registers again. */
   private kitRestarted(kit: KitEntry): void {
-    this.fast?.clear();
     this.relay.kitRestarted(kit.mac);
     this.ensureBridge(kit);
   }
@@ -733,164 +667,15 @@ export class Gateway {
       return false;
     }
   }
-
-  /**
-   * Hands a reading payload, unchanged, to the payload sink, for the kit's owner (sandbox kits only):
-   * the temperature's (`path`, sensor type `temp` or the CBOR wrapper's kind) or an added sensor's
-   * (`sensor`, its type).
-   */
-  private bubble(mac: string, m: CoapMessage, o: { path?: string[]; sensor?: string; device?: DeviceRecord | null }): void {
-    const sink = this.deps.payloads;
-    if (!sink || m.payload.length === 0) return;
-    const cf = getUintOption(m, Option.CONTENT_FORMAT);
-    if (!(o.sensor ? trySensorReading(m.payload, cf) : tryReading(m.payload, cf ?? this.kits.get(mac)?.cf))) return;
-    const sensorType = o.sensor ?? sensorTypeOf(m.payload, o.path ?? TEMP_PATH);
-    // It becomes an MQTT topic level: no separators, wildcards or control characters.
-    if (!/^[A-Za-z0-9_.-]{1,32}$/.test(sensorType)) return;
-    if (o.device !== undefined) return this.hand(o.device, mac, sensorType, m.payload);
-    // A fresh cached record is used at once: no promise (nor closure) per payload; every fast-path
-    // answer of a temperature comes here when MQTT is on.
-    const cached = this.cachedDevice(mac);
-    if (cached !== undefined) return this.hand(cached, mac, sensorType, m.payload);
-    void this.device(mac).then(
-      (dev) => this.hand(dev, mac, sensorType, m.payload),
-      (e: unknown) => this.log.warn({ err: e, mac }, 'gateway could not look up a kit'),
-    );
-  }
-
-  /** bubble()'s last step: the payload to the sink, for a sandbox kit. */
-  private hand(dev: DeviceRecord | null, mac: string, sensorType: string, payload: Buffer): void {
-    if (!dev || dev.solution !== SANDBOX) return;
-    try {
-      this.deps.payloads?.({ device: dev, mac, sensorType, payload });
-    } catch (e) {
-      this.log.warn({ err: e, mac }, 'gateway payload sink failed');
-    }
-  }
-
-  private storeReading(mac: string, m: CoapMessage): void {
-    const kit = this.kits.get(mac);
-    const r = tryReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT) ?? kit?.cf);
-    if (!r) return;
-    const at = this.stamp(mac);
-    this.clock.report(mac, r.epoch * 1000, 'reading', at);
-    void this.device(mac).then(
-      (d) => {
-        if (!d || d.solution !== SANDBOX) return;
-        // The raw payload bubbles up whether or not the store takes the reading.
-        this.bubble(mac, m, { path: [kit?.prefix ?? 'snsr', ...TEMP_PATH], device: d });
-        this.queueReading({ device: d, record: readingObservation(r, at, mac, this.o.maxClockSkewMs), mac });
-      },
-      (e: unknown) => {
-        this.stats.storeErrors++;
-        this.log.warn({ err: e, mac: mac }, 'gateway could not store a reading');
-      },
-    );
-  }
-
-  /**
-   * Readings gather for READINGS_GATHER_MS and go to the store together, one write (one commit on
-   * SQLite) for all the kits that notified meanwhile, instead of one commit each: a thousand kits a
-   * second would otherwise ask a thousand fsyncs a second of the disk, each one holding up the
-   * relaying of the next notifications (the SQLite store writes synchronously). While one write is
-   * in progress the next readings gather for the one after it.
-   */
-  private queueReading(p: PendingReading): void {
-    this.pendingReadings.push(p);
-    if (this.flushScheduled || this.flushing) return;
-    this.flushScheduled = true;
-    setTimeout(() => {
-      this.flushScheduled = false;
-      void this.flushReadings();
-    }, READINGS_GATHER_MS);
-  }
-
-  private flushReadings(): Promise<void> {
-    if (this.flushing) return this.flushing;
-    this.flushing = this.writeReadings().finally(() => (this.flushing = undefined));
-    return this.flushing;
-  }
-
-  private async writeReadings(): Promise<void> {
-    while (this.pendingReadings.length > 0) {
-      const items = this.pendingReadings.splice(0, 2000);
-      try {
-        const missing = new Set(
-          await storeObservationsMany(
-            this.deps.store,
-            this.deps.events,
-            items.map((i) => ({ device: i.device, batch: [i.record] })),
-          ),
-        );
-        for (const i of items) {
-          if (missing.has(i.device.id)) continue;
-          this.stats.readingsStored++;
-          if (i.sensor) this.stats.sensorReadingsStored++;
-        }
-      } catch (e) {
-        this.stats.storeErrors += items.length;
-        this.log.warn({ err: e, readings: items.length, mac: items[0]?.mac }, 'gateway could not store readings');
-      }
-    }
-  }
-
-  /**
-   * The receive time of a kit's reading, one millisecond past the kit's previous one when they
-   * collide: a kit notifies its temperature and its added sensors in the same tick, and a device's
-   * observations are keyed by timestamp (a second one in the same millisecond would replace the first).
-   * Never a whole second: that is where a temperature reading is stored (the kit's own reading
-   * second), so an added sensor's reading cannot replace it.
-   */
-  private stamp(mac: string): number {
-    const now = Date.now();
-    const last = this.lastStamp.get(mac) ?? 0;
-    let t = now > last ? now : last + 1;
-    if (t % 1000 === 0) t++;
-    this.lastStamp.set(mac, t);
-    return t;
-  }
-
-  /** An added sensor's notification (src/device/sensors.ts) stored as an observation with its own field. */
-  private storeSensorReading(mac: string, type: string, m: CoapMessage): void {
-    const r = trySensorReading(m.payload, getUintOption(m, Option.CONTENT_FORMAT));
-    if (!r) return;
-    const at = this.stamp(mac);
-    void this.device(mac).then(
-      (d) => {
-        if (!d || d.solution !== SANDBOX) return;
-        this.bubble(mac, m, { sensor: type, device: d });
-        this.queueReading({ device: d, record: sensorObservation(type, r, at, mac), mac, sensor: type });
-      },
-      (e: unknown) => {
-        this.stats.storeErrors++;
-        this.log.warn({ err: e, mac: mac, sensor: type }, 'gateway could not store a sensor reading');
-      },
-    );
-  }
 }
 
 /** How long a kit's device record is used from the cache: a kit removed or given to another group is refused after at most this long. */
 const DEVICE_FRESH_MS = 1000;
 
-/** How long readings gather before they are written together (at most ~50 store commits a second). */
-const READINGS_GATHER_MS = 20;
-
-/** A reading on its way to the store, with the kit's device record. */
-interface PendingReading {
-  device: DeviceRecord;
-  record: ObservationRecord;
-  mac: string;
-  /** The added sensor's type, for an added sensor's reading. */
-  sensor?: string;
-}
-
 /** The kit's temperature resource (any prefix): its payloads are readings. */
 function isTempPath(path: string[]): boolean {
   return path.length >= 2 && path[path.length - 2] === TEMP_PATH[0] && path[path.length - 1] === TEMP_PATH[1];
 }
-
-/** Stands in for the key of a MAC that has none, so a refused announcement costs what an accepted one does. */
-const THROWAWAY_KEY = randomBytes(32);
 
 const EMPTY: CoapMessage = { type: ACK, code: 0, mid: 0, token: Buffer.alloc(0), options: [], payload: Buffer.alloc(0) };
 

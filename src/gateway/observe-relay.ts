@@ -90,8 +90,6 @@ export class ObserveRelay {
   private readonly upstreams = new Map<string, Upstream>();
   /** CoAP clients' subscriptions by (address, port, token), so a request ends its token's subscription cheaply. */
   private readonly clientSubs = new Map<string, { up: Upstream; sub: Subscriber }>();
-  /** Subscriptions of CoAP clients by peer key: the forwarding fast path keeps out of their way. */
-  private readonly subsByPeer = new Map<string, number>();
 
   constructor(private readonly d: ObserveRelayDeps) {}
 
@@ -252,11 +250,7 @@ export class ObserveRelay {
     const up = this.upstream(kit, path, query, accept);
     up.subscribers.add(sub);
     if (sub.peer && sub.token !== undefined) {
-      const pk = peerKey(sub.peer);
-      const k = `${pk}|${sub.token}`;
-      // Counted by key: one entry per peer and token in clientSubs.
-      if (!this.clientSubs.has(k)) this.subsByPeer.set(pk, (this.subsByPeer.get(pk) ?? 0) + 1);
-      this.clientSubs.set(k, { up, sub });
+      this.clientSubs.set(`${peerKey(sub.peer)}|${sub.token}`, { up, sub });
     }
     let first: CoapMessage;
     try {
@@ -290,18 +284,9 @@ export class ObserveRelay {
 
   private unindex(sub: Subscriber): void {
     if (!sub.peer || sub.token === undefined) return;
-    const pk = peerKey(sub.peer);
-    const k = `${pk}|${sub.token}`;
+    const k = `${peerKey(sub.peer)}|${sub.token}`;
     if (this.clientSubs.get(k)?.sub !== sub) return;
     this.clientSubs.delete(k);
-    const n = (this.subsByPeer.get(pk) ?? 1) - 1;
-    if (n > 0) this.subsByPeer.set(pk, n);
-    else this.subsByPeer.delete(pk);
-  }
-
-  /** Whether this CoAP client observes anything through the gateway. */
-  hasClient(peer: Peer): boolean {
-    return this.subsByPeer.size > 0 && this.subsByPeer.has(peerKey(peer));
   }
 
   /** Finds and removes a subscriber anywhere (by its handle). */

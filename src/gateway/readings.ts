@@ -5,11 +5,14 @@
 // `rawValue` and `rawUnit`.
 // The timestamp is the kit's own reading time (its epoch second), as the original clients that
 // upload kit readings themselves use it: the same reading then lands on the same (device, time) key
-// and an upload of it replaces the bridged one instead of doubling it. A kit clock off
-// by more than the gateway's skew tolerance is not trusted: that reading is stored at its receipt
-// time with the kit's epoch kept as `kitEpoch`, and the clock keeper sets the kit right.
-import { decodeReading, decodeSensorReading, fahrenheitToCelsius, unwrapCbor, type Reading, type SensorReading } from '../coap/index.ts';
+// and an upload of it replaces the bridged one instead of doubling it, in °C as well
+// (src/service/kit-units.ts). A kit clock off by more than the gateway's skew tolerance is not
+// trusted: that reading is stored at its receipt time with the kit's epoch kept as `kitEpoch`, and
+// the clock keeper sets the kit right.
+import { decodeReading, decodeSensorReading, unwrapCbor, type Reading, type SensorReading } from '../coap/index.ts';
 import type { DeviceRecord, ObservationRecord } from '../core/types.ts';
+// The one °F → °C conversion every writer of a kit's series uses (docs/api.md "Temperature units").
+import { toCelsius } from '../service/kit-units.ts';
 
 /** A kit payload as the gateway received it, for whoever wants the raw bytes (the MQTT bubble-up). */
 export interface KitPayload {
@@ -42,14 +45,6 @@ export function sensorTypeOf(payload: Buffer, path: string[]): string {
   return path[path.length - 1] ?? 'temp';
 }
 
-export function round4(x: number): number {
-  return Math.round(x * 10_000) / 10_000;
-}
-
-export function toCelsius(r: Reading): number {
-  return round4(r.unit === 'F' ? fahrenheitToCelsius(r.value) : r.value);
-}
-
 /**
  * A decoded reading as the observation the platform stores: at the kit's reading time when the
  * kit's clock is within `trustMs` (+1 s, since the epoch is whole seconds) of the receipt time.
@@ -59,7 +54,7 @@ export function readingObservation(r: Reading, receivedAt: number, mac: string, 
   const trusted = Math.abs(kitMs - receivedAt) <= trustMs + 1000;
   const extra: Record<string, unknown> = { unit: 'C', rawValue: r.value, rawUnit: r.unit, mac, source: 'gateway' };
   if (!trusted) extra.kitEpoch = r.epoch;
-  return { ts: trusted ? kitMs : receivedAt, temperature: toCelsius(r), extra };
+  return { ts: trusted ? kitMs : receivedAt, temperature: toCelsius(r.value, r.unit), extra };
 }
 
 /** Decodes a notification payload; undefined when it is not a reading. */

@@ -1,11 +1,15 @@
 // Gateway sessions (seed §5, wire §3): `POST /sessions` with the platform access token opens a
 // session bound to the client's source address and port; every proxied request from that address
 // and port then acts for the token's account. A session lasts `ttlMs` from its opening (default
-// 4 h), is closed by `DELETE /sessions`, and dies as soon as its account is disabled or deleted
-// (re-checked on every use through Authenticator.account, which caches for 1 s). At most
-// `maxPerAccount` sessions per account: opening one more closes that account's least recently used.
-import { ReefError } from '../core/errors.ts';
-import type { Authenticator } from '../auth/accounts.ts';
+// 4 h), is closed by `DELETE /sessions`, and ends when the authority it was opened with ends: the
+// account disabled or deleted, or its client secret rotated since the token was issued. That is
+// re-checked as event streams re-check it (Authenticator.recheck, whose account cache lasts 1 s):
+// every second for every session, and on use whenever the cached account changed, so a session
+// ends within about a second, used or idle. At most `maxPerAccount` sessions per account: opening
+// one more closes that account's least recently used.
+import { isReefError, ReefError } from '../core/errors.ts';
+import type { Authenticator, Caller } from '../auth/accounts.ts';
+import type { Account } from '../core/types.ts';
 import { peerKey, type Peer } from '../coap/index.ts';
 
 export interface Session {
@@ -18,14 +22,26 @@ export interface Session {
   readonly openedAt: number;
   readonly expiresAt: number;
   lastUsed: number;
+  /**
+   * The account and claims of the token that opened the session, re-checked while it lives. With no
+   * `exp`: a session outlives its token (docs/coap.md "Sessions"), and its own end is expiresAt.
+   */
+  readonly caller: Caller;
+  /** The account object last found to hold the session's authority (cachedCheck() trusts only it). */
+  verified: Account;
 }
 
 export type SessionEndReason = 'closed' | 'expired' | 'account' | 'evicted' | 'replaced' | 'shutdown';
+
+/** How often every session's authority is re-checked (as event streams are, src/http/sse.ts). */
+export const AUTHORITY_SWEEP_MS = 1000;
 
 export class SessionTable {
   private readonly byPeer = new Map<string, Session>();
   private readonly byTenant = new Map<string, Set<Session>>();
   private sweeper: NodeJS.Timeout | undefined;
+  private authority: NodeJS.Timeout | undefined;
+  private rechecking = false;
 
   constructor(
     private readonly auth: Authenticator,
@@ -36,6 +52,8 @@ export class SessionTable {
     // Expired sessions are also found on use; the sweep only frees memory of idle ones.
     this.sweeper = setInterval(() => this.sweep(), Math.min(60_000, Math.max(1000, opts.ttlMs / 4)));
     this.sweeper.unref();
+    this.authority = setInterval(() => void this.recheckAll(), AUTHORITY_SWEEP_MS);
+    this.authority.unref();
   }
 
   get size(): number {
@@ -50,11 +68,14 @@ export class SessionTable {
     const claims = await this.auth.tokens.verify(token);
     const account = await this.auth.account(claims.sub);
     if (!account) throw new ReefError('TOKEN_INVALID', 'the account of this token no longer exists');
-    if (account.disabled) throw new ReefError('ACCOUNT_DISABLED', 'this account is disabled');
+    const now = Date.now();
+    const expiresAt = now + this.opts.ttlMs;
+    const caller: Caller = { account, claims: { ...claims, exp: Number.POSITIVE_INFINITY } };
+    // Disabled, or a token issued before the secret was rotated: refused as an HTTP request is.
+    await this.auth.recheck(caller);
     const key = peerKey(peer);
     const old = this.byPeer.get(key);
     if (old) this.end(old, 'replaced');
-    const now = Date.now();
     const s: Session = {
       key,
       peer: { address: peer.address, port: peer.port },
@@ -62,8 +83,10 @@ export class SessionTable {
       groupId: account.groupId,
       tokenExp: claims.exp * 1000,
       openedAt: now,
-      expiresAt: now + this.opts.ttlMs,
+      expiresAt,
       lastUsed: now,
+      caller,
+      verified: account,
     };
     const mine = this.byTenant.get(s.tenantId) ?? new Set<Session>();
     while (mine.size >= this.opts.maxPerAccount) {
@@ -94,13 +117,35 @@ export class SessionTable {
       this.end(s, 'expired');
       throw new ReefError('SESSION_REQUIRED', 'session expired: POST /sessions again');
     }
-    const account = await this.auth.account(s.tenantId);
-    if (!account || account.disabled) {
-      this.end(s, 'account');
-      throw new ReefError('ACCOUNT_DISABLED', 'the account of this session is disabled');
-    }
+    await this.recheck(s);
     s.lastUsed = now;
     return s;
+  }
+
+  /**
+   * Whether the session's authority still holds (Authenticator.recheck); ends it and throws the
+   * 401-family ReefError when it does not. A store outage throws too, but ends nothing.
+   */
+  private async recheck(s: Session): Promise<void> {
+    try {
+      await this.auth.recheck(s.caller);
+    } catch (e) {
+      if (isReefError(e) && e.status === 401) this.end(s, 'account');
+      throw e;
+    }
+    const account = this.auth.cachedAccount(s.tenantId);
+    if (account) s.verified = account;
+  }
+
+  /** Re-checks every session's authority (each second); those that lost it end. */
+  async recheckAll(): Promise<void> {
+    if (this.rechecking) return;
+    this.rechecking = true;
+    try {
+      await Promise.all([...this.byPeer.values()].map((s) => this.recheck(s).catch(() => undefined)));
+    } finally {
+      this.rechecking = false;
+    }
   }
 
   /**
@@ -113,8 +158,9 @@ export class SessionTable {
     if (!s) return undefined;
     const now = Date.now();
     if (now >= s.expiresAt) return undefined;
-    const account = this.auth.cachedAccount(s.tenantId);
-    if (!account || account.disabled) return undefined;
+    // Only the very account object last re-checked: a reloaded one (a second old, or forgotten
+    // after this node disabled the account or rotated its secret) is re-checked by check() first.
+    if (this.auth.cachedAccount(s.tenantId) !== s.verified) return undefined;
     s.lastUsed = now;
     return s;
   }
@@ -135,20 +181,13 @@ export class SessionTable {
 
   sweep(now = Date.now()): void {
     for (const s of [...this.byPeer.values()]) if (now >= s.expiresAt) this.end(s, 'expired');
-    // Account state is re-checked on every use; idle sessions of disabled accounts go here.
-    for (const tenantId of [...this.byTenant.keys()]) {
-      void this.auth.account(tenantId).then(
-        (a) => {
-          if (!a || a.disabled) this.endTenant(tenantId, 'account');
-        },
-        () => undefined,
-      );
-    }
   }
 
   closeAll(): void {
     if (this.sweeper) clearInterval(this.sweeper);
+    if (this.authority) clearInterval(this.authority);
     this.sweeper = undefined;
+    this.authority = undefined;
     for (const s of [...this.byPeer.values()]) this.end(s, 'shutdown');
   }
 

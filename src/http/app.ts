@@ -14,6 +14,7 @@ import type { QuotaService } from '../service/quotas.ts';
 import { requireAccount } from './auth-hook.ts';
 import { installBodyParsers } from './content-types.ts';
 import { StreamRegistry } from './sse.ts';
+import { ConnectionGuard } from './connections.ts';
 import { clientError, frameworkError, installErrorHandling, sendError } from './errors.ts';
 import * as schemas from './schemas.ts';
 import { adminRoutes } from './routes/admin.ts';
@@ -51,7 +52,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Request ids: a random per-process prefix and a counter — unique across nodes, no entropy per request.
   const idPrefix = randomBytes(4).toString('hex');
   let idCounter = 0;
-  const serverTimeouts = { requestTimeout: config.http.requestTimeoutMs, connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(config.http.requestTimeoutMs / 4))) };
+  // A new connection has headersTimeout to send its request line and headers (Node answers 408
+  // and closes it): silent connections are reaped within seconds instead of holding a file
+  // descriptor each for the whole request timeout. Node refuses a headers timeout above the request's.
+  const headersTimeout = Math.min(config.http.headersTimeoutMs, config.http.requestTimeoutMs);
+  const serverTimeouts = {
+    requestTimeout: config.http.requestTimeoutMs,
+    headersTimeout,
+    connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(headersTimeout / 4))),
+  };
   const app = Fastify({
     ...(deps.logger
       ? { loggerInstance: deps.logger }
@@ -70,10 +79,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // (408) instead of holding a connection open forever. Node checks open connections
     // every `connectionsCheckingInterval`, so the reaping happens within a quarter more.
     requestTimeout: config.http.requestTimeoutMs,
+    keepAliveTimeout: config.http.keepAliveTimeoutMs,
     http: serverTimeouts,
     // Fastify makes an https.Server when given key material: the same routes, and the
     // same timeouts (Fastify hands `http` options only to a plain HTTP server).
-    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key, ...serverTimeouts } } : {}),
+    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key, handshakeTimeout: headersTimeout, ...serverTimeouts } } : {}),
     // Errors before routing (a path segment too long, a broken URL) and errors Node's HTTP parser
     // raises (header overflow, timeout, garbage) get the uniform body too (src/http/errors.ts).
     frameworkErrors: (err, request, reply) => sendError(reply, frameworkError(err)),
@@ -99,6 +109,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installBodyParsers(app);
   // ---- end of request body content types ----
 
+  // Connections per source address and in all (src/http/connections.ts).
+  const connections = new ConnectionGuard({ perAddress: config.http.maxConnectionsPerAddress, total: config.http.maxConnections });
+  connections.attach(app.server);
+  app.decorate('connections', connections);
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
@@ -106,7 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const streams = new StreamRegistry(config.streams, auth, deps.now);
   app.decorate('streams', streams);
   app.addHook('preClose', async () => streams.closeAll());
-  installErrorHandling(app);
+  installErrorHandling(app, { drainMs: Math.min(config.http.requestTimeoutMs, 10_000) });
 
   // Browser clients read next_page and Retry-After only if they are exposed (wire §1).
   await app.register(cors, {
@@ -148,7 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await api.register(deviceRoutes, { store, events, quotas });
     await api.register(observationRoutes, { store, events, config, quotas });
     await api.register(solutionRoutes, { store });
-    await api.register(templateRoutes, { store });
+    await api.register(templateRoutes, { store, quotas });
     for (const p of deps.apiPlugins ?? []) await api.register(p);
   });
   await app.register(adminRoutes, { store, events, quotas, adminKey: config.adminKey });

@@ -3,8 +3,9 @@
 // JavaScript SDK sends `Content-Type: application/json` on bodiless GETs and DELETEs, and the
 // Windows client clears the header before it posts its credentials. So:
 // - `application/json` (any parameters): JSON; an empty body is "no body".
-// - no Content-Type at all: read as JSON on every route (RFC 9110 §8.3 lets a recipient examine
-//   the data when the type is missing; JSON is the only thing Reef takes).
+// - no Content-Type at all, or the header with an empty value (`Content-Type:`, which says no
+//   type either): read as JSON on every route (RFC 9110 §8.3 lets a recipient examine the data
+//   when the type is missing; JSON is the only thing Reef takes).
 // - `text/plain`: JSON on the token routes (acceptJsonAsText), where clients send it; 415 on the
 //   other routes that take a JSON body (those with a body schema); a text payload on a route
 //   without one (the CoAP bridge's PUT/POST carries a kit payload as text).
@@ -31,13 +32,13 @@ declare module 'fastify' {
  * nested thousands deep were answered 500 (a recursive step past them ran out of stack, issue
  * 11.7), so they are refused before parsing.
  */
-const MAX_JSON_DEPTH = 64;
+export const MAX_JSON_DEPTH = 64;
 
 /**
  * One pass over the text, brackets outside strings only; stops as soon as the limit is passed.
  * Strings are jumped over with indexOf (native), since most of an upload's text is inside them.
  */
-function nestedDeeperThan(text: string, max: number): boolean {
+export function nestedDeeperThan(text: string, max: number): boolean {
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -82,8 +83,17 @@ function jsonReader(app: FastifyInstance): (request: FastifyRequest, body: strin
   };
 }
 
-/** Root-level parsers: application/json (empty allowed) and a missing Content-Type read as JSON. */
+/**
+ * Root-level parsers: application/json (empty allowed) and a missing Content-Type read as JSON.
+ * An empty `Content-Type:` names no type, so it is removed before Fastify reads it (which would
+ * answer 415 for an invalid media type): the request is then read as one without the header.
+ */
 export function installBodyParsers(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    const type = request.raw.headers['content-type'];
+    if (type !== undefined && type.trim() === '') delete request.raw.headers['content-type'];
+    done();
+  });
   const json = jsonReader(app);
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, json);

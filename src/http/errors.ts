@@ -59,9 +59,46 @@ export function sendError(reply: FastifyReply, e: ReefError): FastifyReply {
     .send(errorBody(e, String(reply.request.id)));
 }
 
-export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+/** Most bytes of a refused body read and thrown away so its sender sees the 413 (drainBody). */
+const DRAIN_MAX_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Reads and discards the rest of a body that is refused before it has all arrived, for at most
+ * `ms` and DRAIN_MAX_BYTES. Closing a socket with unread bytes in it makes the kernel send a TCP
+ * reset, and a client that writes its whole body before reading (most do) then gets the reset
+ * instead of the 413: RFC 9112 §9.6 has a server keep reading a while before it closes.
+ */
+export function drainBody(raw: FastifyRequest['raw'], ms: number): Promise<void> {
+  if (raw.complete || raw.destroyed) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    let bytes = 0;
+    const done = () => {
+      clearTimeout(timer);
+      raw.off('data', count);
+      raw.off('end', done);
+      raw.off('close', done);
+      raw.off('error', done);
+      resolve();
+    };
+    const count = (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes > DRAIN_MAX_BYTES) done();
+    };
+    const timer = setTimeout(done, ms);
+    raw.on('data', count);
+    raw.once('end', done);
+    raw.once('close', done);
+    raw.once('error', done);
+    raw.resume();
+  });
+}
+
+export function installErrorHandling(app: FastifyInstance, opts: { drainMs?: number } = {}): void {
+  const drainMs = opts.drainMs ?? 10_000;
+  app.setErrorHandler(async (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const e = toReefError(err);
+    // A body refused for its size is read to its end (bounded) before the answer: see drainBody.
+    if (e.code === 'PAYLOAD_TOO_LARGE') await drainBody(request.raw, drainMs);
     // Only faults of ours are errors, with their stack. A kit that is offline, slow or answers an
     // error, a store outage or load shedding is an expected condition: one line, no stack.
     if (e.code === 'INTERNAL') request.log.error({ err, code: e.code }, 'request failed');

@@ -3,8 +3,12 @@
 // observation uploads published by devices and edge routers. Aedes does the protocol; this module
 // decides who may connect, subscribe and publish, and what an ingest message does:
 // - CONNECT: an access token, or client id + secret (src/mqtt/auth.ts); the account is re-checked
-//   on every SUBSCRIBE and PUBLISH, periodically, and at the token's expiry, and the connection
-//   closed when HTTP would now refuse it.
+//   on every SUBSCRIBE and PUBLISH, every second, and at the token's expiry, and the connection
+//   closed when HTTP would now refuse it. Client ids are the tenant's own: the broker keys a
+//   client by tenant and client id, so no tenant can take, hold or cut off another's.
+// - Limits (docs/mqtt.md "Limits and hostile input"): connections per node, source address and
+//   account (connections.ts), the TLS handshake and CONNECT deadline, keep-alive, packet size, QoS 2
+//   in flight, each client's unsent queue (guard.ts) and what persistent sessions hold (sessions.ts).
 // - SUBSCRIBE: a filter must start with a literal tenant id of the subscriber's tenant group;
 //   anything else ('#', '+/alert/#', another group's tenant, '$SYS/...') gets the SUBACK failure
 //   return code 0x80 (MQTT 3.1.1 §3.9.3), never a narrower or wider subscription.
@@ -28,8 +32,12 @@ import { findUploadDevice } from '../service/devices.ts';
 import { parseBatch, storeObservations } from '../service/observations.ts';
 import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
+import type { MqttLimits } from '../config/config.ts';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../http/content-types.ts';
 import { authenticateConnect, recheck, type Principal } from './auth.ts';
-import { guardSocket } from './guard.ts';
+import { ConnectionGate, connectionCap, openFileLimit } from './connections.ts';
+import { guardSocket, SlowReader } from './guard.ts';
+import { SessionStore } from './sessions.ts';
 import { alarmTopic, alertTopic, errorsTopic, ingestTarget, topicTenant } from './topics.ts';
 
 export interface BrokerOptions {
@@ -50,6 +58,10 @@ export interface BrokerOptions {
   maxPayloadBytes: number;
   /** Most observations in one ingest message (REEF_MAX_OBSERVATIONS). */
   maxObservations: number;
+  /** Connections, deadlines, packets, queues and sessions (REEF_MQTT_*, src/config/config.ts). */
+  limits: MqttLimits;
+  /** The clock of session expiry (tests inject one). */
+  now?: () => number;
 }
 
 export interface BrokerDeps {
@@ -70,6 +82,8 @@ export interface Listening {
 
 /** A connected client's identity and what it may see. */
 interface Session extends Principal {
+  /** The client id the client sent (the broker keys the client by tenant and this id). */
+  clientId: string;
   /** Tenant ids of the subscriber's group that it subscribed under: deliveries outside them are dropped. */
   tenants: Set<string>;
   expiry?: NodeJS.Timeout;
@@ -98,10 +112,16 @@ export class MqttBroker {
     publishesRefused: 0,
     closedByRecheck: 0,
     oversizedPackets: 0,
+    slowReadersCut: 0,
+    connectsOverAccountCap: 0,
   };
   private readonly sessions = new WeakMap<Client, Session>();
-  /** Client ids of persistent sessions (clean = false) by tenant, so no other tenant can take one over. */
-  private readonly sessionOwners = new Map<string, string>();
+  /** Connected clients per tenant (the per-account cap). */
+  private readonly perAccount = new Map<string, Set<Client>>();
+  /** Clients that sent an empty client id with clean session 0 (refused: §3.1.3-8). */
+  private readonly anonymousPersistent = new WeakSet<Client>();
+  readonly gate: ConnectionGate;
+  readonly stored: SessionStore;
   private servers: { server: net.Server; listening: Listening }[] = [];
   private sweep: NodeJS.Timeout | undefined;
   private readonly log: Logger;
@@ -111,9 +131,27 @@ export class MqttBroker {
     private readonly o: BrokerOptions,
   ) {
     this.log = deps.log;
+    const l = o.limits;
+    const cap = connectionCap(l.maxConnections, openFileLimit());
+    if (cap < l.maxConnections) {
+      this.log.warn({ configured: l.maxConnections, cap }, 'REEF_MQTT_MAX_CONNECTIONS leaves too few open files for the rest of the node (ulimit -n): MQTT connections are capped lower');
+    }
+    this.gate = new ConnectionGate({ maxConnections: cap, maxPerAddress: l.maxPerAddress });
+    this.stored = new SessionStore(l, o.now ?? Date.now);
     this.aedes = new Aedes({
-      // A connection that has not sent its CONNECT within 10 s is closed (Aedes' default is 30 s).
-      connectTimeout: 10_000,
+      // A connection that has not sent its CONNECT in time is closed (Aedes' default is 30 s).
+      connectTimeout: l.connectTimeoutMs,
+      // Incoming QoS 2 messages awaiting PUBREL; one more closes the connection (3.1.1 has no code for it).
+      maxInflightInbound: l.maxInflight,
+      preConnect: (client, packet, done) => {
+        // §3.1.3-8: an empty client id asks for a clean session; with clean = 0 it gets CONNACK 0x02
+        // (answered by authenticate, the hook that can send a return code).
+        if (!packet.clientId && !packet.clean) this.anonymousPersistent.add(client);
+        // §3.1.2.10: a server closes a client silent for 1.5 times its keep-alive. Aedes does that;
+        // keep-alive 0 (never) or one past the bound is held to the bound, so no connection sits idle forever.
+        if (!packet.keepalive || packet.keepalive > l.maxKeepAliveSeconds) packet.keepalive = l.maxKeepAliveSeconds;
+        done(null, true);
+      },
       authenticate: (client, username, password, done) => this.onConnect(client, username, password, done),
       authorizeSubscribe: (client, sub, done) => this.onSubscribe(client, sub, done),
       authorizePublish: (client, packet, done) => this.onPublish(client, packet, done),
@@ -121,6 +159,7 @@ export class MqttBroker {
     });
     this.aedes.on('client', (c) => {
       this.stats.connects++;
+      this.stored.connected(c);
       const s = this.sessions.get(c);
       if (s?.expiresAt !== undefined) {
         // A token connection ends when its token does (HTTP would refuse the next request): the
@@ -130,7 +169,11 @@ export class MqttBroker {
         s.expiry.unref();
       }
     });
-    this.aedes.on('clientDisconnect', (c) => this.forget(c));
+    this.aedes.on('clientDisconnect', (c) => {
+      const tenantId = this.sessions.get(c)?.account.tenantId ?? c.id.slice(0, c.id.indexOf('/'));
+      this.stored.disconnected(c, tenantId);
+      this.forget(c);
+    });
     // On a client error the session stays until 'clientDisconnect': the will (keep-alive timeout,
     // broken connection) is authorized with it, after the error.
     this.aedes.on('clientError', (c, err) => this.log.debug({ clientId: c.id, err: err.message }, 'mqtt client error'));
@@ -139,23 +182,46 @@ export class MqttBroker {
 
   async start(): Promise<void> {
     await this.aedes.listen();
+    this.stored.attach(this.aedes);
+    const l = this.o.limits;
+    // Later packets: the configured maximum, and never more than an ingest message needs.
+    const packet = Math.min(l.maxPacketBytes, this.o.maxPayloadBytes + PUBLISH_OVERHEAD);
     const handle = (socket: net.Socket) => {
-      const conn = guardSocket(socket, { firstPacket: FIRST_PACKET_MAX, packet: this.o.maxPayloadBytes + PUBLISH_OVERHEAD }, (e) => {
-        this.stats.oversizedPackets++;
+      const conn = guardSocket(socket, { firstPacket: FIRST_PACKET_MAX, packet, queuedPackets: l.maxQueuedMessages, queuedBytes: l.maxQueuedBytes }, (e) => {
+        if (e instanceof SlowReader) this.stats.slowReadersCut++;
+        else this.stats.oversizedPackets++;
         this.log.debug({ peer: socket.remoteAddress, err: e.message }, 'mqtt connection cut');
       });
       this.aedes.handle(conn);
     };
-    const plain = net.createServer(handle);
+    const plain = net.createServer((socket) => {
+      if (this.gate.admit(socket)) handle(socket);
+    });
     this.servers.push({ server: plain, listening: await listen(plain, this.o.host, this.o.port, this.o.portFallback) });
     if (this.o.tls) {
-      const secure = tls.createServer({ cert: this.o.tls.cert, key: this.o.tls.key, minVersion: 'TLSv1.2' }, handle);
-      // A failed TLS handshake (a plain client on the TLS port, a scanner) is not the broker's problem.
-      secure.on('tlsClientError', (e) => this.log.debug({ err: e.message }, 'mqtt TLS handshake failed'));
+      const secure = tls.createServer({ cert: this.o.tls.cert, key: this.o.tls.key, minVersion: 'TLSv1.2', handshakeTimeout: l.connectTimeoutMs }, handle);
+      // Counted (and refused past a cap) as accepted, before any TLS work.
+      secure.on('connection', (raw: net.Socket) => this.gate.admit(raw));
+      // A failed or timed-out handshake (a plain client on the TLS port, a scanner, a silent
+      // connection) closes the connection: with this listener present Node leaves it open.
+      secure.on('tlsClientError', (e, socket) => {
+        this.log.debug({ err: e.message }, 'mqtt TLS handshake failed');
+        socket.destroy();
+      });
       this.servers.push({ server: secure, listening: await listen(secure, this.o.host, this.o.tlsPort, this.o.tlsPortFallback) });
     }
     for (const s of this.servers) s.server.on('error', (e) => this.log.warn({ err: e }, 'mqtt listener error'));
-    this.sweep = setInterval(() => void this.recheckAll(), this.o.recheckMs);
+    // One timer: authority re-checks every recheckMs, session expiry every second.
+    let last = 0;
+    this.sweep = setInterval(
+      () => {
+        void this.stored.expire().catch((err: unknown) => this.log.warn({ err }, 'mqtt could not expire sessions'));
+        if (Date.now() - last < this.o.recheckMs) return;
+        last = Date.now();
+        void this.recheckAll();
+      },
+      Math.min(1000, this.o.recheckMs),
+    );
     this.sweep.unref();
   }
 
@@ -200,27 +266,41 @@ export class MqttBroker {
 
   private onConnect(client: Client, username: string | undefined, password: Buffer | undefined, done: (e: AuthenticateError | null, ok: boolean | null) => void): void {
     const remote = (client.conn as { remoteAddress?: string }).remoteAddress;
+    if (this.anonymousPersistent.has(client)) {
+      this.stats.connectsRefused++;
+      return done(refusal(2, 'an empty client id needs clean session 1'), false);
+    }
+    const clientId = client.id;
     authenticateConnect(this.deps.auth, username, password, remote).then(
       (p) => {
         const tenant = p.account.tenantId;
-        // A client id in use by another tenant (connected, or a persistent session) is not taken
-        // over: §3.1.4-2 would disconnect the holder, so one tenant could cut off another's client.
-        const holder = this.clients()[client.id];
-        const holderTenant = holder ? this.sessions.get(holder)?.account.tenantId : undefined;
-        const owner = this.sessionOwners.get(client.id);
-        if ((holderTenant && holderTenant !== tenant) || (owner && owner !== tenant)) {
+        // The broker keys the client by tenant and client id (a tenant id holds no '/'): a client id
+        // is the tenant's own, so a tenant's CONNECT can take over only its own client's session
+        // (§3.1.4-2), never hold or cut off another tenant's. The client never sees the key.
+        const key = `${tenant}/${clientId}`;
+        const mine = this.perAccount.get(tenant) ?? new Set<Client>();
+        const resumes = this.clients()[key] !== undefined || this.stored.isAway(key);
+        if (!resumes && mine.size + this.stored.awayOf(tenant) >= this.o.limits.maxPerAccount) {
           this.stats.connectsRefused++;
-          return done(refusal(2, 'client id in use by another account'), false);
+          this.stats.connectsOverAccountCap++;
+          this.log.info({ clientId, tenantId: tenant }, 'mqtt connection refused: the account has as many connections and stored sessions as it may');
+          return done(refusal(3, 'this account has as many MQTT connections and stored sessions on this node as it may'), false);
         }
-        if (!client.clean) this.sessionOwners.set(client.id, tenant);
-        this.sessions.set(client, { ...p, tenants: new Set() });
-        this.log.info({ clientId: client.id, tenantId: tenant, via: p.via }, 'mqtt client connected');
+        client.id = key;
+        mine.add(client);
+        this.perAccount.set(tenant, mine);
+        client.conn.once('close', () => {
+          mine.delete(client);
+          if (!mine.size && this.perAccount.get(tenant) === mine) this.perAccount.delete(tenant);
+        });
+        this.sessions.set(client, { ...p, clientId, tenants: new Set() });
+        this.log.info({ clientId, tenantId: tenant, via: p.via }, 'mqtt client connected');
         done(null, true);
       },
       (e: unknown) => {
         this.stats.connectsRefused++;
         if (!isReefError(e)) this.log.error({ err: e }, 'mqtt authentication failed');
-        else this.log.info({ clientId: client.id, code: e.code }, 'mqtt connection refused');
+        else this.log.info({ clientId, code: e.code }, 'mqtt connection refused');
         // CONNACK 0x04 bad user name or password; 0x05 not authorized (disabled); 0x03 server
         // unavailable (the store, login shedding, the login throttle: try again later).
         const code = !isReefError(e) || e.status >= 500 || e.code === 'RATE_LIMITED' ? 3 : e.code === 'ACCOUNT_DISABLED' ? 5 : 4;
@@ -261,9 +341,9 @@ export class MqttBroker {
     if (this.sweeping) return;
     this.sweeping = true;
     try {
-      for (const c of Object.values(this.clients())) {
-        if (c) await this.current(c).catch(() => undefined);
-      }
+      // As the event streams' sweep: every client at once (accounts are cached a second, so one
+      // store read per account), so a disabled account's connections end within about a second.
+      await Promise.all(Object.values(this.clients()).map((c) => (c ? this.current(c).catch(() => undefined) : undefined)));
     } finally {
       this.sweeping = false;
     }
@@ -273,7 +353,7 @@ export class MqttBroker {
   private end(client: Client, why: ReefError): void {
     if (!this.sessions.has(client)) return;
     this.stats.closedByRecheck++;
-    this.log.info({ clientId: client.id, code: why.code }, `mqtt connection closed: ${why.message}`);
+    this.log.info({ clientId: this.sessions.get(client)?.clientId, code: why.code }, `mqtt connection closed: ${why.message}`);
     this.forget(client);
     client.close();
   }
@@ -293,7 +373,7 @@ export class MqttBroker {
       const tenant = topicTenant(sub.topic);
       if (!tenant || !(await this.inGroup(s, tenant))) {
         this.stats.subscriptionsRefused++;
-        this.log.info({ clientId: client.id, tenantId: s.account.tenantId, filter: sub.topic.slice(0, 200) }, 'mqtt subscription refused');
+        this.log.info({ clientId: s.clientId, tenantId: s.account.tenantId, filter: sub.topic.slice(0, 200) }, 'mqtt subscription refused');
         return done(null, null); // SUBACK 0x80
       }
       s.tenants.add(tenant);
@@ -314,7 +394,17 @@ export class MqttBroker {
   private forward(client: Client, packet: AedesPublishPacket): AedesPublishPacket | null {
     const s = this.sessions.get(client);
     const tenant = topicTenant(packet.topic);
-    return s && tenant && s.tenants.has(tenant) ? packet : null;
+    if (!s || !tenant || !s.tenants.has(tenant)) return null;
+    // Authority ends at once, not at the next sweep: an account this node already knows to be
+    // disabled, removed or rotated gets nothing more, and its connection is closed now.
+    const now = this.deps.auth.cachedAccount(s.account.tenantId);
+    // (A token from before secret versions, without `sv`, outlives a rotation over HTTP too.)
+    const rotated = now && now.secretHash !== s.secretHash && (s.via === 'secret' || s.caller?.claims.sv !== undefined);
+    if (now === null || now?.disabled || rotated) {
+      void this.current(client).catch(() => undefined);
+      return null;
+    }
+    return packet;
   }
 
   // ---- PUBLISH ------------------------------------------------------------------------------------
@@ -351,7 +441,7 @@ export class MqttBroker {
       const err = isReefError(e) ? e : new ReefError('INTERNAL', 'something went wrong; the request id identifies it in our logs', { cause: e });
       if (!target) this.stats.publishesRefused++;
       else this.stats.ingestRefused++;
-      await this.report(client, s, packet.topic, err);
+      await this.report(s, packet.topic, err);
       // Nothing was stored. A failure of ours closes the connection without acknowledgement (the
       // client sends again); a message that can never succeed is acknowledged and dropped.
       if (TRANSIENT.has(err.code)) throw err;
@@ -363,10 +453,13 @@ export class MqttBroker {
   /** One ingest message, exactly as an HTTP upload of the same body (src/http/routes/observations.ts). */
   private async ingest(s: Session, solution: string, deviceId: string, payload: Buffer): Promise<number> {
     if (payload.length > this.o.maxPayloadBytes) throw new ReefError('PAYLOAD_TOO_LARGE', `the message is larger than ${this.o.maxPayloadBytes} bytes`);
+    const text = payload.toString('utf8');
+    // The HTTP body rule (src/http/content-types.ts): no Reef document nests deeper.
+    if (nestedDeeperThan(text, MAX_JSON_DEPTH)) throw new ReefError('VALIDATION_FAILED', `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`, { field: 'body' });
     let body: unknown;
     try {
       // As Fastify does for HTTP bodies: a __proto__ key is refused, not merged into an object's prototype.
-      body = JSON.parse(payload.toString('utf8'), (k, v: unknown) => {
+      body = JSON.parse(text, (k, v: unknown) => {
         if (k === '__proto__') throw new ReefError('VALIDATION_FAILED', 'the property __proto__ is not allowed');
         return v;
       });
@@ -376,11 +469,8 @@ export class MqttBroker {
     }
     const device = await findUploadDevice(this.deps.store, s.account, solution, deviceId);
     const batch = parseBatch(body, this.o.maxObservations);
-    // The device's owner pays for what is stored on it, whoever in its group publishes.
-    await this.deps.quotas.checkObservations(device.tenantId, batch.length);
-    const stored = await storeObservations(this.deps.store, this.deps.events, device, batch);
-    this.deps.quotas.recordWritten(device.tenantId, stored);
-    return stored;
+    // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
+    return storeObservations(this.deps.store, this.deps.events, device, batch, this.deps.quotas);
   }
 
   /**
@@ -388,13 +478,13 @@ export class MqttBroker {
    * Resolves once it is written to the topic's subscribers (Aedes calls back after delivery), so a
    * publisher subscribed to its errors topic receives the reason before the PUBACK.
    */
-  private report(client: Client, s: Session, topic: string, e: ReefError): Promise<void> {
+  private report(s: Session, topic: string, e: ReefError): Promise<void> {
     const requestId = randomUUID();
     const level = e.status >= 500 ? 'error' : 'info';
-    this.log[level]({ clientId: client.id, tenantId: s.account.tenantId, code: e.code, requestId, ...(e.status >= 500 ? { err: e.cause ?? e } : {}) }, `mqtt message refused: ${e.message}`);
+    this.log[level]({ clientId: s.clientId, tenantId: s.account.tenantId, code: e.code, requestId, ...(e.status >= 500 ? { err: e.cause ?? e } : {}) }, `mqtt message refused: ${e.message}`);
     const payload = Buffer.from(JSON.stringify({ ...errorBody(e, requestId), topic: topic.slice(0, 512) }));
     return new Promise((resolve) => {
-      this.aedes.publish({ cmd: 'publish', topic: errorsTopic(s.account.tenantId, client.id), payload, qos: 1, retain: false, dup: false } as PublishPacket, () => resolve());
+      this.aedes.publish({ cmd: 'publish', topic: errorsTopic(s.account.tenantId, s.clientId), payload, qos: 1, retain: false, dup: false } as PublishPacket, () => resolve());
     });
   }
 }

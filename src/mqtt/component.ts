@@ -27,11 +27,12 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
         portFallback: m.portFallback,
         tlsPort: m.tlsPort,
         tlsPortFallback: m.tlsPortFallback,
-        tls: mqttTlsMaterial(s.config, log),
+        tls: mqttTlsMaterial(s.config),
         retain: m.retain,
         recheckMs: m.recheckSeconds * 1000,
         maxPayloadBytes: s.config.http.bodyLimitBytes,
         maxObservations: s.config.maxObservationsPerRequest,
+        limits: m.limits,
         ...extra,
       },
     );

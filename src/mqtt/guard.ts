@@ -4,6 +4,14 @@
 // streams past (control byte, Remaining Length) and cuts the connection the moment a packet
 // announces more than allowed, before its body arrives. The first packet (CONNECT, §3.1) has a
 // small allowance of its own: nobody unauthenticated gets the large one.
+//
+// It also bounds what the broker holds for a client that does not read (docs/mqtt.md "Limits and
+// hostile input"). Aedes waits for a socket's 'drain' before it calls a delivery back, and its
+// message emitter runs at most `concurrency` (100) deliveries at once for all clients: left alone,
+// one stalled subscriber holds every tenant's deliveries until Aedes' 60 s drain timeout. Here a write is called
+// back at once and lands in the socket's own buffer, and a client whose unsent bytes or packets
+// would pass the bounds is disconnected (as a slow event-stream reader is, docs/security.md), so no
+// socket ever holds back another's delivery and a stalled one costs at most its bound.
 import { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 
@@ -12,6 +20,20 @@ export interface GuardLimits {
   firstPacket: number;
   /** Largest Remaining Length of any later packet. */
   packet: number;
+  /** Unsent packets the socket may hold for the client. */
+  queuedPackets: number;
+  /** Unsent bytes the socket may hold for the client (one packet larger than this passes an empty queue). */
+  queuedBytes: number;
+}
+
+export class SlowReader extends Error {
+  constructor(
+    readonly packets: number,
+    readonly bytes: number,
+  ) {
+    super(`the client did not read: ${packets} packets (${bytes} bytes) unsent`);
+    this.name = 'SlowReader';
+  }
 }
 
 export class PacketTooLarge extends Error {
@@ -33,17 +55,24 @@ export class FrameTracker {
   private left = 0;
   private packets = 0;
 
-  constructor(private readonly limits: GuardLimits) {}
+  constructor(private readonly limits: Pick<GuardLimits, 'firstPacket' | 'packet'>) {}
 
-  /** Throws PacketTooLarge or an Error for a malformed Remaining Length (§2.2.3: at most 4 bytes). */
-  feed(chunk: Buffer): void {
+  /**
+   * How many packets end in `chunk`. Throws PacketTooLarge or an Error for a malformed Remaining
+   * Length (§2.2.3: at most 4 bytes).
+   */
+  feed(chunk: Buffer): number {
     let i = 0;
+    let ended = 0;
     while (i < chunk.length) {
       if (this.state === 'body') {
         const n = Math.min(this.left, chunk.length - i);
         this.left -= n;
         i += n;
-        if (this.left === 0) this.state = 'header';
+        if (this.left === 0) {
+          this.state = 'header';
+          ended++;
+        }
         continue;
       }
       const b = chunk[i++]!;
@@ -63,22 +92,49 @@ export class FrameTracker {
       this.packets++;
       this.left = this.length;
       this.state = this.left > 0 ? 'body' : 'header';
+      if (this.left === 0) ended++;
     }
+    return ended;
   }
 }
 
 /**
- * The socket as Aedes sees it: reads pass through the tracker, writes go straight to the socket,
- * and either side's end or failure ends both.
+ * The socket as Aedes sees it: reads pass through the tracker, writes go straight to the socket
+ * and are called back at once (the socket buffers them, within the queue bounds), and either
+ * side's end or failure ends both. `onRefused` hears of a packet too large and of a client cut
+ * for not reading (SlowReader).
  */
 export function guardSocket(socket: Socket, limits: GuardLimits, onRefused: (e: Error) => void): Duplex & { remoteAddress: string | undefined } {
   const tracker = new FrameTracker(limits);
+  const sent = new FrameTracker({ firstPacket: Number.POSITIVE_INFINITY, packet: Number.POSITIVE_INFINITY });
+  let unsentPackets = 0;
   const d = new Duplex({
+    // Never 'full' for Aedes: the bound is the check below, not its wait for 'drain'.
+    writableHighWaterMark: 1 << 30,
     read() {
       socket.resume();
     },
     write(chunk: Buffer, _enc, cb) {
-      socket.write(chunk, cb);
+      if (socket.destroyed) return cb();
+      const ends = sent.feed(chunk);
+      const unsent = socket.writableLength;
+      if (unsentPackets + ends > limits.queuedPackets || (unsent > 0 && unsent + chunk.length > limits.queuedBytes)) {
+        onRefused(new SlowReader(unsentPackets, unsent));
+        // A reset, not a FIN queued behind the unsent data: the kernel drops that data too. (A TLS
+        // socket has no TCP handle of its own to reset: it is destroyed.)
+        try {
+          socket.resetAndDestroy();
+        } catch {
+          socket.destroy();
+        }
+        d.destroy();
+        return cb();
+      }
+      unsentPackets += ends;
+      socket.write(chunk, () => {
+        unsentPackets -= ends;
+      });
+      cb();
     },
     final(cb) {
       socket.end(cb);

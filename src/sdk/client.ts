@@ -27,6 +27,7 @@ import type {
   ObservationPage,
   ObservationQuery,
   NewSimulation,
+  DeviceCadence,
   KitStatus,
   Simulation,
   StreamEvent,
@@ -598,6 +599,11 @@ export class ReefClient {
       if (e instanceof ApiError && e.status === 404) return null;
       throw e;
     }
+  }
+
+  /** When each device of the solution last reported and its usual interval (devices with readings). */
+  async cadence(opts: CallOptions = {}): Promise<DeviceCadence[]> {
+    return (await this.request<{ devices: DeviceCadence[] }>('GET', `${this.sol(opts)}/cadence`, { idempotent: true, signal: opts.signal })).data.devices;
   }
 
   async listKits(opts: CallOptions = {}): Promise<KitStatus[]> {

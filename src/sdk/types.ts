@@ -348,6 +348,15 @@ export interface MqttConnectInfo {
   example: string;
 }
 
+/** GET /api/solutions/{s}/cadence: when a device last reported and how often it usually does. */
+export interface DeviceCadence {
+  deviceId: string;
+  /** Its newest reading's time (ISO 8601). */
+  lastSeen: string;
+  /** The median gap between its newest readings; null with fewer than two. */
+  intervalSeconds: number | null;
+}
+
 /** GET /api/solutions/{s}/kits: a dev kit as the gateway sees it. */
 export interface KitStatus {
   deviceId: string;

@@ -5,7 +5,7 @@
 // 0.66 µs per observation, against 0.40 for InfluxDB's line protocol); here an ISO timestamp is the
 // day's prefix, remembered, and the time of day from digits, written straight into bytes (no
 // strings to join, nothing for fetch to encode again). The bytes mean the same as JSON.stringify of
-// the same observations with each timestamp as toISOString() gives it (test/sdk/upload-body.test.ts).
+// the same observations with each timestamp as toISOString() gives it (test/unit/sdk/upload-body.test.ts).
 import type { UploadObservation } from './types.ts';
 
 const DAY_MS = 86_400_000;

@@ -5,6 +5,7 @@
 import { toWireDevice, type Account } from '../core/types.ts';
 import type { Store } from '../store/store.ts';
 import { resolveSolutionVersion } from './devices.ts';
+import { withModules } from './kit-module.ts';
 
 const MAX_ENTRIES = 2000;
 
@@ -20,7 +21,8 @@ export class DeviceListCache {
     const key = `${account.groupId}\n${solution}\n${deviceType ?? ''}`;
     const hit = this.entries.get(key);
     if (hit && hit.version === version) return hit.json;
-    const list = await this.store.listDevices(account.groupId, solution, deviceType);
+    // Each provisioned kit with its network module (src/service/kit-module.ts).
+    const list = await withModules(this.store, account.groupId, solution, deviceType);
     const json = JSON.stringify({ devices: list.map(toWireDevice) });
     if (hit) this.entries.delete(key);
     else if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);

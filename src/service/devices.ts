@@ -6,6 +6,7 @@ import { DEVICE_TYPE_DEVKIT, SANDBOX, STUDIO_SIMULATION, type Account, type Devi
 import { UUID, deviceId as checkDeviceId, latitude, longitude, macAddress, solutionName } from '../core/validate.ts';
 import type { EventBus } from '../events/bus.ts';
 import { issueKitKey } from './kit-keys.ts';
+import { findModule, isKitModule } from './kit-module.ts';
 import type { Store } from '../store/store.ts';
 
 const DEVICE_TYPE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -42,9 +43,22 @@ function solutionNotFound(name: string): ReefError {
   return new ReefError('SOLUTION_NOT_FOUND', `no solution ${JSON.stringify(name)} in this account (names are case sensitive)`);
 }
 
-/** A device of the caller's group, or 404 — another group's device answers exactly like none. */
+/**
+ * A device of the caller's group, or 404 — another group's device answers exactly like none. A
+ * kit's network module (src/service/kit-module.ts) is found as the device it is served as.
+ */
 export function findDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRecord> {
-  return lookUp(solution, id, (checked) => store.getDevice(account.groupId, solution, checked));
+  return lookUp(solution, id, async (checked) => (await store.getDevice(account.groupId, solution, checked)) ?? (await findModule(store, account.groupId, solution, checked))?.module ?? null);
+}
+
+/**
+ * The device whose observations `id` names: findDevice's device, except that a kit's network
+ * module names its kit's series (docs/api.md "A kit's network module").
+ */
+export async function findSeriesDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRecord> {
+  const d = await findDevice(store, account, solution, id);
+  if (!isKitModule(d)) return d;
+  return (await findModule(store, account.groupId, solution, d.id))?.kit ?? d;
 }
 
 /**
@@ -54,7 +68,13 @@ export function findDevice(store: Store, account: Account, solution: string, id:
  * uploaded (docs/performance.md, "PostgreSQL: the device cache for uploads").
  */
 export function findUploadDevice(store: Store, account: Account, solution: string, id: string): Promise<DeviceRef> {
-  return lookUp(solution, id, (checked) => (store.uploadDevice ?? store.getDevice).call(store, account.groupId, solution, checked));
+  // A kit's network module holds no observations: what is uploaded to it is its kit's (a look-up
+  // made only for an id no stored device has).
+  return lookUp(
+    solution,
+    id,
+    async (checked) => (await (store.uploadDevice ?? store.getDevice).call(store, account.groupId, solution, checked)) ?? (await findModule(store, account.groupId, solution, checked))?.kit ?? null,
+  );
 }
 
 /** The solution name and id checked, the device read by `read`, or 404. */
@@ -177,6 +197,7 @@ export async function updateDevice(store: Store, events: EventBus, account: Acco
   }
   for (let attempt = 0; attempt < UPDATE_ATTEMPTS; attempt++) {
     const d = await findDevice(store, account, solution, id);
+    if (isKitModule(d)) throw moduleIsTheKits(d);
     const deviceType = (input.deviceType as string | undefined) ?? d.deviceType;
     const merged = input.domainInfo === undefined ? structuredClone(d.domainInfo) : input.domainInfo === null ? {} : mergePatch(d.domainInfo, input.domainInfo);
     const domainInfo = await checkTemplate(store, account, solution, parseDomainInfo(merged));
@@ -197,11 +218,17 @@ export async function updateDevice(store: Store, events: EventBus, account: Acco
 /** Deletes the device and its observations; answers the device as it was. */
 export async function deleteDevice(store: Store, events: EventBus, account: Account, solution: string, id: string): Promise<DeviceRecord> {
   const d = await findDevice(store, account, solution, id);
+  if (isKitModule(d)) throw moduleIsTheKits(d);
   // A concurrent delete may win between the read and this: then it is gone, as for the loser.
   const ok = await store.deleteDevice(account.groupId, solution, d.id);
   if (!ok) throw new ReefError('DEVICE_NOT_FOUND', `no device ${id.toLowerCase()} in solution ${JSON.stringify(solution)}`);
   events.publish({ kind: 'device', groupId: account.groupId, solution, deviceId: d.id, action: 'deleted' });
   return d;
+}
+
+/** A kit's network module is served from its kit: it changes and goes with it. */
+function moduleIsTheKits(d: DeviceRecord): ReefError {
+  return new ReefError('CONFLICT', `device ${d.id} is the network module of dev kit ${String(d.domainInfo.kitId)}: it changes and is deleted with its kit`);
 }
 
 /**

@@ -8,6 +8,7 @@ import { spanOf, type EventBus, type ObservationSpan } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
 import { unpackObservations, type PackedObservations } from '../core/observation-scan.ts';
 import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
+import { kitCelsius } from './kit-units.ts';
 
 /**
  * Validates every observation before anything is stored, so one bad entry rejects the batch.
@@ -58,7 +59,22 @@ function listeningHere(events: EventBus): boolean {
  * here (before, every upload of a node with a neighbour made its 1,000 records for nothing; the
  * profile of two nodes in bench:ingest).
  */
-export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
+export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations, quota?: ObservationQuota): Promise<number> {
+  // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
+  if (device.mac) batch = await kitCelsius(store, device.id, Array.isArray(batch) ? batch : unpackObservations(batch));
+  if (!quota) return storeUncounted(store, events, device, batch);
+  // The device's owner pays for what is stored on it, whoever in its group writes.
+  const settle = await quota.reserveObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
+  let written = 0;
+  try {
+    written = await storeUncounted(store, events, device, batch);
+    return written;
+  } finally {
+    settle(written);
+  }
+}
+
+async function storeUncounted(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
   if (Array.isArray(batch)) {
     const { written } = await store.insertObservations(device.id, batch);
     publishStored(events, device, batch);
@@ -73,14 +89,65 @@ export async function storeObservations(store: Store, events: EventBus | null, d
 }
 
 /**
- * Several devices' batches in one store call (one commit on SQLite): what a simulation tick writes.
- * Returns the ids of devices that no longer exist (skipped).
+ * What a write path needs of the quotas (src/service/quotas.ts): a reservation before the store
+ * commits, settled with what was written.
  */
-export async function storeObservationsMany(store: Store, events: EventBus | null, items: { device: DeviceRef; batch: ObservationRecord[] }[]): Promise<string[]> {
-  const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
-  const gone = new Set(missing);
-  for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
-  return missing;
+export interface ObservationQuota {
+  reserveObservations(tenantId: string, adding: number): Promise<(written: number) => void>;
+}
+
+/**
+ * Several devices' batches in one store call (one commit on SQLite): what a simulation tick and the
+ * gateway's readings write. With a quota each owner's share is reserved first; an owner over its
+ * quota has its batches skipped (the others are stored), and when that leaves nothing to store the
+ * quota error is thrown. Returns the ids of devices skipped: deleted, or over their owner's quota.
+ */
+export async function storeObservationsMany(store: Store, events: EventBus | null, given: { device: DeviceRef; batch: ObservationRecord[] }[], quota?: ObservationQuota): Promise<string[]> {
+  // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
+  let items = given;
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]!;
+    if (!item.device.mac) continue;
+    const batch = await kitCelsius(store, item.device.id, item.batch);
+    if (batch === item.batch) continue;
+    if (items === given) items = given.slice();
+    items[i] = { device: item.device, batch };
+  }
+  const refused: string[] = [];
+  const settles: { tenantId: string; settle: (written: number) => void }[] = [];
+  if (quota) {
+    const byTenant = new Map<string, number>();
+    for (const i of items) byTenant.set(i.device.tenantId, (byTenant.get(i.device.tenantId) ?? 0) + i.batch.length);
+    let first: unknown;
+    const over = new Set<string>();
+    for (const [tenantId, n] of byTenant) {
+      try {
+        settles.push({ tenantId, settle: await quota.reserveObservations(tenantId, n) });
+      } catch (e) {
+        first ??= e;
+        over.add(tenantId);
+      }
+    }
+    if (over.size) {
+      for (const i of items) if (over.has(i.device.tenantId)) refused.push(i.device.id);
+      items = items.filter((i) => !over.has(i.device.tenantId));
+      if (!items.length) throw first;
+    }
+  }
+  let gone = new Set<string>();
+  try {
+    const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
+    gone = new Set(missing);
+    for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
+    for (const s of settles) {
+      let written = 0;
+      for (const i of items) if (i.device.tenantId === s.tenantId && !gone.has(i.device.id)) written += i.batch.length;
+      s.settle(written);
+    }
+    return [...gone, ...refused];
+  } finally {
+    for (const s of settles) s.settle(0);
+  }
 }
 
 /**
@@ -150,11 +217,23 @@ export interface RangeQuery {
   tags?: string;
 }
 
-export const DEFAULT_PAGE = 1000;
-export const MAX_PAGE = 10000;
+/**
+ * A page asked for without `limit`: what about 1 MB of the original's JSON held (wire §1: "the
+ * original capped a page at 1 MB when no limit was given"). Its plain observation,
+ * `{"temperature":21.1234,"timestamp":"2019-03-21T23:52:25.000Z"}`, is 62 bytes and a comma, so
+ * 16,384 of them are 1,032,192 bytes, within 1 MiB (docs/api.md "One device").
+ */
+export const DEFAULT_PAGE = 16_384;
+/** The most a page holds when `limit` is given; a larger limit is served through next_page. */
+export const MAX_PAGE = 10_000;
 
-/** The store query of a page request: bounds and cursor checked, the limit capped. */
-function pageQuery(q: RangeQuery): ObservationQuery {
+/** The page size of a request: the default without `limit`, else `limit` capped at MAX_PAGE. */
+export function pageLimit(limit: number | undefined): number {
+  return limit === undefined ? DEFAULT_PAGE : Math.min(limit, MAX_PAGE);
+}
+
+/** The store query of a page request: bounds and cursor checked, the limit capped; a tag-filtered page examines at most maxScan readings. */
+function pageQuery(q: RangeQuery, maxScan?: number): ObservationQuery {
   const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
   const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
   if (from !== undefined && to !== undefined && from > to) throw new ReefError('VALIDATION_FAILED', 'from must not be after to', { field: 'from' });
@@ -167,13 +246,12 @@ function pageQuery(q: RangeQuery): ObservationQuery {
     }
   }
   // A limit beyond the page cap is served page by page through next_page rather than refused.
-  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
   return {
-    limit,
+    limit: pageLimit(q.limit),
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(before === undefined ? {} : { before }),
-    ...(q.tags === undefined ? {} : { tag: q.tags }),
+    ...(q.tags === undefined ? {} : { tag: q.tags, ...(maxScan === undefined ? {} : { maxScan }) }),
   };
 }
 
@@ -190,8 +268,8 @@ export async function deviceObservations(store: Store, device: DeviceRecord, q: 
 }
 
 /** deviceObservations as the response body ({"observations":[...]}), through the store's fast path when it has one. */
-export async function deviceObservationsJson(store: Store, device: DeviceRecord, q: RangeQuery): Promise<{ json: string; nextAfter: string | null }> {
-  const query = pageQuery(q);
+export async function deviceObservationsJson(store: Store, device: DeviceRecord, q: RangeQuery, maxScan?: number): Promise<{ json: string; nextAfter: string | null }> {
+  const query = pageQuery(q, maxScan);
   const page = store.observationPageJson
     ? await store.observationPageJson(device.id, query)
     : await store.queryObservations(device.id, query).then((p) => ({ json: pageJson(p.observations), nextBefore: p.nextBefore }));
@@ -232,9 +310,8 @@ export async function solutionObservations(
     if (!m || !Number.isFinite(ts)) throw new ReefError('INVALID_CURSOR', 'after must be the cursor from a next_page link', { field: 'after' });
     after = { ts, device: Number(m[2]) };
   }
-  const limit = Math.min(q.limit ?? DEFAULT_PAGE, MAX_PAGE);
   const page = await store.querySolutionObservations(groupId, solution, {
-    limit,
+    limit: pageLimit(q.limit),
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
     ...(q.tags === undefined ? {} : { tag: q.tags }),
@@ -244,13 +321,14 @@ export async function solutionObservations(
 }
 
 /** Per-bucket min/avg/max of temperature over [from, to): what the plot asks for on long ranges. */
-export async function deviceBuckets(store: Store, device: DeviceRecord, q: { from?: string; to?: string; bucket: string }) {
+export async function deviceBuckets(store: Store, device: DeviceRecord, q: { from?: string; to?: string; bucket: string }, maxBuckets = 100_000) {
   if (q.from === undefined || q.to === undefined) throw new ReefError('VALIDATION_FAILED', 'bucket needs both from and to', { field: q.from === undefined ? 'from' : 'to' });
   const from = isoTimestamp(q.from, 'from');
   const to = isoTimestamp(q.to, 'to');
   if (from >= to) throw new ReefError('VALIDATION_FAILED', 'from must be before to', { field: 'from' });
   const bucketMs = duration(q.bucket, 'bucket');
-  if ((to - from) / bucketMs > 100_000) throw new ReefError('VALIDATION_FAILED', 'at most 100000 buckets per request: widen the bucket', { field: 'bucket' });
+  // The work of a bucketed read and the size of its answer grow with the buckets asked for.
+  if ((to - from) / bucketMs > maxBuckets) throw new ReefError('VALIDATION_FAILED', `at most ${maxBuckets} buckets per request: widen the bucket or narrow from and to`, { field: 'bucket' });
   const rows = await store.bucketObservations(device.id, { from, to, bucketMs });
   return rows.map((b) => ({ timestamp: new Date(b.ts).toISOString(), count: b.count, min: b.min, avg: b.avg, max: b.max }));
 }

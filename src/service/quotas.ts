@@ -10,9 +10,11 @@
 // devices are checked here, all at once, when it is created (its runner makes them later).
 // Stored observations are not counted per request (a full count is a scan): the leader's upkeep
 // job counts them per account and keeps the figures in the store's state; every node reads them
-// at most once a minute and adds what it wrote since.
-// The observation quota is therefore a soft limit: writes on other nodes since the last count are
-// not seen until the next one (docs/security.md).
+// at most once a minute and adds what it wrote since. Every write path (HTTP upload, MQTT ingest,
+// gateway readings, simulations: storeObservations) reserves its batch before the store commits,
+// checked and reserved with no await between, so writes racing on one node never pass the limit
+// together. The observation quota is still soft across nodes: writes on other nodes since the last
+// count are not seen until the next one (docs/security.md).
 import { deviceQuotaError, ReefError } from '../core/errors.ts';
 import type { Store } from '../store/store.ts';
 
@@ -20,7 +22,16 @@ export interface Quotas {
   devices: number;
   observations: number;
   backfill: number;
+  /** Solutions, device templates and alarm rules of the account's group (all its solutions). */
+  solutions: number;
+  templates: number;
+  alarmRules: number;
 }
+
+/** The kinds of object counted per group, with the words a refusal uses. */
+export type ObjectKind = 'solutions' | 'templates' | 'alarmRules';
+const OBJECT_WORDS: Record<ObjectKind, string> = { solutions: 'solutions', templates: 'device templates', alarmRules: 'alarm rules' };
+const QUOTA_KEYS = ['devices', 'observations', 'backfill', 'solutions', 'templates', 'alarmRules'] as const;
 
 const OVERRIDE_PREFIX = 'quota/';
 const USAGE_KEY = 'usage/observations';
@@ -41,6 +52,10 @@ export class QuotaService {
   private countedAt: number | null = null;
   private loadedAt = 0;
   private writtenSince = new Map<string, number>();
+  /** The last creation of a counted object queued per group (createObject). */
+  private objectLocks = new Map<string, Promise<void>>();
+  /** Observations reserved by writes not yet committed, per account. */
+  private reserved = new Map<string, number>();
 
   constructor(
     private readonly store: Store,
@@ -64,7 +79,7 @@ export class QuotaService {
   async set(tenantId: string, changes: { [K in keyof Quotas]?: number | null }): Promise<Quotas> {
     const raw = await this.store.getState(OVERRIDE_PREFIX + tenantId);
     const q: Partial<Quotas> = raw ? (JSON.parse(raw) as Partial<Quotas>) : {};
-    for (const k of ['devices', 'observations', 'backfill'] as const) {
+    for (const k of QUOTA_KEYS) {
       const v = changes[k];
       if (v === undefined) continue;
       if (v === null) delete q[k];
@@ -96,10 +111,28 @@ export class QuotaService {
     if (have + adding > limit) throw deviceQuotaError(limit, have, adding);
   }
 
-  /** Before storing `adding` observations for the account. */
-  async checkObservations(tenantId: string, adding: number): Promise<void> {
+  /**
+   * Reserves `adding` observations for the account before they are stored, or throws
+   * QUOTA_EXCEEDED. The returned function settles the reservation with what was written (call it
+   * once, also after a failed write, with 0). Check and reservation run with no await between them.
+   */
+  async reserveObservations(tenantId: string, adding: number): Promise<(written: number) => void> {
     const { observations: limit } = await this.limits(tenantId);
     await this.loadUsage();
+    this.refuseObservations(tenantId, limit, adding);
+    this.reserved.set(tenantId, (this.reserved.get(tenantId) ?? 0) + adding);
+    let settled = false;
+    return (written) => {
+      if (settled) return;
+      settled = true;
+      const left = (this.reserved.get(tenantId) ?? 0) - adding;
+      if (left > 0) this.reserved.set(tenantId, left);
+      else this.reserved.delete(tenantId);
+      this.recordWritten(tenantId, written);
+    };
+  }
+
+  private refuseObservations(tenantId: string, limit: number, adding: number): void {
     const have = this.observations(tenantId);
     if (have + adding > limit) {
       throw new ReefError(
@@ -107,6 +140,41 @@ export class QuotaService {
         `observation quota: this account may keep ${limit} observations and keeps about ${have}; ${adding} more would exceed it (delete devices, set a retention, or ask the operator)`,
       );
     }
+  }
+
+  /**
+   * Creates one object of a kind counted per group (a solution, a device template, an alarm rule)
+   * unless the group already has the account's quota of them; `newSolution`: the creation also
+   * makes a solution (a template or a first device in a new solution), which counts too. Creations
+   * for one group take turns on this node, so racing requests never pass the quota together.
+   */
+  async createObject<T>(account: { tenantId: string; groupId: string }, kind: ObjectKind | null, newSolution: boolean, create: () => Promise<T>): Promise<T> {
+    const prev = this.objectLocks.get(account.groupId) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((r) => (release = r));
+    const tail = prev.then(() => mine);
+    this.objectLocks.set(account.groupId, tail);
+    await prev;
+    try {
+      const limits = await this.limits(account.tenantId);
+      const have = await this.store.countGroupObjects(account.groupId);
+      for (const k of [...(kind ? [kind] : []), ...(newSolution ? (['solutions'] as const) : [])]) {
+        if (have[k] + 1 > limits[k]) {
+          throw new ReefError('QUOTA_EXCEEDED', `${OBJECT_WORDS[k]} quota: this account's group may have ${limits[k]} ${OBJECT_WORDS[k]} and has ${have[k]}; delete some, or ask the operator`);
+        }
+      }
+      return await create();
+    } finally {
+      release();
+      if (this.objectLocks.get(account.groupId) === tail) this.objectLocks.delete(account.groupId);
+    }
+  }
+
+  /** Before storing `adding` observations for the account (a check only: writes reserve). */
+  async checkObservations(tenantId: string, adding: number): Promise<void> {
+    const { observations: limit } = await this.limits(tenantId);
+    await this.loadUsage();
+    this.refuseObservations(tenantId, limit, adding);
   }
 
   /** Before a simulation backfills `n` observations (and so also against the observation quota). */
@@ -130,7 +198,7 @@ export class QuotaService {
   }
 
   private observations(tenantId: string): number {
-    return (this.counted.get(tenantId) ?? 0) + (this.writtenSince.get(tenantId) ?? 0);
+    return (this.counted.get(tenantId) ?? 0) + (this.writtenSince.get(tenantId) ?? 0) + (this.reserved.get(tenantId) ?? 0);
   }
 
   private async loadUsage(): Promise<void> {

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { isReefError } from '../core/errors.ts';
 import { DEVICE_TYPE_VIRTUAL, STUDIO_SIMULATION, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
 import type { EventBus } from '../events/bus.ts';
-import { storeObservations, storeObservationsMany } from '../service/observations.ts';
+import { storeObservations, storeObservationsMany, type ObservationQuota } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
 import { deviceModel, temperatureAt, type VirtualDeviceModel } from './model.ts';
 import { hashString } from './prng.ts';
@@ -56,6 +56,8 @@ export interface RunDeps {
   changed(run: SimulationRun, kind: 'status' | 'progress'): void;
   /** After an outage longer than this, the gap is left empty rather than written. */
   maxCatchUpMs: number;
+  /** The owner's observation quota: every write reserves against it; past it the run fails with QUOTA_EXCEEDED. */
+  quota?: ObservationQuota;
 }
 
 /** Readings per device per store call in bulk writing (backfill and catch-up). */
@@ -235,7 +237,7 @@ export class SimulationRun {
         }
         try {
           // The one store path of every producer; bulk history is not fanned out as live events.
-          await storeObservations(this.deps.store, live ? this.deps.events : null, this.records[i]!, batch);
+          await storeObservations(this.deps.store, live ? this.deps.events : null, this.records[i]!, batch, this.deps.quota);
         } catch (err) {
           if (isReefError(err) && err.code === 'DEVICE_NOT_FOUND') {
             this.markRemoved(i);
@@ -248,7 +250,7 @@ export class SimulationRun {
         lastYield = performance.now();
       }
       if (tick.length && !this.stopping) {
-        const gone = new Set(await storeObservationsMany(this.deps.store, this.deps.events, tick));
+        const gone = new Set(await storeObservationsMany(this.deps.store, this.deps.events, tick, this.deps.quota));
         for (const t of tick) {
           if (gone.has(t.device.id)) this.markRemoved(t.i);
           else onDevice?.(n);

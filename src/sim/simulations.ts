@@ -9,6 +9,7 @@ import { STUDIO_SIMULATION, type Account } from '../core/types.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import type { Leadership } from '../jobs/leader.ts';
+import type { ObservationQuota } from '../service/observations.ts';
 import { DEFAULT_LIMITS, parseSimulationRequest, type SimLimits, type SimParams } from './params.ts';
 import { backfillTotal, initialProgress, observationsProduced, SimulationRun, virtualDeviceId, type SimDefinition, type SimProgress } from './runner.ts';
 
@@ -47,7 +48,7 @@ export interface SimulationManagerOptions {
   /** After a longer outage, only this much of the gap is written on resume (default 1 day). */
   maxCatchUpMs?: number;
   /** Per-account quotas, checked before a simulation is created (src/service/quotas.ts). */
-  quotas?: { checkDevices(tenantId: string, adding: number): Promise<void>; checkBackfill(tenantId: string, n: number): Promise<void> };
+  quotas?: ObservationQuota & { checkDevices(tenantId: string, adding: number): Promise<void>; checkBackfill(tenantId: string, n: number): Promise<void> };
 }
 
 const DEF = 'sim:';
@@ -147,6 +148,7 @@ export class SimulationManager {
       log: this.log,
       now: this.now,
       maxCatchUpMs: this.opts.maxCatchUpMs ?? 86_400_000,
+      ...(this.opts.quotas ? { quota: this.opts.quotas } : {}),
       save: (prog) => this.saveProgress(def.id, prog),
       changed: (r, kind) => {
         this.publish(r.def, r.progress, r.backfillPartial);

@@ -23,7 +23,8 @@ export function tempDir(prefix = 'reef-test-'): string {
 }
 
 /** Config overrides; nested sections may be given in part (the rest keeps its defaults). */
-export type TestOverrides = Omit<Partial<Config>, 'http' | 'gateway' | 'loginThrottle' | 'streams' | 'quotas'> & {
+export type TestOverrides = Omit<Partial<Config>, 'http' | 'gateway' | 'loginThrottle' | 'streams' | 'quotas' | 'reads'> & {
+  reads?: Partial<Config['reads']>;
   http?: Partial<Config['http']>;
   gateway?: Partial<Config['gateway']>;
   loginThrottle?: Partial<Config['loginThrottle']>;
@@ -42,6 +43,7 @@ export async function startTestServer(overrides: TestOverrides = {}, components:
     loginThrottle: { ...base.loginThrottle, ...overrides.loginThrottle },
     streams: { ...base.streams, ...overrides.streams },
     quotas: { ...base.quotas, ...overrides.quotas },
+    reads: { ...base.reads, ...overrides.reads },
   });
   const server = await startServer(config, { components, ...opts });
   const t: TestServer = {

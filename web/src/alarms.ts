@@ -3,7 +3,7 @@
 // can be dragged to a new value, raised alarms marked on the time axis, and a badge per device in the
 // table. The panel follows the live stream (`alarm` and `alarm-rule` events).
 import type uPlot from 'uplot';
-import { ApiError as SdkApiError, type Alarm, type AlarmRule } from '../../src/sdk/index.ts';
+import { ApiError as SdkApiError, type Alarm, type AlarmRule, type NewAlarmRule } from '../../src/sdk/index.ts';
 import type { Connection } from './api.ts';
 import { el, fmtTime, shortId, type Unit } from './format.ts';
 
@@ -13,6 +13,12 @@ export interface AlarmContext {
   message: (text: string, kind?: 'error' | 'info') => void;
   /** Counts, rules or alarms changed: redraw the table badges and the plot. */
   changed: () => void;
+  /** The numeric fields the solution's readings offer (the form's field list). */
+  fields?: () => string[];
+  /** The plotted field. */
+  field?: () => string;
+  /** How many alarms are active (the header's count and the tab's title). */
+  active?: (n: number) => void;
 }
 
 /** What the table and the plot read; one panel is mounted at a time. */
@@ -182,7 +188,7 @@ export class AlarmsPanel {
     this.error = el('p', { class: 'panel-error', role: 'status' });
     this.error.hidden = true;
     this.list = el('ul', { class: 'alarms', 'aria-live': 'polite' });
-    this.form = el('form', { class: 'alarm-form', 'aria-label': 'Temperature alarm of the plotted device' });
+    this.form = el('form', { class: 'alarm-form', 'aria-label': 'Alarm rule of the plotted device', novalidate: '' });
     this.root = el(
       'section',
       { id: 'alarms-panel', class: 'panel wide', 'aria-labelledby': 'alarms-h' },
@@ -202,6 +208,7 @@ export class AlarmsPanel {
 
   destroy(): void {
     this.destroyed = true;
+    this.ctx.active?.(0);
     clearTimeout(this.timer);
     this.root.remove();
     shared.counts.clear();
@@ -261,6 +268,7 @@ export class AlarmsPanel {
   private render(): void {
     const active = shared.alarms.filter((a) => a.active);
     this.count.textContent = `(${active.length} active)`;
+    this.ctx.active?.(active.length);
     if (!shared.alarms.length) {
       this.list.replaceChildren(el('li', { class: 'muted' }, 'No alarms. Set a threshold for the plotted device below.'));
     } else {
@@ -303,70 +311,170 @@ export class AlarmsPanel {
     }
   }
 
-  /** The plotted device's own above/below temperature rule, if it has one. */
-  private ruleOf(deviceId: string): AlarmRule | undefined {
-    return shared.rules.find((r) => r.deviceId === deviceId && r.field === 'temperature' && (r.condition === 'above' || r.condition === 'below'));
+  /** The plotted device's own rule on the field (the first, if it has several). */
+  private ruleOf(deviceId: string, field: string): AlarmRule | undefined {
+    return shared.rules.find((r) => r.deviceId === deviceId && r.field === field);
   }
 
+  /** The field the form is about: the one chosen in it, else the plotted field when numeric rules make sense. */
+  private formField(): string {
+    const chosen = this.form.querySelector<HTMLSelectElement>('#alarm-field')?.value;
+    return chosen || this.ctx.field?.() || 'temperature';
+  }
+
+  /**
+   * The rule form for the one plotted device: any numeric field, every condition the API has
+   * (above, below, outside a range, rate of change, silence), for how long it must hold. Its
+   * outcome is said beside it.
+   */
   private renderForm(): void {
     const sel = this.ctx.selected();
     const dev = sel.length === 1 ? sel[0]! : null;
     if (!dev) {
       this.formFor = undefined;
-      this.form.replaceChildren(el('p', { class: 'muted' }, 'Plot one device to set its temperature alarm.'));
+      this.form.replaceChildren(el('p', { class: 'muted' }, 'Plot one device to set its alarms.'));
       return;
     }
     const unit = this.ctx.unit();
-    const r = this.ruleOf(dev);
+    const field = this.formField();
+    const fields = [...new Set([field, ...(this.ctx.fields?.() ?? ['temperature'])])];
+    const r = this.ruleOf(dev, field);
     // The list is rebuilt on every alarm event; the form only when what it shows changed (another
-    // device plotted, the unit, the rule saved): a threshold being typed is not wiped by an alarm
-    // raised or acknowledged meanwhile.
-    const formFor = `${dev} ${unit} ${r ? `${r.id} ${r.updatedAt}` : '-'}`;
+    // device plotted, the unit, the field, the rule saved): what is being typed is not wiped by an
+    // alarm raised or acknowledged meanwhile.
+    const formFor = `${dev} ${unit} ${field} ${fields.join(',')} ${r ? `${r.id} ${r.updatedAt}` : '-'}`;
     if (formFor === this.formFor) return;
+    if (this.formFor?.split(' ')[0] !== dev) this.status.textContent = '';
     this.formFor = formFor;
-    const value = r?.threshold !== undefined ? (r.unit === unit ? r.threshold : unit === 'F' ? (stored(r.threshold, r) * 9) / 5 + 32 : stored(r.threshold, r)) : null;
-    const cond = el('select', { id: 'alarm-condition', name: 'condition' }, el('option', { value: 'above' }, 'above'), el('option', { value: 'below' }, 'below'));
-    cond.value = r?.condition ?? 'above';
-    this.form.replaceChildren(
-      el('label', { for: 'alarm-condition' }, `Alarm when ${shortId(dev)} is`),
-      cond,
-      el('label', { for: 'alarm-threshold', class: 'sr-only' }, `Threshold in °${unit}`),
-      el('input', {
-        id: 'alarm-threshold',
-        name: 'threshold',
-        type: 'number',
-        step: '0.1',
-        required: '',
-        value: value === null ? '' : String(Math.round(value * 10) / 10),
-        'aria-describedby': 'alarm-hint',
-      }),
-      el('span', {}, `°${unit} for`),
-      el('label', { for: 'alarm-minutes', class: 'sr-only' }, 'Minutes it must last'),
-      el('input', { id: 'alarm-minutes', name: 'minutes', type: 'number', min: '0', max: '10080', step: '1', value: String(r ? Math.round(r.durationMs / 60_000) : 10) }),
-      el('span', {}, 'min'),
-      el('button', { type: 'submit', class: 'primary' }, r ? 'Update alarm' : 'Set alarm'),
-      el('small', { id: 'alarm-hint', class: 'muted' }, r ? 'Or drag the dashed line on the plot.' : 'The threshold is drawn on the plot.'),
+    const isTemp = field === 'temperature';
+    const unitText = isTemp ? ` in °${unit}` : '';
+    const shownOf = (v: number | undefined) =>
+      v === undefined || r === undefined ? '' : String(Math.round((isTemp && r.unit !== unit ? (unit === 'F' ? (stored(v, r) * 9) / 5 + 32 : stored(v, r)) : v) * 10) / 10);
+    const rateOf = (v: number | undefined) =>
+      v === undefined || r === undefined ? '' : String(Math.round((isTemp && r.unit && r.unit !== unit ? (unit === 'F' ? (v * 9) / 5 : (v * 5) / 9) : v) * 100) / 100);
+    const num = (id: string, label: string, value: string, attrs: Record<string, string> = {}) =>
+      el(
+        'span',
+        { class: 'cond-input', 'data-for': attrs['data-for'] ?? '' },
+        el('label', { for: id }, label),
+        el('input', { id, name: id.replace('alarm-', ''), type: 'number', step: 'any', value, ...attrs }),
+      );
+    const fieldSel = el('select', { id: 'alarm-field', name: 'field' }, ...fields.map((f) => el('option', { value: f }, f)));
+    fieldSel.value = field;
+    fieldSel.addEventListener('change', () => this.renderForm());
+    const cond = el(
+      'select',
+      { id: 'alarm-condition', name: 'condition' },
+      el('option', { value: 'above' }, 'above'),
+      el('option', { value: 'below' }, 'below'),
+      el('option', { value: 'outside' }, 'outside a range'),
+      el('option', { value: 'rate' }, 'changing faster than'),
+      el('option', { value: 'silence' }, 'silent for'),
     );
+    cond.value = r?.condition ?? 'above';
+    const direction = el(
+      'select',
+      { id: 'alarm-direction', name: 'direction' },
+      el('option', { value: 'any' }, 'either way'),
+      el('option', { value: 'rise' }, 'rising'),
+      el('option', { value: 'fall' }, 'falling'),
+    );
+    direction.value = r?.direction ?? 'any';
+    const groups = {
+      threshold: num('alarm-threshold', `Threshold${unitText}`, r?.threshold !== undefined ? shownOf(r.threshold) : '', { 'data-for': 'above below' }),
+      low: num('alarm-low', `Low${unitText}`, shownOf(r?.low), { 'data-for': 'outside' }),
+      high: num('alarm-high', `High${unitText}`, shownOf(r?.high), { 'data-for': 'outside' }),
+      rate: num('alarm-rate', `Change per minute${unitText}`, rateOf(r?.ratePerMinute), { 'data-for': 'rate', min: '0' }),
+      direction: el('span', { class: 'cond-input', 'data-for': 'rate' }, el('label', { for: 'alarm-direction' }, 'Direction'), direction),
+      silence: num('alarm-silence', 'Minutes without readings', r?.silenceMs ? String(Math.round(r.silenceMs / 60_000)) : '15', { 'data-for': 'silence', min: '1' }),
+      minutes: num('alarm-minutes', 'Lasting (min)', String(r ? Math.round(r.durationMs / 60_000) : 10), { 'data-for': 'above below outside rate', min: '0', max: '10080', step: '1' }),
+    };
+    const showFor = () => {
+      for (const g of Object.values(groups)) g.hidden = !(g.dataset.for ?? '').split(' ').includes(cond.value);
+    };
+    cond.addEventListener('change', showFor);
+    showFor();
+    this.form.replaceChildren(
+      el('span', { class: 'cond-input' }, el('label', { for: 'alarm-field' }, `Alarm when ${shortId(dev)}'s`), fieldSel),
+      el('span', { class: 'cond-input' }, el('label', { for: 'alarm-condition' }, 'is'), cond),
+      ...Object.values(groups),
+      el('button', { type: 'submit', class: 'primary' }, r ? 'Update alarm' : 'Set alarm'),
+      el('small', { id: 'alarm-hint', class: 'muted' }, r && (r.condition === 'above' || r.condition === 'below') ? 'Or drag the dashed line on the plot.' : 'Thresholds are drawn on the plot.'),
+      this.status,
+    );
+  }
+
+  /** The outcome of a save, beside the form (an error in the error colour). */
+  private readonly status = el('p', { id: 'alarm-status', class: 'alarm-status', role: 'status', 'aria-live': 'polite' });
+
+  private say(text: string, error = false): void {
+    // The status element is re-attached by renderForm; keep it in the form.
+    if (!this.status.isConnected) this.form.append(this.status);
+    this.status.textContent = text;
+    this.status.classList.toggle('error-text', error);
   }
 
   private async submit(): Promise<void> {
     const dev = this.ctx.selected()[0];
     if (!dev) return;
     const fd = new FormData(this.form);
-    const threshold = Number(fd.get('threshold'));
-    const minutes = Number(fd.get('minutes'));
-    if (!Number.isFinite(threshold) || String(fd.get('threshold')).trim() === '') return this.ctx.message('Type a threshold (a number).');
+    const val = (k: string) => {
+      const raw = String(fd.get(k) ?? '').trim();
+      return raw === '' ? Number.NaN : Number(raw);
+    };
+    const field = String(fd.get('field') || 'temperature');
+    const condition = fd.get('condition') as AlarmRule['condition'];
     const unit = this.ctx.unit();
-    const body = { condition: fd.get('condition') as 'above' | 'below', threshold, unit, duration: Math.max(0, Math.round(minutes)) * 60_000, hysteresis: unit === 'F' ? 1 : 0.5, deviceId: dev };
+    const isTemp = field === 'temperature';
+    const body: NewAlarmRule = {
+      condition,
+      field,
+      deviceId: dev,
+      unit: isTemp ? unit : null,
+      hysteresis: isTemp ? (unit === 'F' ? 1 : 0.5) : 0,
+      duration: condition === 'silence' ? 0 : Math.max(0, Math.round(val('minutes') || 0)) * 60_000,
+    };
+    const need = (k: string, what: string): number | null => {
+      const v = val(k);
+      if (Number.isFinite(v)) return v;
+      this.say(`Type ${what} (a number).`, true);
+      return null;
+    };
+    if (condition === 'above' || condition === 'below') {
+      const t = need('threshold', 'a threshold');
+      if (t === null) return;
+      body.threshold = t;
+    } else if (condition === 'outside') {
+      const lo = need('low', 'the low end');
+      const hi = lo === null ? null : need('high', 'the high end');
+      if (lo === null || hi === null) return;
+      if (lo >= hi) return this.say('The low end must be below the high end.', true);
+      [body.low, body.high] = [lo, hi];
+    } else if (condition === 'rate') {
+      const rate = need('rate', 'a change per minute');
+      if (rate === null) return;
+      body.ratePerMinute = rate;
+      body.direction = String(fd.get('direction') || 'any') as 'rise' | 'fall' | 'any';
+      body.hysteresis = 0;
+    } else if (condition === 'silence') {
+      const m = need('silence', 'the minutes without readings');
+      if (m === null) return;
+      body.silence = Math.round(m * 60_000);
+      // A silence rule has no value to judge: no unit, hysteresis or duration (docs/alarms.md).
+      delete body.hysteresis;
+      delete body.duration;
+      delete body.unit;
+    }
     const c = this.conn.client;
+    this.say('Saving…');
     try {
-      const r = this.ruleOf(dev);
+      const r = this.ruleOf(dev, field);
       if (r) await c.updateAlarmRule(r.id, { ...body, name: r.name, severity: r.severity, webhook: r.webhook ? { url: r.webhook.url } : null });
       else await c.createAlarmRule(body);
-      this.ctx.message('Alarm saved.', 'info');
       await this.load();
+      this.say('Alarm saved.');
     } catch (e) {
-      this.ctx.message((this.conn.explain(e) as Error).message);
+      this.say((this.conn.explain(e) as Error).message, true);
     }
   }
 
@@ -374,10 +482,11 @@ export class AlarmsPanel {
     try {
       // A rule read from the API may be sent back changed (PUT replaces it).
       await this.conn.client.updateAlarmRule(rule.id, { ...rule, threshold });
-      this.ctx.message(`Threshold set to ${threshold}${rule.unit ? ` °${rule.unit}` : ''}.`, 'info');
+      await this.load();
+      this.say(`Threshold set to ${threshold}${rule.unit ? ` °${rule.unit}` : ''}.`);
     } catch (e) {
-      this.ctx.message((this.conn.explain(e) as Error).message);
+      this.say((this.conn.explain(e) as Error).message, true);
+      await this.load();
     }
-    await this.load();
   }
 }

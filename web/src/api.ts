@@ -2,7 +2,8 @@
 // paging, typed errors, the SSE streams, simulations, the CoAP bridge): failures become plain
 // sentences a user can act on.
 import { ApiError as SdkApiError, NetworkError, ReefClient } from '../../src/sdk/index.ts';
-import type { Bucket, Device, KitStatus, Observation, ObservationGroup } from '../../src/sdk/index.ts';
+import type { Bucket, Device, DeviceCadence, KitStatus, Observation, ObservationGroup } from '../../src/sdk/index.ts';
+import { isKitModule } from './format.ts';
 
 export type { Bucket, Device, KitStatus, Observation };
 export type LatestGroup = ObservationGroup;
@@ -37,6 +38,21 @@ export class Connection {
     readonly solution: string,
   ) {
     this.client = typeof clientSecret === 'string' ? new ReefClient({ endpoint, solution, credentials: { clientId, clientSecret }, retries: 2, maxRetryDelayMs: 5000 }) : clientSecret;
+  }
+
+  /** Signed in with a kept token (a reload of the page): it is not renewed; when it expires the secret is asked again. */
+  static withToken(endpoint: string, clientId: string, token: string, solution: string): Connection {
+    return new Connection(endpoint, clientId, new ReefClient({ endpoint, solution, token, retries: 2, maxRetryDelayMs: 5000 }), solution);
+  }
+
+  /** How often each device reports and when it last did (GET …/cadence); none from a server without it. */
+  async cadence(): Promise<DeviceCadence[]> {
+    try {
+      return await this.client.cadence();
+    } catch (e) {
+      if (e instanceof SdkApiError && e.status === 404 && e.code.startsWith('HTTP_')) return [];
+      throw this.explain(e);
+    }
   }
 
   /** The same sign-in (and token) addressing another solution: switching needs no secret again. */
@@ -105,7 +121,7 @@ export class Connection {
 
   async devices(): Promise<Device[]> {
     try {
-      return await this.client.listDevices();
+      return (await this.client.listDevices()).filter((d) => !isKitModule(d));
     } catch (e) {
       // The original answered 404 for a solution without devices (wire §1): that is "none".
       if (e instanceof SdkApiError && e.status === 404 && e.code.startsWith('HTTP_')) return [];

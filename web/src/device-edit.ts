@@ -5,7 +5,7 @@
 // map, the fields a template offers and the template's alarm lines).
 import type { DeviceTemplate } from '../../src/sdk/index.ts';
 import type { Connection, Device } from './api.ts';
-import { addCollapse, el, firstSelected, shortId } from './format.ts';
+import { addCollapse, el, firstSelected, nameOf, shortId } from './format.ts';
 import type { PanelContext } from './panels.ts';
 
 export class DevicePanel {
@@ -75,6 +75,7 @@ export class DevicePanel {
       const i = this.root.querySelector<HTMLInputElement>(`#${id}`);
       if (i) i.value = v;
     };
+    set('device-name', nameOf(d));
     set('device-lat', loc ? String(loc.latitude) : '');
     set('device-lon', loc ? String(loc.longitude) : '');
     this.fillTemplates(d);
@@ -93,6 +94,16 @@ export class DevicePanel {
       el(
         'div',
         { class: 'row' },
+        el(
+          'div',
+          { class: 'field name-field' },
+          el('label', { for: 'device-name' }, 'Name'),
+          el('input', { id: 'device-name', type: 'text', maxlength: '100', value: nameOf(d), placeholder: shortId(d.id), 'aria-describedby': 'device-error' }),
+        ),
+      ),
+      el(
+        'div',
+        { class: 'row' },
         input('device-lat', 'Latitude', loc ? String(loc.latitude) : '', { min: '-90', max: '90' }),
         input('device-lon', 'Longitude', loc ? String(loc.longitude) : '', { min: '-180', max: '180' }),
         el('div', { class: 'field' }, el('label', { for: 'device-template' }, 'Template'), el('select', { id: 'device-template' }, el('option', { value: '' }, 'No template'))),
@@ -105,7 +116,7 @@ export class DevicePanel {
       ev.preventDefault();
       void this.save(d);
     });
-    this.root.replaceChildren(el('h2', { id: 'device-h' }, `Device ${shortId(d.id)}`, el('span', { class: 'count' }, ` · ${d.deviceType}`)), form);
+    this.root.replaceChildren(el('h2', { id: 'device-h' }, `Device ${nameOf(d) || shortId(d.id)}`, el('span', { class: 'count' }, ` · ${d.deviceType}`)), form);
     this.fillTemplates(d);
     addCollapse(this.root);
   }
@@ -116,7 +127,7 @@ export class DevicePanel {
     const status = this.root.querySelector('#device-status')!;
     error.textContent = '';
     status.textContent = '';
-    const [lat, lon, template] = [value('device-lat'), value('device-lon'), value('device-template')];
+    const [name, lat, lon, template] = [value('device-name'), value('device-lat'), value('device-lon'), value('device-template')];
     if ((lat === '') !== (lon === '')) {
       error.textContent = 'Give both latitude and longitude, or neither to remove the location.';
       return;
@@ -124,6 +135,8 @@ export class DevicePanel {
     const domainInfo: Record<string, unknown> = {
       location: lat === '' ? null : { latitude: Number(lat), longitude: Number(lon) },
       templateId: template === '' ? null : template,
+      // An emptied name removes it: the id is shown again.
+      name: name === '' ? null : name,
     };
     try {
       await this.conn.client.updateDevice(d.id, { domainInfo });

@@ -4,7 +4,7 @@
 // temperature, unit and clock; every action shows what the kit answered (its CoAP code and
 // payload), and the unit confirmation is the kit's own `?cfg` answer ("<epoch>,<C|F>", docs/device.md).
 // The kit's errors and deadlines are shown as the bridge words them.
-import { deviceMac, type CoapResponse } from '../../src/sdk/index.ts';
+import { deviceMac, NetworkError, type CoapResponse } from '../../src/sdk/index.ts';
 import { ApiError, type Connection, type Device } from './api.ts';
 import { addCollapse, el, firstSelected, fmtTime, isDevKit, shortId, zoneLabel } from './format.ts';
 import type { PanelContext } from './panels.ts';
@@ -13,6 +13,11 @@ import type { PanelContext } from './panels.ts';
 export type KitResponse = Pick<CoapResponse, 'code' | 'contentFormat' | 'payload' | 'reading'> & Partial<Pick<CoapResponse, 'codeName' | 'payloadEncoding' | 'observe'>>;
 
 const SENSOR = 'arduino/temp';
+/**
+ * How long the panel waits for the kit: past the gateway's own deadline (5 s) with room for the
+ * network, far short of the SDK's default (35 s) — a dead kit is said to be so at once.
+ */
+const KIT_DEADLINE_MS = 10_000;
 
 /** The kit's clock: a 4-byte big-endian epoch (content-format 42) or decimal text (docs/coap.md). */
 export function clockEpoch(r: KitResponse): number | null {
@@ -139,7 +144,23 @@ export class DevKitPanel {
 
   private kit(method: 'GET' | 'PUT', resource: string): Promise<KitResponse> {
     const id = this.device!.id;
-    return this.conn.sdk((c) => (method === 'GET' ? c.coapGet(id, resource) : c.coapPut(id, resource)));
+    const c = this.conn.client;
+    const opts = { timeoutMs: KIT_DEADLINE_MS };
+    return (method === 'GET' ? c.coapGet(id, resource, opts) : c.coapPut(id, resource, undefined, opts)).catch((e: unknown) => {
+      if (e instanceof NetworkError && e.timedOut) throw new ApiError('device', `No answer from the kit within ${KIT_DEADLINE_MS / 1000} s: it may be offline or out of reach.`);
+      throw this.conn.explain(e);
+    });
+  }
+
+  /** The value shown is the last one the kit gave: after a failed read it is marked as such. */
+  private markStale(stale: boolean): void {
+    const { value, when } = this.out;
+    value.classList.toggle('stale-value', stale);
+    value.title = stale ? 'The last value the kit gave: it did not answer since' : '';
+    when.dataset.stale = String(stale);
+    const note = when.querySelector('.stale-note');
+    if (stale && !note && value.textContent !== '—') when.append(el('span', { class: 'stale-note' }, ' (no answer since)'));
+    if (!stale) note?.remove();
   }
 
   private async run<T>(what: string, fn: () => Promise<T>, op = ++this.op): Promise<T | undefined> {
@@ -155,6 +176,7 @@ export class DevKitPanel {
       return r;
     } catch (err) {
       if (mine()) {
+        this.markStale(true);
         status.classList.add('error-text');
         status.textContent = `${what} failed: ${err instanceof ApiError ? err.message : String(err)}`;
       }
@@ -169,6 +191,7 @@ export class DevKitPanel {
 
   private showReading(r: KitResponse): KitResponse {
     this.kitAnswered(r);
+    this.markStale(false);
     if (r.reading) {
       this.out.value.textContent = `${r.reading.value.toFixed(2)} °${r.reading.unit}`;
       this.out.unit.textContent = `°${r.reading.unit}`;

@@ -97,6 +97,17 @@ export function shortId(id: string): string {
   return id.slice(0, 8);
 }
 
+/** The device's own name (domainInfo.name), or '' when it has none. */
+export function nameOf(d: Device | undefined): string {
+  const n = d?.domainInfo?.name;
+  return typeof n === 'string' ? n.trim() : '';
+}
+
+/** What a person reads for a device: its name, else the first characters of its id. */
+export function labelOf(d: Device | undefined, id: string): string {
+  return nameOf(d) || shortId(id);
+}
+
 /** The MAC (provisioningInfo.ssniMacAddress, the seed's vendorMacAddress, or wire §1 domainInfo.nic_macID) or the location. */
 export function whereOf(d: Device): string {
   const mac = deviceMac(d);
@@ -104,6 +115,15 @@ export function whereOf(d: Device): string {
   const l = d.domainInfo?.location;
   if (l && Number.isFinite(l.latitude) && Number.isFinite(l.longitude)) return `${l.latitude.toFixed(3)}, ${l.longitude.toFixed(3)}`;
   return '';
+}
+
+/**
+ * A kit's network module: the MILLI device the service lists after each provisioned kit for the
+ * original clients (docs/api.md "A kit's network module"). Its series is the kit's, so the app
+ * shows the kit alone.
+ */
+export function isKitModule(d: Device): boolean {
+  return d.deviceType === 'MILLI' && !!d.provisioningInfo && typeof d.domainInfo?.kitId === 'string';
 }
 
 export function isDevKit(d: Device): boolean {
@@ -150,13 +170,13 @@ export function fmtSpan(seconds: number): string {
 }
 
 /**
- * Is a device's latest reading overdue? Expected every `intervalMs` when known (from its last two
- * readings), so it is stale after three missed intervals (at least a minute); with one reading
- * only, after 15 minutes.
+ * Is a device's latest reading overdue? Expected every `every` ms when the server said so
+ * (GET …/cadence: the median gap of its newest readings) or else from its last two readings seen,
+ * so it is stale after three missed intervals (at least a minute); with neither, after 15 minutes.
  */
-export function isStale(l: { ts: number; prevTs?: number } | undefined, now = Date.now()): boolean {
+export function isStale(l: { ts: number; prevTs?: number; every?: number } | undefined, now = Date.now()): boolean {
   if (!l) return false;
-  const every = l.prevTs !== undefined && l.ts > l.prevTs ? l.ts - l.prevTs : null;
+  const every = l.every !== undefined && l.every > 0 ? l.every : l.prevTs !== undefined && l.ts > l.prevTs ? l.ts - l.prevTs : null;
   const limit = every === null ? 15 * 60_000 : Math.max(60_000, 3 * every);
   return now - l.ts > limit;
 }

@@ -4,20 +4,20 @@
 // panels. Errors are shown beside the control that caused them.
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
-import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, setZone, shortId, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
+import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
 import { clearTemplateUnits, collectPaths, fmtValue, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
-import { PALETTE, PlotView, type Series } from './plot.ts';
+import { PALETTE, PlotView } from './plot.ts';
+import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { alarmBadge, setDeviceTemplates } from './alarms.ts';
+import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
-type Preset = '1h' | '24h' | '7d';
-const PRESET_SECONDS: Record<Preset, number> = { '1h': 3600, '24h': 86400, '7d': 7 * 86400 };
-/** Up to this span the plot shows every observation; beyond it, per-bucket min/avg/max. */
-const RAW_MAX_SECONDS = 86400;
-const TARGET_BUCKETS = 1500;
+type Preset = '15m' | '1h' | '6h' | '24h' | '7d' | '30d';
+const PRESET_SECONDS: Record<Preset, number> = { '15m': 900, '1h': 3600, '6h': 6 * 3600, '24h': 86400, '7d': 7 * 86400, '30d': 30 * 86400 };
+const isPreset = (v: string | null | undefined): v is Preset => !!v && v in PRESET_SECONDS;
 const MAX_COMPARE = PALETTE.length;
 /** How often the kits' reachability is asked of the gateway (announcements come every minute or so). */
 const KITS_EVERY_MS = 15_000;
@@ -33,12 +33,19 @@ const state = {
   unit: (localStorage.getItem('reef.unit') === 'F' ? 'F' : 'C') as Unit,
   zone: (localStorage.getItem('reef.zone') === 'UTC' ? 'UTC' : 'local') as Zone,
   // The last preset is remembered between visits.
-  range: { preset: (['1h', '24h', '7d'] as const).find((p) => p === localStorage.getItem('reef.range')) ?? '24h' } as { preset: Preset } | { from: number; to: number },
+  range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as { preset: Preset } | { from: number; to: number },
   stopEvents: null as null | (() => void),
   load: null as AbortController | null,
   zoom: null as [number, number] | null,
   kitsTimer: undefined as ReturnType<typeof setInterval> | undefined,
+  /** The view the page's address asked for, applied once the solution's devices are known. */
+  pending: readView(location.search) as View | null,
+  /** Signed in with a token kept for this tab (no secret): when it expires, the secret is asked again. */
+  tokenOnly: null as null | { expiresAt: number },
 };
+const view0 = state.pending;
+if (view0?.field) state.field = view0.field;
+if (view0?.range) state.range = view0.range;
 setZone(state.zone);
 
 const form = $('connect') as HTMLFormElement;
@@ -62,9 +69,24 @@ const ctx = {
   kits: state.kits,
   selected: () => state.selected,
   quantity: q,
-  select: (id: string, mode: 'only' | 'toggle') => select(id, mode),
+  select: (id: string, mode: 'only' | 'toggle') => select(id, mode, true),
+  stale: (id: string) => {
+    const k = deviceState(state.latest.get(id), state.kits.get(id)).key;
+    return k === 'stale' || k === 'offline';
+  },
+  label: (id: string) =>
+    labelOf(
+      state.devices.find((d) => d.id === id),
+      id,
+    ),
 };
-const table = new DeviceTable($('devices') as HTMLTableElement, $('filter') as HTMLInputElement, ctx);
+const table = new DeviceTable($('devices') as HTMLTableElement, $('filter') as HTMLInputElement, ctx, $('state-filter') as HTMLSelectElement);
+// The count says what is shown: "(1 of 207)" while a filter narrows the list.
+table.onCount = (shown, total) => {
+  const text = shown === total ? `(${total})` : `(${shown} of ${total})`;
+  const c = $('device-count');
+  if (c.textContent !== text) c.textContent = text;
+};
 const map = new DeviceMap($('map'), $('map-fig'), $('map-legend'), ctx);
 const plot = new PlotView($('plot'), $('plot-info'), $('readout'));
 let panels: Panels | null = null;
@@ -73,7 +95,7 @@ for (const id of ['devices-panel', 'plot-panel', 'latest-panel']) addCollapse($(
 // Remembered between visits: everything but the secret.
 endpointIn.value = localStorage.getItem('reef.endpoint') ?? '';
 idIn.value = localStorage.getItem('reef.clientId') ?? '';
-solutionIn.value = localStorage.getItem('reef.solution') ?? 'sandbox';
+solutionIn.value = view0?.solution ?? localStorage.getItem('reef.solution') ?? 'sandbox';
 endpointIn.placeholder = location.origin;
 ($(`unit-${state.unit.toLowerCase()}`) as HTMLInputElement).checked = true;
 zoneSel.value = state.zone;
@@ -118,18 +140,14 @@ async function connect(): Promise<void> {
   statusEl.textContent = 'Connecting…';
   showMessage('');
   try {
-    await conn.accessToken();
-    const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
+    const token = await conn.accessToken();
+    const [devices, latest, cadence] = await fetchSolution(conn);
     localStorage.setItem('reef.endpoint', endpointIn.value.trim());
     localStorage.setItem('reef.clientId', clientId);
+    saveSession({ endpoint: conn.endpoint, clientId, token });
+    state.tokenOnly = null;
     secretIn.value = '';
-    connectBtn.hidden = true;
-    disconnectBtn.hidden = false;
-    switchBtn.hidden = false;
-    for (const input of [endpointIn, idIn, secretIn]) input.disabled = true;
-    document.body.classList.add('connected');
-    main.hidden = false;
-    begin(conn, devices, latest);
+    connected(conn, devices, latest, cadence);
   } catch (err) {
     statusEl.textContent = '';
     showMessage(explain(err));
@@ -137,6 +155,49 @@ async function connect(): Promise<void> {
     if (err instanceof ApiError && err.kind === 'solution') solutionIn.focus();
   } finally {
     connectBtn.disabled = false;
+  }
+}
+
+/** The solution's devices, the latest reading of each and how often each reports (older servers: none). */
+function fetchSolution(conn: Connection): Promise<[Device[], Awaited<ReturnType<Connection['latest']>>, Awaited<ReturnType<Connection['cadence']>>]> {
+  return Promise.all([conn.devices(), conn.latest(), conn.cadence()]);
+}
+
+/** The header and page once signed in. */
+function connected(conn: Connection, devices: Device[], latest: Awaited<ReturnType<Connection['latest']>>, cadence: Awaited<ReturnType<Connection['cadence']>>): void {
+  connectBtn.hidden = true;
+  disconnectBtn.hidden = false;
+  switchBtn.hidden = false;
+  for (const input of [endpointIn, idIn, secretIn]) input.disabled = true;
+  document.body.classList.add('connected');
+  main.hidden = false;
+  begin(conn, devices, latest, cadence);
+}
+
+/**
+ * A reload within the token's lifetime connects again without the secret: the token (not the
+ * secret) is kept in this tab's sessionStorage (web/src/session.ts, docs/web.md "Reload and share").
+ */
+async function resume(): Promise<boolean> {
+  // Only an address that names a view (what a reload or a bookmark of a connected page has) signs
+  // in again by itself; the bare page is the sign-in form.
+  const saved = view0?.solution ? loadSession() : null;
+  if (!saved) return false;
+  const solution = solutionIn.value.trim() || 'sandbox';
+  const conn = Connection.withToken(saved.endpoint, saved.clientId, saved.token, solution);
+  endpointIn.value = saved.endpoint === location.origin ? '' : saved.endpoint;
+  idIn.value = saved.clientId;
+  statusEl.textContent = 'Connecting…';
+  try {
+    const [devices, latest, cadence] = await fetchSolution(conn);
+    state.tokenOnly = { expiresAt: saved.expiresAt };
+    connected(conn, devices, latest, cadence);
+    return true;
+  } catch (err) {
+    statusEl.textContent = '';
+    if (err instanceof ApiError && err.kind === 'credentials') clearSession();
+    else showMessage(explain(err));
+    return false;
   }
 }
 
@@ -168,15 +229,32 @@ async function showMqtt(conn: Connection): Promise<void> {
 }
 
 /** Shows a solution of a signed-in connection: devices, latest readings, the live stream, the panels. */
-function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[]): void {
+function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[], cadence: Awaited<ReturnType<Connection['cadence']>> = []): void {
   state.conn = conn;
   localStorage.setItem('reef.solution', conn.solution);
   solutionIn.value = conn.solution;
   // The full endpoint and client id, never cut: the status line wraps instead (phones).
   statusEl.replaceChildren('Connected to ', el('strong', {}, conn.solution), ' at ', el('span', { class: 'mono' }, conn.endpoint), ' as ', el('span', { class: 'mono' }, conn.clientId));
-  void showMqtt(conn);
   for (const g of latest) noteLatest(g.deviceId, g.observations);
+  noteCadence(cadence);
   setDevices(devices);
+  state.stopEvents = conn.events({
+    observations: (g) => onLive(g.deviceId, g.observations),
+    device: reloadSoon,
+    state: (live) => {
+      // Back after a break: what came meanwhile is fetched (the latest of all and the plot).
+      const wasDown = document.body.classList.contains('stream-down');
+      document.body.classList.toggle('stream-down', !live);
+      if (live && wasDown) {
+        reloadSoon();
+        if (liveBox.checked) void loadPlot(true);
+      }
+    },
+    other: (type, data) => panels?.event(type, data),
+  });
+  // The plot's requests go first: the panels' own (alarms, templates, MQTT, kits) would otherwise
+  // take the browser's few connections to the server ahead of them.
+  applyPending(devices);
   panels = mountPanels(conn, {
     devices: () => state.devices,
     selected: () => state.selected,
@@ -184,6 +262,9 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     reloadDevices: reloadSoon,
     reloadPlot: () => void loadPlot(),
     message: showMessage,
+    fields: () => [...state.fields],
+    field: () => state.field,
+    alarmsActive: showAlarmCount,
     alarmsChanged: () => {
       table.refresh();
       renderLatest();
@@ -192,15 +273,35 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     },
   });
   panels.update();
-  state.stopEvents = conn.events({
-    observations: (g) => onLive(g.deviceId, g.observations),
-    device: reloadSoon,
-    state: (live) => document.body.classList.toggle('stream-down', !live),
-    other: (type, data) => panels?.event(type, data),
-  });
+  void showMqtt(conn);
   void refreshKits();
   state.kitsTimer = setInterval(() => void refreshKits(), KITS_EVERY_MS);
-  if (devices.length) select(pickFirst(devices), 'only');
+}
+
+/** The devices the page's address named (those still listed), or the freshest device. */
+function applyPending(devices: Device[]): void {
+  const want = state.pending?.devices?.filter((id) => devices.some((d) => d.id === id)) ?? [];
+  const zoom = state.pending?.zoom ?? null;
+  state.pending = null;
+  if (want.length) {
+    state.selected = want.slice(0, MAX_COMPARE);
+    table.refresh();
+    map.refresh();
+    renderLatest();
+    panels?.update();
+    void loadPlot().then(() => {
+      if (zoom && state.selected.join() === want.join()) plot.zoomTo(zoom);
+    });
+  } else if (devices.length) select(pickFirst(devices), 'only');
+}
+
+/** Active alarms in the header (a link to the panel) and in the tab's title, seen from any tab. */
+const BASE_TITLE = document.title;
+function showAlarmCount(n: number): void {
+  const a = $('alarm-count') as HTMLAnchorElement;
+  a.hidden = n === 0;
+  a.textContent = `${n} active alarm${n === 1 ? '' : 's'}`;
+  document.title = n ? `(${n}) ${BASE_TITLE}` : BASE_TITLE;
 }
 
 /** Another solution of the same sign-in: no Disconnect, no secret again. */
@@ -217,11 +318,11 @@ async function switchSolution(solution: string): Promise<void> {
   switchBtn.disabled = true;
   statusEl.textContent = `Switching to ${solution}…`;
   try {
-    const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
+    const [devices, latest, cadence] = await fetchSolution(conn);
     if (state.conn !== old) return;
     showMessage('');
     leave();
-    begin(conn, devices, latest);
+    begin(conn, devices, latest, cadence);
   } catch (err) {
     // The old solution stays on screen and live.
     statusEl.replaceChildren(`Still connected to ${old.solution}.`);
@@ -271,6 +372,9 @@ function leave(): void {
 function disconnect(reset = true): void {
   leave();
   if (!reset) return;
+  clearSession();
+  state.tokenOnly = null;
+  history.replaceState(null, '', location.pathname);
   $('mqtt-info').hidden = true;
   for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = false;
   connectBtn.hidden = false;
@@ -315,9 +419,10 @@ async function reloadDevices(): Promise<void> {
   const conn = state.conn;
   if (!conn) return;
   try {
-    const [devices, latest] = await Promise.all([conn.devices(), conn.latest()]);
+    const [devices, latest, cadence] = await fetchSolution(conn);
     if (conn !== state.conn) return;
     for (const g of latest) noteLatest(g.deviceId, g.observations);
+    noteCadence(cadence);
     setDevices(devices);
     void refreshKits();
     if (!state.selected.length && devices.length) select(pickFirst(devices), 'only');
@@ -352,11 +457,21 @@ async function refreshKits(): Promise<void> {
     const kits = await conn.kits();
     if (conn !== state.conn) return;
     state.kits.clear();
-    for (const k of kits) state.kits.set(k.deviceId, { reachable: k.reachable, lastHeard: k.lastHeard ? Date.parse(k.lastHeard) : null });
+    for (const k of kits) {
+      state.kits.set(k.deviceId, { reachable: k.reachable, lastHeard: k.lastHeard ? Date.parse(k.lastHeard) : null, periodMs: k.announcePeriodSeconds ? k.announcePeriodSeconds * 1000 : null });
+    }
     table.refresh();
     renderLatest();
   } catch {
     // Reachability is a hint: the table keeps its last answer; a real failure shows on the next call.
+  }
+}
+
+/** How often each device reports, as the server measured it: a fresh page knows what is stale. */
+function noteCadence(list: { deviceId: string; intervalSeconds: number | null }[]): void {
+  for (const c of list) {
+    const l = state.latest.get(c.deviceId);
+    if (l && c.intervalSeconds !== null && c.intervalSeconds > 0) l.every = c.intervalSeconds * 1000;
   }
 }
 
@@ -366,7 +481,12 @@ function noteLatest(deviceId: string, obs: Observation[]): void {
     const ts = Date.parse(o.timestamp);
     const cur = state.latest.get(deviceId);
     if (!Number.isFinite(ts) || (cur && ts < cur.ts)) continue;
-    state.latest.set(deviceId, { ts, obs: o, ...(cur && ts > cur.ts ? { prevTs: cur.ts } : cur?.prevTs !== undefined ? { prevTs: cur.prevTs } : {}) });
+    state.latest.set(deviceId, {
+      ts,
+      obs: o,
+      ...(cur && ts > cur.ts ? { prevTs: cur.ts } : cur?.prevTs !== undefined ? { prevTs: cur.prevTs } : {}),
+      ...(cur?.every !== undefined ? { every: cur.every } : {}),
+    });
     const before = state.fields.size;
     collectPaths(o, state.fields);
     grew ||= state.fields.size !== before;
@@ -379,7 +499,7 @@ function noteLatest(deviceId: string, obs: Observation[]): void {
 function renderFields(): void {
   const paths = [...state.fields].sort((a, b) => (a === TEMPERATURE ? -1 : b === TEMPERATURE ? 1 : a.localeCompare(b)));
   // The remembered field when this solution has it, else temperature (the remembered one stays stored).
-  const preferred = localStorage.getItem('reef.field') ?? TEMPERATURE;
+  const preferred = state.pending?.field ?? localStorage.getItem('reef.field') ?? TEMPERATURE;
   state.field = state.fields.has(preferred) ? preferred : state.fields.has(state.field) ? state.field : TEMPERATURE;
   const label = (p: string) => {
     const qq = quantity(p, state.unit);
@@ -396,6 +516,7 @@ function renderFields(): void {
 fieldSel.addEventListener('change', () => {
   state.field = fieldSel.value || TEMPERATURE;
   localStorage.setItem('reef.field', state.field);
+  saveView();
   refreshViews();
   void loadPlot();
 });
@@ -409,7 +530,11 @@ function refreshViews(): void {
 
 // ---- selection and plotting ----
 
-function select(id: string, mode: 'only' | 'toggle'): void {
+/**
+ * `reveal`: the user chose it (a row, a marker, a tile), so the plot is brought into view if it is
+ * not (on a phone it is above the list).
+ */
+function select(id: string, mode: 'only' | 'toggle', reveal = false): void {
   if (mode === 'only') state.selected = [id];
   else if (state.selected.includes(id)) state.selected = state.selected.filter((x) => x !== id);
   else state.selected = [...state.selected, id].slice(-MAX_COMPARE);
@@ -419,6 +544,13 @@ function select(id: string, mode: 'only' | 'toggle'): void {
   renderLatest();
   panels?.update();
   void loadPlot();
+  if (reveal) revealPlot();
+}
+
+function revealPlot(): void {
+  const r = $('plot').getBoundingClientRect();
+  if (r.top >= 0 && r.bottom <= window.innerHeight) return;
+  $('plot-panel').scrollIntoView({ block: 'start' });
 }
 
 function rangeWindow(): [number, number] {
@@ -429,82 +561,8 @@ function rangeWindow(): [number, number] {
   return [state.range.from / 1000, state.range.to / 1000];
 }
 
-function bucketFor(spanSeconds: number): number {
-  const nice = [10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
-  const want = spanSeconds / TARGET_BUCKETS;
-  return (nice.find((n) => n >= want) ?? Math.ceil(want / 86400) * 86400) * 1000;
-}
-
-/**
- * Per-bucket min/avg/max of raw points, for fields the server does not aggregate (its `bucket`
- * query covers temperature): the same shape as the server's buckets, empty buckets omitted.
- */
-function bucketise(deviceId: string, x: number[], y: (number | null)[], from: number, bucketS: number): Series {
-  const out: Series = { deviceId, bucketed: true, x: [], y: [], min: [], max: [], observations: 0 };
-  let cur = -1,
-    sum = 0,
-    n = 0,
-    lo = Infinity,
-    hi = -Infinity;
-  const flush = () => {
-    if (n) {
-      out.x.push(from + cur * bucketS);
-      out.y.push(sum / n);
-      out.min!.push(lo);
-      out.max!.push(hi);
-      out.observations += n;
-    }
-  };
-  for (let i = 0; i < x.length; i++) {
-    const v = y[i];
-    if (v === null || v === undefined) continue;
-    const b = Math.floor((x[i]! - from) / bucketS);
-    if (b !== cur) {
-      flush();
-      [cur, sum, n, lo, hi] = [b, 0, 0, Infinity, -Infinity];
-    }
-    sum += v;
-    n++;
-    lo = Math.min(lo, v);
-    hi = Math.max(hi, v);
-  }
-  flush();
-  return out;
-}
-
-async function fetchSeries(conn: Connection, ids: string[], from: number, to: number, signal: AbortSignal): Promise<Series[]> {
-  const span = to - from;
-  const f = new Date(from * 1000);
-  const t = new Date(to * 1000 + 1);
-  const field = state.field;
-  return Promise.all(
-    ids.map(async (deviceId): Promise<Series> => {
-      if (span <= RAW_MAX_SECONDS || field !== TEMPERATURE) {
-        const obs = await conn.range(deviceId, f, t, signal);
-        const x: number[] = [];
-        const y: (number | null)[] = [];
-        for (const o of obs) {
-          x.push(Date.parse(o.timestamp) / 1000);
-          y.push(valueAt(o, field));
-        }
-        if (span > RAW_MAX_SECONDS) return bucketise(deviceId, x, y, from, bucketFor(span) / 1000);
-        return { deviceId, bucketed: false, x, y, observations: obs.length };
-      }
-      const bs = await conn.buckets(deviceId, f, t, bucketFor(span), signal);
-      return {
-        deviceId,
-        bucketed: true,
-        x: bs.map((b) => Date.parse(b.timestamp) / 1000),
-        y: bs.map((b) => b.avg),
-        min: bs.map((b) => b.min),
-        max: bs.map((b) => b.max),
-        observations: bs.reduce((n, b) => n + b.count, 0),
-      };
-    }),
-  );
-}
-
-async function loadPlot(): Promise<void> {
+/** Loads the plotted devices' data for the range; `keepZoom` (Live resumed, stream back) keeps a user's zoom. */
+async function loadPlot(keepZoom = false): Promise<void> {
   const conn = state.conn;
   if (!conn) return;
   state.load?.abort();
@@ -512,14 +570,16 @@ async function loadPlot(): Promise<void> {
   state.load = ac;
   const ids = [...state.selected];
   const [from, to] = rangeWindow();
+  const zoom = keepZoom ? state.zoom : null;
   state.zoom = null;
   $('reset-zoom').hidden = true;
-  $('plot-title').textContent = ids.length ? `— ${ids.map(shortId).join(', ')}` : '';
+  saveView();
+  $('plot-title').textContent = ids.length ? `— ${ids.map((id) => labelOf(deviceOf(id), id)).join(', ')}` : '';
   const info = $('plot-info');
   info.setAttribute('aria-busy', 'true');
   info.dataset.state = 'loading';
   try {
-    const series = await fetchSeries(conn, ids, from, to, ac.signal);
+    const series = await fetchSeries(conn, ids, from, to, state.field, ac.signal);
     if (ac.signal.aborted) return;
     // A preset range shorter than the data fits the data; a custom range is shown as asked.
     plot.set(series, [from, to], q(), 'preset' in state.range);
@@ -528,6 +588,7 @@ async function loadPlot(): Promise<void> {
     info.dataset.field = state.field;
     showError($('plot-error'), '');
     legend(ids);
+    if (zoom) plot.zoomTo(zoom);
   } catch (err) {
     if ((err as Error).name === 'AbortError') return;
     info.dataset.state = 'error';
@@ -537,26 +598,50 @@ async function loadPlot(): Promise<void> {
   }
 }
 
+function deviceOf(id: string): Device | undefined {
+  return state.devices.find((d) => d.id === id);
+}
+
+/**
+ * The legend: each plotted device with the last, min, max and average of what is visible (it
+ * follows zoom and Live), like a dashboard's legend table.
+ */
 function legend(ids: string[]): void {
   const box = $('plot-legend');
+  const stats = new Map(plot.stats().map((x) => [x.deviceId, x]));
+  const qq = q();
   box.replaceChildren(
-    ...ids.map((id, i) =>
-      el(
+    ...ids.map((id, i) => {
+      const st = stats.get(id);
+      const fig = (name: string, v: number | null | undefined) => el('span', { class: 'stat', 'data-stat': name }, `${name} `, el('strong', {}, fmtValue(v ?? null, qq)));
+      return el(
         'li',
-        {},
+        { 'data-id': id },
         el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
-        `${shortId(id)} `,
+        `${labelOf(deviceOf(id), id)} `,
         el('span', { class: 'muted' }, state.devices.find((d) => d.id === id)?.deviceType ?? ''),
-      ),
-    ),
+        el('span', { class: 'stats' }, fig('last', st?.last), fig('min', st?.min), fig('max', st?.max), fig('avg', st?.avg)),
+      );
+    }),
   );
 }
+plot.labelFor = (id) => labelOf(deviceOf(id), id);
+let legendQueued = false;
+plot.onViewChange = () => {
+  if (legendQueued) return;
+  legendQueued = true;
+  requestAnimationFrame(() => {
+    legendQueued = false;
+    if ($('plot-info').dataset.state === 'ready') legend(state.selected.filter((id) => plot.stats().some((x) => x.deviceId === id)));
+  });
+};
 
 // When the user zooms into a bucketed view far enough, the zoomed window is fetched raw.
 let refineTimer: ReturnType<typeof setTimeout> | undefined;
 plot.onZoom = (range) => {
   state.zoom = range;
   $('reset-zoom').hidden = !range;
+  saveView();
   clearTimeout(refineTimer);
   if (!range || $('plot-info').dataset.bucketed !== 'true') return;
   const [a, b] = range;
@@ -566,7 +651,7 @@ plot.onZoom = (range) => {
     if (!conn) return;
     const ac = new AbortController();
     try {
-      const detail = await fetchSeries(conn, state.selected, a, b, ac.signal);
+      const detail = await fetchSeries(conn, state.selected, a, b, state.field, ac.signal);
       if (state.zoom && state.zoom[0] === a && state.zoom[1] === b) plot.refine(detail, [a, b]);
     } catch (err) {
       showError($('plot-error'), `The detail could not be loaded: ${explain(err)}`);
@@ -578,7 +663,8 @@ $('reset-zoom').addEventListener('click', () => plot.resetZoom());
 
 for (const b of document.querySelectorAll<HTMLButtonElement>('[data-range]')) {
   b.addEventListener('click', () => {
-    state.range = { preset: b.dataset.range as Preset };
+    if (!isPreset(b.dataset.range)) return;
+    state.range = { preset: b.dataset.range };
     localStorage.setItem('reef.range', state.range.preset);
     markRange();
     void loadPlot();
@@ -613,6 +699,7 @@ $('custom-form').addEventListener('submit', (e) => {
   }
   showError(err, '');
   state.range = { from, to };
+  ($('custom') as HTMLDetailsElement).open = false;
   markRange();
   void loadPlot();
 });
@@ -671,6 +758,13 @@ $('csv').addEventListener('click', async () => {
 
 // ---- live ----
 
+const liveBox = $('live') as HTMLInputElement;
+// Live on again: what came while it was off is fetched (the hole is filled, not drawn across).
+liveBox.addEventListener('change', () => {
+  saveView();
+  if (liveBox.checked) void loadPlot(true);
+});
+
 function onLive(deviceId: string, obs: Observation[]): void {
   noteLatest(deviceId, obs);
   panels?.observations(deviceId, obs.length);
@@ -717,6 +811,7 @@ function renderLatest(): void {
     let li = latestItems.get(d.id);
     if (!li) {
       const btn = el('button', { type: 'button', class: 'tile', 'aria-label': '' });
+      // A tile plots its device and leaves the page where it is (a wall of tiles is read in place).
       btn.addEventListener('click', () => select(d.id, 'only'));
       li = el('li', { 'data-id': d.id }, btn);
       latestItems.set(d.id, li);
@@ -726,7 +821,7 @@ function renderLatest(): void {
     const value = fmtValue(valueAt(l?.obs, qq.path), qq);
     const st = deviceState(l, state.kits.get(d.id), now);
     btn.replaceChildren(
-      el('span', { class: 'mono' }, shortId(d.id)),
+      el('span', { class: 'mono' }, labelOf(d, d.id)),
       el('strong', { class: 'val' }, value),
       el('span', { class: 'muted age', title: l ? `${fmtTime(l.ts)} ${zoneLabel(l.ts)}` : '' }, l ? fmtAge(l.ts, now) : 'no readings'),
       el('span', { class: `state ${st.key}` }, st.text),
@@ -764,6 +859,11 @@ setInterval(() => {
     }
   }
   table.tick();
+  // A tab signed in with a kept token: when it expires, the secret is asked for again.
+  if (state.tokenOnly && now >= state.tokenOnly.expiresAt) {
+    disconnect();
+    showMessage('The session has ended: enter the client secret to connect again.', 'info');
+  } else if (!state.tokenOnly && state.conn) keepSession(state.conn);
   for (const [id, li] of latestItems) {
     const l = state.latest.get(id);
     if (!l) continue;
@@ -781,7 +881,48 @@ setInterval(() => {
   }
 }, 1000);
 
+/**
+ * The view in the page's address (solution, devices, field, range or Live, zoom, map view), so a
+ * reload, a bookmark or a link shows the same; replaced, not pushed (Back leaves the app).
+ */
+function saveView(): void {
+  if (!state.conn || state.pending) return;
+  const search = writeView({
+    solution: state.conn.solution,
+    devices: state.selected,
+    field: state.field,
+    range: state.range,
+    zoom: state.zoom,
+    live: liveBox.checked,
+    map: map.viewState(),
+  });
+  if (search !== location.search) history.replaceState(null, '', `${location.pathname}${search}`);
+}
+map.onView = saveView;
+
+/** A renewed token replaces the kept one (about every 30 s it is checked; renewal happens before expiry). */
+let lastKeep = 0;
+function keepSession(conn: Connection): void {
+  const now = Date.now();
+  if (now - lastKeep < 30_000) return;
+  lastKeep = now;
+  void conn.client
+    .getToken()
+    .then((token) => {
+      if (state.conn?.client === conn.client) saveSession({ endpoint: conn.endpoint, clientId: conn.clientId, token });
+    })
+    .catch(() => {});
+}
+
+// The theme can change while the page is open: the plot's canvas takes the new text colour.
+matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => plot.redraw());
+
 showZone();
 markRange();
-if (idIn.value) secretIn.focus();
-else idIn.focus();
+if (view0 && view0.live === false) liveBox.checked = false;
+if (view0?.map) map.setViewState(view0.map);
+void resume().then((ok) => {
+  if (ok) return;
+  if (idIn.value) secretIn.focus();
+  else idIn.focus();
+});

@@ -122,6 +122,19 @@ export class MapView {
     const min = 0.05;
     if (x1 - x0 < min) [x0, x1] = [(x0 + x1) / 2 - min / 2, (x0 + x1) / 2 + min / 2];
     if (y1 - y0 < min) [y0, y1] = [(y0 + y1) / 2 - min / 2, (y0 + y1) / 2 + min / 2];
+    if (this.pendingView) {
+      // A view restored from the page's address, once, instead of fitting.
+      const v = this.pendingView;
+      this.pendingView = null;
+      this.projection.center([0, 0]).scale(Math.min(MAX_SCALE, Math.max(MIN_SCALE, v.scale)));
+      const at = this.projection([v.lon, v.lat]);
+      if (at) {
+        const [tx, ty] = this.projection.translate();
+        this.projection.translate([tx + W / 2 - at[0], ty + H / 2 - at[1]]);
+        this.draw();
+        return;
+      }
+    }
     const box: GeoJSON.Feature = {
       type: 'Feature',
       properties: {},
@@ -141,6 +154,22 @@ export class MapView {
       box,
     );
     this.draw();
+  }
+
+  private pendingView: { lon: number; lat: number; scale: number } | null = null;
+  /** Called after the view moved (pan, zoom, fit), to keep it in the page's address. */
+  onView: () => void = () => {};
+
+  /** The view's middle and scale. */
+  viewState(): { lon: number; lat: number; scale: number } | null {
+    const c = this.projection.invert?.([W / 2, H / 2]);
+    return c ? { lon: c[0], lat: c[1], scale: this.projection.scale() } : null;
+  }
+
+  /** Shows this view at the next fit (a view from the page's address). */
+  setViewState(v: { lon: number; lat: number; scale: number }): void {
+    this.pendingView = v;
+    if (this.devices.length) this.fit();
   }
 
   /** Zoom by `f` around a point of the view (its middle by default). */
@@ -264,6 +293,52 @@ export class MapView {
     this.dotsG.replaceChildren(...inView.map((c) => this.mark(c)));
     this.root.dataset.clusters = String(inView.filter((c) => c.members.length > 1).length);
     this.refresh();
+    this.keepTabStop();
+    this.onView();
+  }
+
+  /**
+   * The marks are reachable by keyboard with one Tab stop: Tab from the map reaches one mark (the
+   * selected one, else the first), the arrow keys move between marks in reading order, Enter or
+   * Space chooses (a cluster opens).
+   */
+  private keepTabStop(): void {
+    const marks = this.marks();
+    if (!marks.length) return;
+    const sel = new Set(this.ctx.selected());
+    const cur = marks.find((m) => m.getAttribute('tabindex') === '0') ?? marks.find((m) => (m.dataset.id ? sel.has(m.dataset.id) : false)) ?? marks[0]!;
+    for (const m of marks) m.setAttribute('tabindex', m === cur ? '0' : '-1');
+  }
+
+  private marks(): SVGElement[] {
+    const all = [...this.dotsG.querySelectorAll<SVGElement>('circle.dot, g.cluster')];
+    const pos = (m: SVGElement) => {
+      const c = (m.tagName === 'g' ? m.querySelector('circle') : m) as SVGCircleElement;
+      return [Number(c.getAttribute('cy')), Number(c.getAttribute('cx'))] as const;
+    };
+    return all.sort((a, b) => {
+      const [ay, ax] = pos(a),
+        [by, bx] = pos(b);
+      return Math.round(ay / 20) - Math.round(by / 20) || ax - bx;
+    });
+  }
+
+  private markKeys(mark: SVGElement, e: KeyboardEvent, choose: () => void): void {
+    if (e.key === 'Enter' || e.key === ' ') {
+      e.preventDefault();
+      e.stopPropagation();
+      choose();
+      return;
+    }
+    if (!['ArrowRight', 'ArrowDown', 'ArrowLeft', 'ArrowUp'].includes(e.key)) return;
+    e.preventDefault();
+    e.stopPropagation();
+    const marks = this.marks();
+    const at = marks.indexOf(mark);
+    const next = marks[(at + (e.key === 'ArrowRight' || e.key === 'ArrowDown' ? 1 : marks.length - 1)) % marks.length];
+    if (!next) return;
+    for (const m of marks) m.setAttribute('tabindex', m === next ? '0' : '-1');
+    next.focus();
   }
 
   private mark(c: Cluster): SVGElement {
@@ -271,13 +346,15 @@ export class MapView {
       y = c.y.toFixed(1);
     if (c.members.length === 1) {
       const d = c.members[0]!;
-      const dot = svg('circle', { cx: x, cy: y, r: 7, 'data-id': d.id, class: 'dot' });
+      const dot = svg('circle', { cx: x, cy: y, r: 7, 'data-id': d.id, class: 'dot', tabindex: '-1', role: 'button' });
       dot.append(svg('title'));
       dot.addEventListener('click', (e) => this.ctx.select(d.id, e.ctrlKey || e.metaKey || e.shiftKey ? 'toggle' : 'only'));
+      dot.addEventListener('keydown', (e) => this.markKeys(dot, e, () => this.ctx.select(d.id, e.shiftKey ? 'toggle' : 'only')));
       return dot;
     }
     const n = c.members.length;
-    const g = svg('g', { class: 'cluster', 'data-count': n, 'data-ids': c.members.map((m) => m.id).join(',') });
+    const g = svg('g', { class: 'cluster', 'data-count': n, 'data-ids': c.members.map((m) => m.id).join(','), tabindex: '-1', role: 'button' });
+    g.addEventListener('keydown', (e) => this.markKeys(g, e, () => this.openCluster(c)));
     g.append(svg('circle', { cx: x, cy: y, r: Math.min(22, 9 + 3 * Math.log2(n)) }));
     const t = svg('text', { x, y, dy: '0.35em', 'text-anchor': 'middle' });
     t.textContent = String(n);
@@ -348,16 +425,25 @@ export class MapView {
     const q = this.ctx.quantity();
     const value = (id: string) => valueAt(this.ctx.latest.get(id)?.obs, q.path);
     const vals = this.devices.map((d) => value(d.id)).filter((v): v is number => v !== null);
-    const lo = vals.length ? Math.min(...vals) : 0;
-    const hi = vals.length ? Math.max(...vals) : 1;
+    // The 5th to 95th percentile sets the colours: one outlier does not wash out everyone else
+    // (values beyond take the end colours; the legend says ≤ and ≥).
+    const sorted = [...vals].sort((a, b) => a - b);
+    const pct = (f: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.round(f * (sorted.length - 1))))]!;
+    const lo = vals.length ? (vals.length >= 10 ? pct(0.05) : sorted[0]!) : 0;
+    const hi = vals.length ? (vals.length >= 10 ? pct(0.95) : sorted[sorted.length - 1]!) : 1;
+    const clipped = vals.length >= 10 && (sorted[0]! < lo || sorted[sorted.length - 1]! > hi);
     const sel = new Set(this.ctx.selected());
     for (const dot of this.dotsG.querySelectorAll<SVGCircleElement>('circle.dot')) {
       const id = dot.dataset.id!;
       const v = value(id);
       dot.setAttribute('fill', tempColour(v, lo, hi));
       dot.classList.toggle('selected', sel.has(id));
+      const stale = this.ctx.stale?.(id) ?? false;
+      dot.classList.toggle('stale', stale);
       const alarms = alarmBadge(id);
-      dot.firstChild!.textContent = `${shortId(id)}: ${fmtValue(v, q)}${alarms ? `; ${alarms} active alarm${alarms > 1 ? 's' : ''}` : ''}`;
+      const text = `${this.ctx.label?.(id) ?? shortId(id)}: ${fmtValue(v, q)}${stale ? ' (stale)' : ''}${alarms ? `; ${alarms} active alarm${alarms > 1 ? 's' : ''}` : ''}`;
+      dot.firstChild!.textContent = text;
+      dot.setAttribute('aria-label', text);
       if (sel.has(id)) this.dotsG.append(dot);
     }
     for (const g of this.dotsG.querySelectorAll<SVGGElement>('g.cluster')) {
@@ -378,7 +464,8 @@ export class MapView {
       const bar = document.createElement('span');
       bar.className = 'legend-bar';
       bar.style.background = `linear-gradient(90deg, ${tempColour(lo, lo, hi)}, ${tempColour((lo + hi) / 2, lo, hi)}, ${tempColour(hi, lo, hi)})`;
-      this.legend.append(fmtValue(lo, q), bar, fmtValue(hi, q));
+      this.legend.append(`${clipped ? '≤ ' : ''}${fmtValue(lo, q)}`, bar, `${clipped ? '≥ ' : ''}${fmtValue(hi, q)}`);
+      this.legend.title = clipped ? 'Colours span the 5th to the 95th percentile of the latest values' : '';
     }
     this.root.setAttribute('aria-label', `Map of ${this.devices.length} device locations (${this.dotsG.childElementCount} marks). Arrow keys pan, plus and minus zoom, 0 fits the devices.`);
   }

@@ -12,6 +12,10 @@ export interface MapContext {
   selected: () => string[];
   quantity: () => Quantity;
   select: (id: string, mode: 'only' | 'toggle') => void;
+  /** True when the device is stale or its kit offline: its mark says so. */
+  stale?: (id: string) => boolean;
+  /** The device's name or short id. */
+  label?: (id: string) => string;
 }
 
 export class DeviceMap {
@@ -33,9 +37,26 @@ export class DeviceMap {
     else if (this.devices.length) void this.load();
   }
 
+  private pendingView: { lon: number; lat: number; scale: number } | null = null;
+  /** Called after the map's view moved. */
+  onView: () => void = () => {};
+
+  /** The map's middle and scale (null before it is shown). */
+  viewState(): { lon: number; lat: number; scale: number } | null {
+    return this.view?.viewState() ?? this.pendingView;
+  }
+
+  /** A view to show instead of fitting the devices (from the page's address). */
+  setViewState(v: { lon: number; lat: number; scale: number }): void {
+    if (this.view) this.view.setViewState(v);
+    else this.pendingView = v;
+  }
+
   private load(): Promise<MapView> {
     this.loading ??= import('./map-view.ts').then(({ MapView }) => {
       this.view = new MapView(this.host, this.legend, this.ctx);
+      this.view.onView = () => this.onView();
+      if (this.pendingView) this.view.setViewState(this.pendingView);
       this.view.setDevices(this.devices);
       return this.view;
     });

@@ -20,6 +20,11 @@ export interface PanelContext {
   message: (text: string, kind?: 'error' | 'info') => void;
   /** Alarm counts, rules or alarms changed: redraw badges and the plot's thresholds. */
   alarmsChanged: () => void;
+  /** Numeric fields on offer and the plotted one (the alarm form's field list). */
+  fields?: () => string[];
+  field?: () => string;
+  /** How many alarms are active (the header and the tab title say it). */
+  alarmsActive?: (n: number) => void;
 }
 
 export interface Panels {
@@ -244,7 +249,19 @@ export function mountPanels(conn: Connection, ctx: PanelContext): Panels {
   simRoot.hidden = !sim;
   const kit = new DevKitPanel(kitRoot, conn, ctx);
   const device = new DevicePanel($('device-panel'), conn, ctx);
-  const alarms = new AlarmsPanel(conn, { selected: ctx.selected, unit: ctx.unit, message: ctx.message, changed: ctx.alarmsChanged }, document.getElementById('plot-panel'));
+  const alarms = new AlarmsPanel(
+    conn,
+    {
+      selected: ctx.selected,
+      unit: ctx.unit,
+      message: ctx.message,
+      changed: ctx.alarmsChanged,
+      ...(ctx.fields ? { fields: ctx.fields } : {}),
+      ...(ctx.field ? { field: ctx.field } : {}),
+      ...(ctx.alarmsActive ? { active: ctx.alarmsActive } : {}),
+    },
+    document.getElementById('device-panel'),
+  );
   return {
     update() {
       device.update();

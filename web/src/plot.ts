@@ -6,6 +6,9 @@ import 'uplot/dist/uPlot.min.css';
 import { fmtSpan, fmtTick, fmtTime, getZone, zoneLabel, sameDay, shortId } from './format.ts';
 import { fmtValue, quantity, type Quantity } from './fields.ts';
 import { alarmThresholds, drawAlarmOverlay } from './alarms.ts';
+import { nearest, sampleGap, tipRow, withGaps, yTicks } from './plot-data.ts';
+
+export { stepDecimals, yTicks } from './plot-data.ts';
 
 export const PALETTE = ['#127a8a', '#d2562a', '#6b4fbb', '#2f8f3a', '#c0398d', '#8a6d1f', '#2a62c9', '#6d7580'];
 
@@ -19,33 +22,6 @@ export interface Series {
   max?: (number | null)[];
   /** Observations the points stand for (the sum of bucket counts when bucketed). */
   observations: number;
-}
-
-function nearest(xs: number[], t: number): number {
-  let lo = 0,
-    hi = xs.length - 1;
-  if (hi < 0) return -1;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (xs[mid]! < t) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo > 0 && Math.abs(xs[lo - 1]! - t) <= Math.abs(xs[lo]! - t)) return lo - 1;
-  return lo;
-}
-
-/** Decimals a tick step needs so that no label is rounded (0.25 → 2, 0.5 → 1, 5 → 0). */
-export function stepDecimals(step: number): number {
-  let d = 0;
-  while (d < 6 && Math.abs(Math.round(step * 10 ** d) - step * 10 ** d) > 1e-6 * 10 ** d) d++;
-  return d;
-}
-
-/** Y tick labels exactly at the ticks: the decimals follow the tick step (a tick at 21.25 reads 21.25). */
-export function yTicks(splits: number[]): string[] {
-  const step = splits.length > 1 ? Math.abs(splits[1]! - splits[0]!) : 1;
-  const d = stepDecimals(step);
-  return splits.map((v) => (Object.is(Math.round(v * 10 ** d) / 10 ** d, -0) ? 0 : v).toFixed(d));
 }
 
 export class PlotView {
@@ -62,6 +38,12 @@ export class PlotView {
   private internal = false;
   private cursorT: number | null = null;
   private ro: ResizeObserver;
+  /** A device's name (or short id) for the read-out and the tooltip. */
+  labelFor: (id: string) => string = shortId;
+  /** Called when what is visible changed (data, zoom, Live): the legend's figures follow. */
+  onViewChange: () => void = () => {};
+  /** The tooltip at the pointer (inside uPlot's drawing area). */
+  private tip: HTMLElement = document.createElement('div');
   /** Called with the visible [from, to] in seconds after the user zooms or pans; null when reset. */
   onZoom: (range: [number, number] | null) => void = () => {};
 
@@ -79,7 +61,9 @@ export class PlotView {
 
   private size(): { width: number; height: number } {
     const w = Math.max(280, this.host.clientWidth);
-    return { width: w, height: Math.max(220, Math.min(420, Math.round(w * 0.5))) };
+    // A phone's plot takes a good part of the screen's height (its width alone gives a strip).
+    const tall = window.innerWidth <= 600 ? Math.round(window.innerHeight * 0.42) : Math.round(w * 0.5);
+    return { width: w, height: Math.max(240, Math.min(440, tall)) };
   }
 
   /**
@@ -192,6 +176,14 @@ export class PlotView {
     return this.view();
   }
 
+  /** Shows [from, to] (seconds) as if the user had zoomed there: a zoom restored from the page's address. */
+  zoomTo(range: [number, number]): void {
+    if (!(range[1] > range[0])) return;
+    this.userRange = range;
+    this.build(range);
+    this.onZoom(range);
+  }
+
   resetZoom(): void {
     const had = this.userRange !== null;
     this.userRange = null;
@@ -250,27 +242,39 @@ export class PlotView {
     const opts: uPlot.Series[] = [{}];
     const bands: uPlot.Band[] = [];
     let idx = 1;
+    let gaps = 0;
     this.series.forEach((s, i) => {
       const colour = PALETTE[i % PALETTE.length]!;
       const label = shortId(s.deviceId);
       if (s.bucketed) {
-        tables.push([s.x, s.y.map(conv), (s.max ?? s.y).map(conv), (s.min ?? s.y).map(conv)] as uPlot.AlignedData);
-        opts.push({ label: `${label} avg`, stroke: colour, width: 1.5, spanGaps: this.series.length > 1, points: { show: false } });
-        opts.push({ label: `${label} max`, stroke: colour + '55', width: 0.5, spanGaps: this.series.length > 1, points: { show: false } });
-        opts.push({ label: `${label} min`, stroke: colour + '55', width: 0.5, spanGaps: this.series.length > 1, points: { show: false } });
+        const g = withGaps(s.x, [s.y.map(conv), (s.max ?? s.y).map(conv), (s.min ?? s.y).map(conv)]);
+        gaps += g.gaps;
+        tables.push([g.x, ...g.cols] as uPlot.AlignedData);
+        opts.push({ label: `${label} avg`, stroke: colour, width: 1.5, points: { show: false } });
+        opts.push({ label: `${label} max`, stroke: colour + '55', width: 0.5, points: { show: false } });
+        opts.push({ label: `${label} min`, stroke: colour + '55', width: 0.5, points: { show: false } });
         bands.push({ series: [idx + 1, idx + 2], fill: colour + '26' });
         idx += 3;
       } else {
-        tables.push([s.x, s.y.map(conv)] as uPlot.AlignedData);
-        opts.push({ label, stroke: colour, width: 1.5, spanGaps: this.series.length > 1, points: { show: s.x.length < 200, size: 4 } });
+        const g = withGaps(s.x, [s.y.map(conv)]);
+        gaps += g.gaps;
+        tables.push([g.x, ...g.cols] as uPlot.AlignedData);
+        opts.push({ label, stroke: colour, width: 1.5, points: { show: s.x.length < 200, size: 4 } });
         idx += 1;
       }
     });
-    const data: uPlot.AlignedData = tables.length === 0 ? [[], []] : tables.length === 1 ? tables[0]! : uPlot.join(tables);
+    // A silence longer than three of a device's intervals is a gap in its line, not a straight line
+    // across; the other devices' times (alignment of several series) are stepped over.
+    const data: uPlot.AlignedData = tables.length === 0 ? [[], []] : tables.length === 1 ? tables[0]! : uPlot.join(tables, tables.map((t) => t.slice(1).map(() => 1)) as (0 | 1 | 2)[][]);
+    this.host.dataset.gaps = String(gaps);
     if (!tables.length) opts.push({ label: 'none' });
     this.userRange = keep;
     const [wmin, wmax] = this.view();
     const axisLabel = `${q.name}${q.unit ? ` (${q.unit})` : ''}`;
+    // The canvas gets the text colour itself: 'currentColor' is not resolved for the axis title
+    // (near-black on the dark theme).
+    const ink = getComputedStyle(this.host).color || '#1d2330';
+    this.host.dataset.ink = ink;
     const host = this.host;
     const config: uPlot.Options = {
       ...this.size(),
@@ -288,7 +292,7 @@ export class PlotView {
       ...(getZone() === 'UTC' ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC') } : {}),
       axes: [
         {
-          stroke: 'currentColor',
+          stroke: ink,
           grid: { stroke: '#8884', width: 1 },
           ticks: { stroke: '#8884' },
           space: 70,
@@ -296,7 +300,7 @@ export class PlotView {
           values: (_u, splits, _i, _space, incr) => splits.map((v, i) => fmtTick(v * 1000, incr, i === 0 || !sameDay(splits[i - 1]! * 1000, v * 1000))),
         },
         {
-          stroke: 'currentColor',
+          stroke: ink,
           label: axisLabel,
           grid: { stroke: '#8884', width: 1 },
           ticks: { stroke: '#8884' },
@@ -330,7 +334,9 @@ export class PlotView {
             const zoomed = Math.abs(min - a) > 1 || Math.abs(max - b) > 1;
             this.userRange = zoomed ? [min, max] : null;
             this.exposeView();
+            this.caption();
             this.onZoom(this.userRange);
+            this.onViewChange();
           },
         ],
       },
@@ -355,18 +361,65 @@ export class PlotView {
     else if (n === 0) text = 'No observations in this range.';
     else if (this.series.some((s) => s.bucketed)) text = `${n.toLocaleString('en')} buckets (min, average, max) of ${obs.toLocaleString('en')} observations`;
     else text = `${n.toLocaleString('en')} points`;
-    if (this.fitFrom !== null && !this.userRange && n > 0) {
-      text += ` · fitted to the data: ${fmtSpan(this.window[1] - this.fitFrom)} shown of the ${fmtSpan(this.window[1] - this.window[0])} range (the device has no older data)`;
-    }
-    this.info.textContent = text;
-    const names = this.series.map((s) => shortId(s.deviceId)).join(', ');
+    this.baseCaption = text;
+    this.caption();
+    const names = this.series.map((s) => this.labelFor(s.deviceId)).join(', ');
     this.host.setAttribute(
       'aria-label',
       this.series.length
         ? `${q.name}${q.unit ? ` in ${q.unit}` : ''} of ${names}: ${text}. Left and right arrows read points, Shift+arrows pan, plus and minus zoom, Escape resets.`
         : `${q.name} plot: choose a device to plot.`,
     );
+    this.tip.className = 'plot-tip';
+    this.tip.hidden = true;
+    this.tip.setAttribute('aria-hidden', 'true');
+    this.u.over.append(this.tip);
+    this.u.over.addEventListener('mouseleave', () => {
+      this.tip.hidden = true;
+    });
     this.showReadout();
+    this.onViewChange();
+  }
+
+  private baseCaption = '';
+
+  /** The caption under the plot: what is drawn, and which part of the range is shown (fitted, zoomed). */
+  private caption(): void {
+    let text = this.baseCaption;
+    const n = this.points();
+    if (this.userRange && n > 0) {
+      const [a, b] = this.userRange;
+      text += ` · zoomed: ${fmtTime(a * 1000)} to ${fmtTime(b * 1000)} ${zoneLabel(b * 1000)} (${fmtSpan(b - a)} of the ${fmtSpan(this.window[1] - this.window[0])} range)`;
+    } else if (this.fitFrom !== null && n > 0) {
+      text += ` · fitted to the data: ${fmtSpan(this.window[1] - this.fitFrom)} shown of the ${fmtSpan(this.window[1] - this.window[0])} range (the device has no older data)`;
+    }
+    if (this.info.textContent !== text) this.info.textContent = text;
+  }
+
+  /**
+   * Last, min, max and average of each plotted device over the visible range (bucketed data: of the
+   * buckets' min, max and average), in stored units; null where nothing is visible.
+   */
+  stats(): { deviceId: string; last: number | null; min: number | null; max: number | null; avg: number | null }[] {
+    const [a, b] = this.view();
+    return this.series.map((s) => {
+      let last: number | null = null,
+        lo = Infinity,
+        hi = -Infinity,
+        sum = 0,
+        n = 0;
+      for (let i = 0; i < s.x.length; i++) {
+        const x = s.x[i]!;
+        const y = s.y[i];
+        if (x < a || x > b || y === null || y === undefined) continue;
+        last = y;
+        lo = Math.min(lo, s.min?.[i] ?? y);
+        hi = Math.max(hi, s.max?.[i] ?? y);
+        sum += y;
+        n++;
+      }
+      return { deviceId: s.deviceId, last, min: n ? lo : null, max: n ? hi : null, avg: n ? sum / n : null };
+    });
   }
 
   /** Two fingers pinch to zoom around their middle and move to pan (one finger still scrolls the page). */
@@ -522,15 +575,45 @@ export class PlotView {
       return;
     }
     const parts: string[] = [];
+    const rows: HTMLElement[] = [];
     let at: number | null = null;
-    for (const s of this.series) {
+    for (const [k, s] of this.series.entries()) {
       const i = nearest(s.x, t);
       if (i < 0) continue;
+      // A series has a value here only within one of its sampling intervals of the pointer: a
+      // device with no data near this time says so instead of showing a value hours away.
+      if (Math.abs(s.x[i]! - t) > sampleGap(s.x)) {
+        parts.push(`${this.labelFor(s.deviceId)}: no data`);
+        rows.push(tipRow(PALETTE[k % PALETTE.length]!, this.labelFor(s.deviceId), 'no data'));
+        continue;
+      }
       at ??= s.x[i]!;
       let v = fmtValue(s.y[i], this.q, 2);
       if (s.bucketed && s.min && s.max) v += ` (min ${fmtValue(s.min[i], this.q)}, max ${fmtValue(s.max[i], this.q)})`;
-      parts.push(`${shortId(s.deviceId)}: ${v}`);
+      parts.push(`${this.labelFor(s.deviceId)}: ${v}`);
+      rows.push(tipRow(PALETTE[k % PALETTE.length]!, this.labelFor(s.deviceId), v));
     }
-    this.readout.textContent = at === null ? '' : `${fmtTime(at * 1000)} ${zoneLabel(at * 1000)} — ${parts.join('; ')}`;
+    at ??= t;
+    this.readout.textContent = `${fmtTime(at * 1000)} ${zoneLabel(at * 1000)} — ${parts.join('; ')}`;
+    this.placeTip(at, rows);
+  }
+
+  /** The tooltip beside the pointer, flipped to stay inside the plot. */
+  private placeTip(at: number, rows: HTMLElement[]): void {
+    const u = this.u;
+    const left = u?.cursor.left;
+    if (!u || left === undefined || left < 0 || !rows.length) {
+      this.tip.hidden = true;
+      return;
+    }
+    const head = document.createElement('div');
+    head.className = 'tip-time';
+    head.textContent = `${fmtTime(at * 1000)} ${zoneLabel(at * 1000)}`;
+    this.tip.replaceChildren(head, ...rows);
+    this.tip.hidden = false;
+    const w = u.over.clientWidth;
+    const top = Math.max(0, Math.min(u.over.clientHeight - this.tip.offsetHeight, (u.cursor.top ?? 0) - this.tip.offsetHeight / 2));
+    const x = left + 14 + this.tip.offsetWidth > w ? left - 14 - this.tip.offsetWidth : left + 14;
+    this.tip.style.transform = `translate(${Math.max(0, x)}px, ${top}px)`;
   }
 }

@@ -117,8 +117,16 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
 
   const quotaSchema = {
     type: 'object',
-    properties: { devices: { type: 'integer' }, observations: { type: 'integer' }, backfill: { type: 'integer' } },
+    properties: {
+      devices: { type: 'integer' },
+      observations: { type: 'integer' },
+      backfill: { type: 'integer' },
+      solutions: { type: 'integer' },
+      templates: { type: 'integer' },
+      alarmRules: { type: 'integer' },
+    },
   } as const;
+  const settable = { type: ['integer', 'null'], minimum: 0 } as const;
   const accountParams = { type: 'object', properties: { id: { type: 'string', maxLength: 100 } }, required: ['id'] } as const;
 
   app.get(
@@ -157,7 +165,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store; ev
         body: {
           type: 'object',
           additionalProperties: false,
-          properties: { devices: { type: ['integer', 'null'], minimum: 0 }, observations: { type: ['integer', 'null'], minimum: 0 }, backfill: { type: ['integer', 'null'], minimum: 0 } },
+          properties: { devices: settable, observations: settable, backfill: settable, solutions: settable, templates: settable, alarmRules: settable },
         },
         response: { 200: { type: 'object', properties: { tenantId: { type: 'string' }, limits: quotaSchema } }, ...errors(400, 403, 404) },
       },

@@ -49,7 +49,9 @@ export async function deviceRoutes(app: FastifyInstance, opts: { store: Store; e
   const create = async (request: any, reply: any) => {
     const { solution } = request.params as { solution: string };
     const { devices: maxDevices } = await quotas.limits(request.account.tenantId);
-    const d = await createDevice(store, events, request.account, solution, request.body, maxDevices);
+    const make = () => createDevice(store, events, request.account, solution, request.body, maxDevices);
+    // A first device makes its solution, which counts against the solutions quota.
+    const d = (await store.solutionExists(request.account.groupId, solution)) ? await make() : await quotas.createObject(request.account, null, true, make);
     return reply
       .code(201)
       .header('location', `/api/solutions/${encodeURIComponent(solution)}/devices/${d.id}`)

@@ -5,24 +5,30 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { solutionName } from '../../core/validate.ts';
 import type { Config } from '../../config/config.ts';
 import type { EventBus, ReefEvent } from '../../events/bus.ts';
-import { findDevice, findUploadDevice, resolveSolution } from '../../service/devices.ts';
+import { findSeriesDevice, findUploadDevice, resolveSolution } from '../../service/devices.ts';
 import { deviceBuckets, deviceObservationsJson, isRangeQuery, parseBatch, solutionObservations, storeObservations, type RangeQuery } from '../../service/observations.ts';
 import { groupedJson, latestJson } from '../../core/observation-json.ts';
+import { solutionCadence } from '../../service/cadence.ts';
 import { ScannedUpload, scanUpload } from '../../core/observation-scan.ts';
 import type { Store } from '../../store/store.ts';
 import type { QuotaService } from '../../service/quotas.ts';
 import { deviceParams, errors, solutionParams } from '../schemas.ts';
 import { sseFrame } from '../sse.ts';
+import { ReadSlots } from '../read-slots.ts';
 
 const rangeQuery = {
   type: 'object',
   properties: {
-    limit: { type: 'integer', minimum: 1, description: 'Most observations in the page (capped at 10000; default 1000)' },
+    limit: { type: 'integer', minimum: 1, description: 'Most observations in the page (capped at 10000); without it a page holds 16384, about 1 MB as the original answered' },
     from: { type: 'string', maxLength: 64, description: 'Inclusive lower bound, ISO-8601' },
     to: { type: 'string', maxLength: 64, description: 'Exclusive upper bound, ISO-8601' },
     after: { type: 'string', maxLength: 64, description: 'Paging cursor from the next_page header' },
-    tags: { type: 'string', maxLength: 200, description: 'Only observations whose tags contain this tag' },
-    bucket: { type: 'string', maxLength: 16, description: 'Aggregate into buckets (10s, 5m, 1h...): needs from and to' },
+    tags: {
+      type: 'string',
+      maxLength: 200,
+      description: 'Only observations whose tags contain this tag; a page examines at most REEF_READ_MAX_SCAN stored observations, so it may be short (even empty) with a next_page',
+    },
+    bucket: { type: 'string', maxLength: 16, description: 'Aggregate into buckets (10s, 5m, 1h...): needs from and to; at most REEF_READ_MAX_BUCKETS buckets' },
   },
 } as const;
 
@@ -56,6 +62,8 @@ function nextPageUrl(request: FastifyRequest, after: string, config: Config): st
 
 export async function observationRoutes(app: FastifyInstance, opts: { store: Store; events: EventBus; config: Config; quotas: QuotaService }) {
   const { store, events, config, quotas } = opts;
+  // Range, filtered and bucketed reads in progress per account (src/http/read-slots.ts).
+  const reads = new ReadSlots(config.reads.maxPerAccount);
 
   app.post(
     '/api/solutions/:solution/devices/:id/observations',
@@ -85,10 +93,8 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const device = await findUploadDevice(store, request.account, solution, id);
       const body = request.body;
       const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest);
-      // The device's owner pays for what is stored on it, whoever in its group uploads.
-      await quotas.checkObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
-      const stored = await storeObservations(store, events, device, batch);
-      quotas.recordWritten(device.tenantId, stored);
+      // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
+      const stored = await storeObservations(store, events, device, batch, quotas);
       return reply.code(201).send({ stored });
     },
   );
@@ -106,7 +112,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
             type: 'array',
             items: { type: 'object', properties: { deviceId: { type: 'string' }, observations: { type: 'array', items: { $ref: 'Observation#' } } } },
           },
-          ...errors(400, 401, 404),
+          ...errors(400, 401, 404, 429),
         },
       },
     },
@@ -119,12 +125,43 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       // where tags and limit are ignored as the wire reference says.
       const q = request.query as RangeQuery;
       if (isRangeQuery(q)) {
-        const page = await solutionObservations(store, groupId, solution, q);
+        const page = await reads.run(request.account.tenantId, () => solutionObservations(store, groupId, solution, q));
         if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
         return reply.type('application/json; charset=utf-8').send(groupedJson(page.rows));
       }
       const body = store.latestObservationsJson ? await store.latestObservationsJson(groupId, solution) : latestJson(await store.latestObservations(groupId, solution));
       return reply.type('application/json; charset=utf-8').send(body);
+    },
+  );
+
+  app.get(
+    '/api/solutions/:solution/cadence',
+    {
+      schema: {
+        tags: ['observations'],
+        summary: 'When each device of the solution last reported and its usual interval (the median gap of its newest readings): staleness without watching first',
+        params: solutionParams,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              devices: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: { deviceId: { type: 'string' }, lastSeen: { type: 'string' }, intervalSeconds: { type: ['number', 'null'] } },
+                },
+              },
+            },
+          },
+          ...errors(401, 404),
+        },
+      },
+    },
+    async (request) => {
+      const { solution } = request.params as { solution: string };
+      await resolveSolution(store, request.account, solution);
+      return { devices: await solutionCadence(store, request.account.groupId, solution) };
     },
   );
 
@@ -156,16 +193,20 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
               },
             },
           },
-          ...errors(400, 401, 404),
+          ...errors(400, 401, 404, 429),
         },
       },
     },
     async (request, reply) => {
       const { solution, id } = request.params as { solution: string; id: string };
       const q = request.query as RangeQuery & { bucket?: string };
-      const device = await findDevice(store, request.account, solution, id);
-      if (q.bucket !== undefined) return { buckets: await deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket }) };
-      const page = await deviceObservationsJson(store, device, q);
+      // A kit's network module names its kit's series (docs/api.md "A kit's network module").
+      const device = await findSeriesDevice(store, request.account, solution, id);
+      const tenant = request.account.tenantId;
+      if (q.bucket !== undefined) return { buckets: await reads.run(tenant, () => deviceBuckets(store, device, { from: q.from, to: q.to, bucket: q.bucket! }, config.reads.maxBuckets)) };
+      // A plain page reads at most its limit; a tag filter may examine up to maxScan readings.
+      const read = () => deviceObservationsJson(store, device, q, config.reads.maxScan);
+      const page = q.tags === undefined ? await read() : await reads.run(tenant, read);
       if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
       return reply.type('application/json; charset=utf-8').send(page.json);
     },
@@ -188,10 +229,9 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const { solution } = request.params as { solution: string };
       const { deviceId } = request.query as { deviceId?: string };
       solutionName(solution);
-      if (deviceId !== undefined) await findDevice(store, request.account, solution, deviceId);
-      else await resolveSolution(store, request.account, solution);
+      const wanted = deviceId === undefined ? undefined : (await findSeriesDevice(store, request.account, solution, deviceId)).id;
+      if (deviceId === undefined) await resolveSolution(store, request.account, solution);
       const groupId = request.account.groupId;
-      const wanted = deviceId?.toLowerCase();
       const stream = app.streams.start(request, reply, request.caller, corsHeaders(request));
       const unsubscribe = events.subscribe((e: ReefEvent) => {
         if (e.kind === 'kit-payload') return; // raw kit bytes are for MQTT (docs/mqtt.md); the stored reading follows as observations

@@ -5,6 +5,7 @@
 // {"deviceTemplates": {id, name, sensors}} (the plural key holding one object, as the SDK reads it).
 import type { FastifyInstance } from 'fastify';
 import { ReefError } from '../../core/errors.ts';
+import type { QuotaService } from '../../service/quotas.ts';
 import type { Store } from '../../store/store.ts';
 import { SYSTEM_TEMPLATES, SYSTEM_TENANT, createTemplate, deleteTemplate, getTemplate, listTemplates, toWireTemplate, updateTemplate } from '../../service/templates.ts';
 import { errors, solutionParams } from '../schemas.ts';
@@ -39,7 +40,7 @@ const templateParams = {
   required: ['solution', 'id'],
 } as const;
 
-export async function templateRoutes(app: FastifyInstance, opts: { store: Store }) {
+export async function templateRoutes(app: FastifyInstance, opts: { store: Store; quotas: QuotaService }) {
   const { store } = opts;
   const base = '/api/solutions/:solution/devicetemplates';
 
@@ -57,12 +58,14 @@ export async function templateRoutes(app: FastifyInstance, opts: { store: Store 
   app.post(
     base,
     {
-      schema: { tags: ['device templates'], summary: 'Create a device template', params: solutionParams, body: templateBody, response: { 201: one, ...errors(400, 401, 409, 413, 415) } },
+      schema: { tags: ['device templates'], summary: 'Create a device template', params: solutionParams, body: templateBody, response: { 201: one, ...errors(400, 401, 403, 409, 413, 415) } },
       bodyLimit: 64 * 1024,
     },
     async (request, reply) => {
       const { solution } = request.params as { solution: string };
-      const t = await createTemplate(store, request.account, solution, request.body);
+      // A template may also make its solution: both count against the group's quotas.
+      const fresh = !(await store.solutionExists(request.account.groupId, solution));
+      const t = await opts.quotas.createObject(request.account, 'templates', fresh, () => createTemplate(store, request.account, solution, request.body));
       return reply
         .code(201)
         .header('location', `/api/solutions/${encodeURIComponent(solution)}/devicetemplates/${t.id}`)

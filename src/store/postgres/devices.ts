@@ -157,7 +157,7 @@ export class PostgresDevices {
     if (!row) return null;
     // An upload reads its device first: its group then needs no round trip to learn the key.
     const d = deviceFromRow(row);
-    this.c.knowKey(id, row.pk as number, row.tier as number, { id: d.id, tenantId: d.tenantId, groupId: d.groupId, solution: d.solution });
+    this.c.knowKey(id, row.pk as number, row.tier as number, { id: d.id, tenantId: d.tenantId, groupId: d.groupId, solution: d.solution, deviceType: d.deviceType, mac: d.mac });
     return d;
   }
 
