@@ -25,9 +25,10 @@ for (const backend of ['sqlite', 'postgres'] as const) {
 
     const codeOf = async (r: Response) => (await r.json()) as { code: string; message: string };
 
-    it('300 parallel templates in new solutions make at most the solutions quota of solutions', async () => {
+    it('200 parallel templates in new solutions make at most the solutions quota of solutions', async () => {
       const a = await s.login('spammer');
-      const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => s.request('POST', `/api/solutions/spam${i}/devicetemplates`, { token: a.token, body: { name: `T${i}`, sensors: [] } })));
+      // 200 at once: under the 256 connections one address may hold (docs/security.md "Limits").
+      const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => s.request('POST', `/api/solutions/spam${i}/devicetemplates`, { token: a.token, body: { name: `T${i}`, sensors: [] } })));
       const made = answers.filter((r) => r.status === 201).length;
       assert.equal(made, 3, 'three solutions, one template each');
       for (const r of answers.filter((x) => x.status !== 201)) {
