@@ -1,6 +1,6 @@
 // Shared pieces of the browser tests: the app built when web/dist is missing or older than its
 // sources, Debian's Chromium driven by playwright-core, a real Reef server with the web component,
-// data seeded over the HTTP API, and screenshots under test/web/screenshots/.
+// data seeded over the HTTP API, and screenshots under test/e2e/web/screenshots/.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

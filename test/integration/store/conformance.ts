@@ -1,5 +1,5 @@
 // The store conformance suite: one set of tests that every backend must pass, run by
-// test/store/<backend>.test.ts with a factory that makes a fresh, empty, migrated store.
+// test/integration/store/<backend>.test.ts with a factory that makes a fresh, empty, migrated store.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
