@@ -4,15 +4,16 @@
 // panels. Errors are shown beside the control that caused them.
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
-import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
+import { $, addCollapse, el, fromInput, isDevKit, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
 import { clearTemplateUnits, collectPaths, fmtValue, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView } from './plot.ts';
 import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
+import { LatestTiles } from './latest.ts';
 import { mountPanels, type Panels } from './panels.ts';
-import { alarmBadge, setDeviceTemplates } from './alarms.ts';
+import { setDeviceTemplates } from './alarms.ts';
 import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
 type Preset = '15m' | '1h' | '6h' | '24h' | '7d' | '30d';
@@ -795,54 +796,16 @@ function scheduleRefresh(): void {
 
 // ---- latest of all ----
 
-const latestList = $('latest');
-const latestItems = new Map<string, HTMLLIElement>();
+const tiles = new LatestTiles($('latest'), {
+  devices: () => state.devices,
+  latest: state.latest,
+  kits: state.kits,
+  selected: () => state.selected,
+  quantity: q,
+  select: (id) => select(id, 'only'),
+});
 function renderLatest(): void {
-  const now = Date.now();
-  const qq = q();
-  const keep = new Set(state.devices.map((d) => d.id));
-  for (const [id, li] of latestItems)
-    if (!keep.has(id)) {
-      li.remove();
-      latestItems.delete(id);
-    }
-  const sorted = [...state.devices].sort((a, b) => (state.latest.get(b.id)?.ts ?? 0) - (state.latest.get(a.id)?.ts ?? 0) || a.id.localeCompare(b.id));
-  for (const d of sorted) {
-    let li = latestItems.get(d.id);
-    if (!li) {
-      const btn = el('button', { type: 'button', class: 'tile', 'aria-label': '' });
-      // A tile plots its device and leaves the page where it is (a wall of tiles is read in place).
-      btn.addEventListener('click', () => select(d.id, 'only'));
-      li = el('li', { 'data-id': d.id }, btn);
-      latestItems.set(d.id, li);
-    }
-    const l = state.latest.get(d.id);
-    const btn = li.firstChild as HTMLButtonElement;
-    const value = fmtValue(valueAt(l?.obs, qq.path), qq);
-    const st = deviceState(l, state.kits.get(d.id), now);
-    btn.replaceChildren(
-      el('span', { class: 'mono' }, labelOf(d, d.id)),
-      el('strong', { class: 'val' }, value),
-      el('span', { class: 'muted age', title: l ? `${fmtTime(l.ts)} ${zoneLabel(l.ts)}` : '' }, l ? fmtAge(l.ts, now) : 'no readings'),
-      el('span', { class: `state ${st.key}` }, st.text),
-    );
-    // Active alarms of the device (web/src/alarms.ts).
-    const alarmCount = alarmBadge(d.id);
-    if (alarmCount) btn.append(el('span', { class: 'alarm-badge' }, `${alarmCount} alarm${alarmCount > 1 ? 's' : ''}`));
-    btn.setAttribute(
-      'aria-label',
-      `Device ${d.id}: ${l ? `${qq.name} ${value}, ${fmtAge(l.ts, now)}` : 'no readings'}; ${st.text}${alarmCount ? `; ${alarmCount} active alarm${alarmCount > 1 ? 's' : ''}` : ''}. Plot it.`,
-    );
-    btn.dataset.state = st.key;
-    btn.classList.toggle('stale', !!l && isStale(l, now));
-    btn.setAttribute('aria-pressed', String(state.selected.includes(d.id)));
-  }
-  const order = sorted.map((d) => latestItems.get(d.id)!);
-  const have = [...latestList.children];
-  if (have.length !== order.length || have.some((c, i) => c !== order[i])) {
-    // Keep the focused tile where it is: reorder only when focus is outside the list.
-    if (!latestList.contains(document.activeElement)) latestList.replaceChildren(...order);
-  }
+  tiles.render();
 }
 
 // Relative ages tick every second; only text that changed is touched (no DOM growth on a wall screen).
@@ -864,21 +827,7 @@ setInterval(() => {
     disconnect();
     showMessage('The session has ended: enter the client secret to connect again.', 'info');
   } else if (!state.tokenOnly && state.conn) keepSession(state.conn);
-  for (const [id, li] of latestItems) {
-    const l = state.latest.get(id);
-    if (!l) continue;
-    const age = li.querySelector('.age');
-    const text = fmtAge(l.ts, now);
-    if (age && age.textContent !== text) age.textContent = text;
-    const st = deviceState(l, state.kits.get(id), now);
-    const s = li.querySelector('.state');
-    if (s && s.textContent !== st.text) {
-      s.textContent = st.text;
-      s.className = `state ${st.key}`;
-      (li.firstChild as HTMLElement).dataset.state = st.key;
-      (li.firstChild as HTMLElement).classList.toggle('stale', isStale(l, now));
-    }
-  }
+  tiles.tick(now);
 }, 1000);
 
 /**
