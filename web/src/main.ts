@@ -5,13 +5,14 @@
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
 import { $, addCollapse, el, fromInput, isDevKit, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
-import { clearTemplateUnits, collectPaths, fmtValue, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
+import { clearTemplateUnits, collectPaths, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView } from './plot.ts';
 import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
 import { LatestTiles } from './latest.ts';
+import { renderLegend } from './plot-legend.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { setDeviceTemplates } from './alarms.ts';
 import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
@@ -603,28 +604,9 @@ function deviceOf(id: string): Device | undefined {
   return state.devices.find((d) => d.id === id);
 }
 
-/**
- * The legend: each plotted device with the last, min, max and average of what is visible (it
- * follows zoom and Live), like a dashboard's legend table.
- */
+/** The plot's legend (web/src/plot-legend.ts) for these devices. */
 function legend(ids: string[]): void {
-  const box = $('plot-legend');
-  const stats = new Map(plot.stats().map((x) => [x.deviceId, x]));
-  const qq = q();
-  box.replaceChildren(
-    ...ids.map((id, i) => {
-      const st = stats.get(id);
-      const fig = (name: string, v: number | null | undefined) => el('span', { class: 'stat', 'data-stat': name }, `${name} `, el('strong', {}, fmtValue(v ?? null, qq)));
-      return el(
-        'li',
-        { 'data-id': id },
-        el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
-        `${labelOf(deviceOf(id), id)} `,
-        el('span', { class: 'muted' }, state.devices.find((d) => d.id === id)?.deviceType ?? ''),
-        el('span', { class: 'stats' }, fig('last', st?.last), fig('min', st?.min), fig('max', st?.max), fig('avg', st?.avg)),
-      );
-    }),
-  );
+  renderLegend($('plot-legend'), ids, plot.stats(), q(), (id) => ({ label: labelOf(deviceOf(id), id), type: deviceOf(id)?.deviceType ?? '' }));
 }
 plot.labelFor = (id) => labelOf(deviceOf(id), id);
 let legendQueued = false;
