@@ -13,13 +13,11 @@ import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts
 import { downloadCsv } from './csv.ts';
 import { LatestTiles } from './latest.ts';
 import { renderLegend } from './plot-legend.ts';
+import { installRangeControls, isPreset, PRESET_SECONDS, rangeWindow as rangeOf, type Range } from './range.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { setDeviceTemplates } from './alarms.ts';
 import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
-type Preset = '15m' | '1h' | '6h' | '24h' | '7d' | '30d';
-const PRESET_SECONDS: Record<Preset, number> = { '15m': 900, '1h': 3600, '6h': 6 * 3600, '24h': 86400, '7d': 7 * 86400, '30d': 30 * 86400 };
-const isPreset = (v: string | null | undefined): v is Preset => !!v && v in PRESET_SECONDS;
 const MAX_COMPARE = PALETTE.length;
 /** How often the kits' reachability is asked of the gateway (announcements come every minute or so). */
 const KITS_EVERY_MS = 15_000;
@@ -35,7 +33,7 @@ const state = {
   unit: (localStorage.getItem('reef.unit') === 'F' ? 'F' : 'C') as Unit,
   zone: (localStorage.getItem('reef.zone') === 'UTC' ? 'UTC' : 'local') as Zone,
   // The last preset is remembered between visits.
-  range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as { preset: Preset } | { from: number; to: number },
+  range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as Range,
   stopEvents: null as null | (() => void),
   load: null as AbortController | null,
   zoom: null as [number, number] | null,
@@ -556,11 +554,7 @@ function revealPlot(): void {
 }
 
 function rangeWindow(): [number, number] {
-  if ('preset' in state.range) {
-    const now = Date.now() / 1000;
-    return [now - PRESET_SECONDS[state.range.preset], now];
-  }
-  return [state.range.from / 1000, state.range.to / 1000];
+  return rangeOf(state.range);
 }
 
 /** Loads the plotted devices' data for the range; `keepZoom` (Live resumed, stream back) keeps a user's zoom. */
@@ -644,47 +638,12 @@ plot.onZoom = (range) => {
 
 $('reset-zoom').addEventListener('click', () => plot.resetZoom());
 
-for (const b of document.querySelectorAll<HTMLButtonElement>('[data-range]')) {
-  b.addEventListener('click', () => {
-    if (!isPreset(b.dataset.range)) return;
-    state.range = { preset: b.dataset.range };
-    localStorage.setItem('reef.range', state.range.preset);
-    markRange();
-    void loadPlot();
-  });
-}
-
-function markRange(): void {
-  for (const b of document.querySelectorAll<HTMLButtonElement>('[data-range]')) {
-    b.setAttribute('aria-pressed', String('preset' in state.range && state.range.preset === b.dataset.range));
-  }
-  ($('custom') as HTMLDetailsElement).classList.toggle('active', !('preset' in state.range));
-}
-
-const fromIn = $('from') as HTMLInputElement;
-const toIn = $('to') as HTMLInputElement;
-$('custom').addEventListener('toggle', () => {
-  if (!fromIn.value) {
-    const [a, b] = rangeWindow();
-    fromIn.value = toInput(a * 1000);
-    toIn.value = toInput(b * 1000);
-  }
-});
-$('custom-form').addEventListener('submit', (e) => {
-  e.preventDefault();
-  const from = fromInput(fromIn.value);
-  const to = fromInput(toIn.value);
-  const err = $('custom-error');
-  if (!Number.isFinite(from) || !Number.isFinite(to) || from >= to) {
-    showError(err, 'The custom range needs a start before its end.');
-    fromIn.focus();
-    return;
-  }
-  showError(err, '');
-  state.range = { from, to };
-  ($('custom') as HTMLDetailsElement).open = false;
-  markRange();
-  void loadPlot();
+const markRange = installRangeControls({
+  get: () => state.range,
+  set: (r) => {
+    state.range = r;
+  },
+  changed: () => void loadPlot(),
 });
 
 for (const r of document.querySelectorAll<HTMLInputElement>('input[name="unit"]')) {
@@ -704,6 +663,8 @@ function showZone(): void {
   for (const s of document.querySelectorAll('.zone-name')) s.textContent = `(${zoneLabel()})`;
   document.body.dataset.zone = state.zone;
 }
+const fromIn = $('from') as HTMLInputElement;
+const toIn = $('to') as HTMLInputElement;
 zoneSel.addEventListener('change', () => {
   // The custom range's inputs keep naming the same instants in the new zone.
   const from = fromInput(fromIn.value),
