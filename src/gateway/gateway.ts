@@ -598,10 +598,13 @@ export class Gateway {
     if (!r || this.stopping) return undefined;
     const { outcome, entry } = r;
     // After the answer has left: it tells the kit the port our requests come from (a kit answers
-    // only its gateway, docs/device.md), so a request sent before it would be dropped.
+    // only its gateway, docs/device.md), so a request sent before it would be dropped. A kit that is
+    // 'new' to the directory may be one it forgot after its announcements stopped (src/gateway/kits.ts):
+    // it restarted meanwhile and lost its observers, while the bridge's observation of its previous
+    // run still counts as active; left to the quiet check, its readings would stop for minutes.
     setImmediate(() => {
       if (this.stopping) return;
-      if (outcome === 'moved' || outcome === 'rebooted') this.kitRestarted(entry);
+      if (outcome === 'moved' || outcome === 'rebooted' || outcome === 'new') this.kitRestarted(entry);
       else this.ensureBridge(entry);
     });
     return r.answer;

@@ -4,20 +4,20 @@
 // panels. Errors are shown beside the control that caused them.
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
-import { $, addCollapse, el, fmtAge, fmtTime, fromInput, isDevKit, isStale, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
-import { clearTemplateUnits, collectPaths, fmtValue, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
+import { $, addCollapse, el, fromInput, isDevKit, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
+import { clearTemplateUnits, collectPaths, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView } from './plot.ts';
 import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
 import { downloadCsv } from './csv.ts';
+import { LatestTiles } from './latest.ts';
+import { renderLegend } from './plot-legend.ts';
+import { installRangeControls, isPreset, PRESET_SECONDS, rangeWindow as rangeOf, type Range } from './range.ts';
 import { mountPanels, type Panels } from './panels.ts';
-import { alarmBadge, setDeviceTemplates } from './alarms.ts';
+import { setDeviceTemplates } from './alarms.ts';
 import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
-type Preset = '15m' | '1h' | '6h' | '24h' | '7d' | '30d';
-const PRESET_SECONDS: Record<Preset, number> = { '15m': 900, '1h': 3600, '6h': 6 * 3600, '24h': 86400, '7d': 7 * 86400, '30d': 30 * 86400 };
-const isPreset = (v: string | null | undefined): v is Preset => !!v && v in PRESET_SECONDS;
 const MAX_COMPARE = PALETTE.length;
 /** How often the kits' reachability is asked of the gateway (announcements come every minute or so). */
 const KITS_EVERY_MS = 15_000;
@@ -33,7 +33,7 @@ const state = {
   unit: (localStorage.getItem('reef.unit') === 'F' ? 'F' : 'C') as Unit,
   zone: (localStorage.getItem('reef.zone') === 'UTC' ? 'UTC' : 'local') as Zone,
   // The last preset is remembered between visits.
-  range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as { preset: Preset } | { from: number; to: number },
+  range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as Range,
   stopEvents: null as null | (() => void),
   load: null as AbortController | null,
   zoom: null as [number, number] | null,
@@ -554,11 +554,7 @@ function revealPlot(): void {
 }
 
 function rangeWindow(): [number, number] {
-  if ('preset' in state.range) {
-    const now = Date.now() / 1000;
-    return [now - PRESET_SECONDS[state.range.preset], now];
-  }
-  return [state.range.from / 1000, state.range.to / 1000];
+  return rangeOf(state.range);
 }
 
 /** Loads the plotted devices' data for the range; `keepZoom` (Live resumed, stream back) keeps a user's zoom. */
@@ -602,28 +598,9 @@ function deviceOf(id: string): Device | undefined {
   return state.devices.find((d) => d.id === id);
 }
 
-/**
- * The legend: each plotted device with the last, min, max and average of what is visible (it
- * follows zoom and Live), like a dashboard's legend table.
- */
+/** The plot's legend (web/src/plot-legend.ts) for these devices. */
 function legend(ids: string[]): void {
-  const box = $('plot-legend');
-  const stats = new Map(plot.stats().map((x) => [x.deviceId, x]));
-  const qq = q();
-  box.replaceChildren(
-    ...ids.map((id, i) => {
-      const st = stats.get(id);
-      const fig = (name: string, v: number | null | undefined) => el('span', { class: 'stat', 'data-stat': name }, `${name} `, el('strong', {}, fmtValue(v ?? null, qq)));
-      return el(
-        'li',
-        { 'data-id': id },
-        el('span', { class: 'swatch', style: `background:${PALETTE[i % PALETTE.length]}` }),
-        `${labelOf(deviceOf(id), id)} `,
-        el('span', { class: 'muted' }, state.devices.find((d) => d.id === id)?.deviceType ?? ''),
-        el('span', { class: 'stats' }, fig('last', st?.last), fig('min', st?.min), fig('max', st?.max), fig('avg', st?.avg)),
-      );
-    }),
-  );
+  renderLegend($('plot-legend'), ids, plot.stats(), q(), (id) => ({ label: labelOf(deviceOf(id), id), type: deviceOf(id)?.deviceType ?? '' }));
 }
 plot.labelFor = (id) => labelOf(deviceOf(id), id);
 let legendQueued = false;
@@ -661,47 +638,12 @@ plot.onZoom = (range) => {
 
 $('reset-zoom').addEventListener('click', () => plot.resetZoom());
 
-for (const b of document.querySelectorAll<HTMLButtonElement>('[data-range]')) {
-  b.addEventListener('click', () => {
-    if (!isPreset(b.dataset.range)) return;
-    state.range = { preset: b.dataset.range };
-    localStorage.setItem('reef.range', state.range.preset);
-    markRange();
-    void loadPlot();
-  });
-}
-
-function markRange(): void {
-  for (const b of document.querySelectorAll<HTMLButtonElement>('[data-range]')) {
-    b.setAttribute('aria-pressed', String('preset' in state.range && state.range.preset === b.dataset.range));
-  }
-  ($('custom') as HTMLDetailsElement).classList.toggle('active', !('preset' in state.range));
-}
-
-const fromIn = $('from') as HTMLInputElement;
-const toIn = $('to') as HTMLInputElement;
-$('custom').addEventListener('toggle', () => {
-  if (!fromIn.value) {
-    const [a, b] = rangeWindow();
-    fromIn.value = toInput(a * 1000);
-    toIn.value = toInput(b * 1000);
-  }
-});
-$('custom-form').addEventListener('submit', (e) => {
-  e.preventDefault();
-  const from = fromInput(fromIn.value);
-  const to = fromInput(toIn.value);
-  const err = $('custom-error');
-  if (!Number.isFinite(from) || !Number.isFinite(to) || from >= to) {
-    showError(err, 'The custom range needs a start before its end.');
-    fromIn.focus();
-    return;
-  }
-  showError(err, '');
-  state.range = { from, to };
-  ($('custom') as HTMLDetailsElement).open = false;
-  markRange();
-  void loadPlot();
+const markRange = installRangeControls({
+  get: () => state.range,
+  set: (r) => {
+    state.range = r;
+  },
+  changed: () => void loadPlot(),
 });
 
 for (const r of document.querySelectorAll<HTMLInputElement>('input[name="unit"]')) {
@@ -721,6 +663,8 @@ function showZone(): void {
   for (const s of document.querySelectorAll('.zone-name')) s.textContent = `(${zoneLabel()})`;
   document.body.dataset.zone = state.zone;
 }
+const fromIn = $('from') as HTMLInputElement;
+const toIn = $('to') as HTMLInputElement;
 zoneSel.addEventListener('change', () => {
   // The custom range's inputs keep naming the same instants in the new zone.
   const from = fromInput(fromIn.value),
@@ -795,54 +739,16 @@ function scheduleRefresh(): void {
 
 // ---- latest of all ----
 
-const latestList = $('latest');
-const latestItems = new Map<string, HTMLLIElement>();
+const tiles = new LatestTiles($('latest'), {
+  devices: () => state.devices,
+  latest: state.latest,
+  kits: state.kits,
+  selected: () => state.selected,
+  quantity: q,
+  select: (id) => select(id, 'only'),
+});
 function renderLatest(): void {
-  const now = Date.now();
-  const qq = q();
-  const keep = new Set(state.devices.map((d) => d.id));
-  for (const [id, li] of latestItems)
-    if (!keep.has(id)) {
-      li.remove();
-      latestItems.delete(id);
-    }
-  const sorted = [...state.devices].sort((a, b) => (state.latest.get(b.id)?.ts ?? 0) - (state.latest.get(a.id)?.ts ?? 0) || a.id.localeCompare(b.id));
-  for (const d of sorted) {
-    let li = latestItems.get(d.id);
-    if (!li) {
-      const btn = el('button', { type: 'button', class: 'tile', 'aria-label': '' });
-      // A tile plots its device and leaves the page where it is (a wall of tiles is read in place).
-      btn.addEventListener('click', () => select(d.id, 'only'));
-      li = el('li', { 'data-id': d.id }, btn);
-      latestItems.set(d.id, li);
-    }
-    const l = state.latest.get(d.id);
-    const btn = li.firstChild as HTMLButtonElement;
-    const value = fmtValue(valueAt(l?.obs, qq.path), qq);
-    const st = deviceState(l, state.kits.get(d.id), now);
-    btn.replaceChildren(
-      el('span', { class: 'mono' }, labelOf(d, d.id)),
-      el('strong', { class: 'val' }, value),
-      el('span', { class: 'muted age', title: l ? `${fmtTime(l.ts)} ${zoneLabel(l.ts)}` : '' }, l ? fmtAge(l.ts, now) : 'no readings'),
-      el('span', { class: `state ${st.key}` }, st.text),
-    );
-    // Active alarms of the device (web/src/alarms.ts).
-    const alarmCount = alarmBadge(d.id);
-    if (alarmCount) btn.append(el('span', { class: 'alarm-badge' }, `${alarmCount} alarm${alarmCount > 1 ? 's' : ''}`));
-    btn.setAttribute(
-      'aria-label',
-      `Device ${d.id}: ${l ? `${qq.name} ${value}, ${fmtAge(l.ts, now)}` : 'no readings'}; ${st.text}${alarmCount ? `; ${alarmCount} active alarm${alarmCount > 1 ? 's' : ''}` : ''}. Plot it.`,
-    );
-    btn.dataset.state = st.key;
-    btn.classList.toggle('stale', !!l && isStale(l, now));
-    btn.setAttribute('aria-pressed', String(state.selected.includes(d.id)));
-  }
-  const order = sorted.map((d) => latestItems.get(d.id)!);
-  const have = [...latestList.children];
-  if (have.length !== order.length || have.some((c, i) => c !== order[i])) {
-    // Keep the focused tile where it is: reorder only when focus is outside the list.
-    if (!latestList.contains(document.activeElement)) latestList.replaceChildren(...order);
-  }
+  tiles.render();
 }
 
 // Relative ages tick every second; only text that changed is touched (no DOM growth on a wall screen).
@@ -864,21 +770,7 @@ setInterval(() => {
     disconnect();
     showMessage('The session has ended: enter the client secret to connect again.', 'info');
   } else if (!state.tokenOnly && state.conn) keepSession(state.conn);
-  for (const [id, li] of latestItems) {
-    const l = state.latest.get(id);
-    if (!l) continue;
-    const age = li.querySelector('.age');
-    const text = fmtAge(l.ts, now);
-    if (age && age.textContent !== text) age.textContent = text;
-    const st = deviceState(l, state.kits.get(id), now);
-    const s = li.querySelector('.state');
-    if (s && s.textContent !== st.text) {
-      s.textContent = st.text;
-      s.className = `state ${st.key}`;
-      (li.firstChild as HTMLElement).dataset.state = st.key;
-      (li.firstChild as HTMLElement).classList.toggle('stale', isStale(l, now));
-    }
-  }
+  tiles.tick(now);
 }, 1000);
 
 /**

@@ -1,7 +1,7 @@
 // The map proper: land and country borders from Natural Earth (world-atlas, 1:50m, TopoJSON) drawn
 // in a Mercator projection (d3-geo) fitted to the devices, with a graticule; drag or arrow keys to
-// pan, the wheel, +/− or the buttons to zoom, "Fit devices" to go back. Devices closer than a few
-// pixels on screen are drawn as one numbered circle (a cluster, coloured by the members' average);
+// pan, the wheel, +/− or the buttons to zoom, "Fit devices" to go back. Devices whose marks would
+// overlap on screen are drawn as one numbered circle (a cluster, coloured by the members' average);
 // choosing a cluster zooms in on it, or — when its devices share one spot and no zoom can part
 // them — selects them for comparison. Points are coloured by the latest value of the chosen field;
 // the selection is the table's (a ring).
@@ -21,6 +21,17 @@ const H = 360;
 const PAD = 36;
 /** Devices nearer than this (viewBox units) on screen are one cluster. */
 const CLUSTER_PX = 14;
+/** The radius of a mark of `n` devices (a device's dot: 7). */
+function markRadius(n: number): number {
+  return n === 1 ? 7 : Math.min(MAX_MARK_R, 9 + 3 * Math.log2(n));
+}
+/** How far a mark reaches drawn at its widest, stroke included: a selected dot grows to r 9 (style.css), ringed 3 wide. */
+function markReach(n: number): number {
+  return n === 1 ? 10.5 : markRadius(n) + 1.5;
+}
+const MAX_MARK_R = 22;
+/** The least room between two marks. */
+const MARK_GAP = 1;
 const MIN_SCALE = 90;
 const MAX_SCALE = 5e7;
 
@@ -258,6 +269,12 @@ export class MapView {
     });
   }
 
+  /**
+   * The marks at the current zoom: devices binned into cells first (cheap for thousands), then any
+   * two marks whose circles would overlap or touch (selected or not: markReach) merged into one,
+   * again and again until none do, so no mark hides another at any zoom. A merged cluster sits at
+   * its members' mean and grows with its count, which may make it reach a neighbour: hence the repeat.
+   */
   private clusters(): Cluster[] {
     const p = this.projection;
     const cells = new Map<string, Cluster>();
@@ -272,7 +289,42 @@ export class MapView {
         c.members.push(d);
       } else cells.set(key, { x: xy[0], y: xy[1], members: [d] });
     }
-    return [...cells.values()];
+    let marks = [...cells.values()];
+    // Neighbours are looked up in a grid of cells as wide as the largest two marks side by side.
+    const cell = 2 * markReach(1e9) + MARK_GAP;
+    for (let merged = true; merged && marks.length > 1; ) {
+      merged = false;
+      const grid = new Map<string, Cluster[]>();
+      const at = (c: Cluster) => [Math.floor(c.x / cell), Math.floor(c.y / cell)] as const;
+      for (const c of marks) {
+        const [i, j] = at(c);
+        const k = `${i}|${j}`;
+        const list = grid.get(k);
+        if (list) list.push(c);
+        else grid.set(k, [c]);
+      }
+      const gone = new Set<Cluster>();
+      for (const c of marks) {
+        if (gone.has(c)) continue;
+        const [i, j] = at(c);
+        for (let di = -1; di <= 1; di++) {
+          for (let dj = -1; dj <= 1; dj++) {
+            for (const o of grid.get(`${i + di}|${j + dj}`) ?? []) {
+              if (o === c || gone.has(o)) continue;
+              if (Math.hypot(c.x - o.x, c.y - o.y) >= markReach(c.members.length) + markReach(o.members.length) + MARK_GAP) continue;
+              const n = c.members.length + o.members.length;
+              c.x = (c.x * c.members.length + o.x * o.members.length) / n;
+              c.y = (c.y * c.members.length + o.y * o.members.length) / n;
+              c.members.push(...o.members);
+              gone.add(o);
+              merged = true;
+            }
+          }
+        }
+      }
+      if (merged) marks = marks.filter((c) => !gone.has(c));
+    }
+    return marks;
   }
 
   private draw(): void {
@@ -346,7 +398,7 @@ export class MapView {
       y = c.y.toFixed(1);
     if (c.members.length === 1) {
       const d = c.members[0]!;
-      const dot = svg('circle', { cx: x, cy: y, r: 7, 'data-id': d.id, class: 'dot', tabindex: '-1', role: 'button' });
+      const dot = svg('circle', { cx: x, cy: y, r: markRadius(1), 'data-id': d.id, class: 'dot', tabindex: '-1', role: 'button' });
       dot.append(svg('title'));
       dot.addEventListener('click', (e) => this.ctx.select(d.id, e.ctrlKey || e.metaKey || e.shiftKey ? 'toggle' : 'only'));
       dot.addEventListener('keydown', (e) => this.markKeys(dot, e, () => this.ctx.select(d.id, e.shiftKey ? 'toggle' : 'only')));
@@ -355,7 +407,7 @@ export class MapView {
     const n = c.members.length;
     const g = svg('g', { class: 'cluster', 'data-count': n, 'data-ids': c.members.map((m) => m.id).join(','), tabindex: '-1', role: 'button' });
     g.addEventListener('keydown', (e) => this.markKeys(g, e, () => this.openCluster(c)));
-    g.append(svg('circle', { cx: x, cy: y, r: Math.min(22, 9 + 3 * Math.log2(n)) }));
+    g.append(svg('circle', { cx: x, cy: y, r: markRadius(n) }));
     const t = svg('text', { x, y, dy: '0.35em', 'text-anchor': 'middle' });
     t.textContent = String(n);
     g.append(t, svg('title'));

@@ -8,6 +8,7 @@ import { fmtValue, quantity, type Quantity } from './fields.ts';
 import { alarmThresholds, drawAlarmOverlay } from './alarms.ts';
 import { nearest, sampleGap, tipRow, withGaps, yTicks } from './plot-data.ts';
 
+import { installPan, installPinch, wheelZoom } from './plot-gestures.ts';
 export { stepDecimals, yTicks } from './plot-data.ts';
 
 export const PALETTE = ['#127a8a', '#d2562a', '#6b4fbb', '#2f8f3a', '#c0398d', '#8a6d1f', '#2a62c9', '#6d7580'];
@@ -55,8 +56,14 @@ export class PlotView {
     this.ro = new ResizeObserver(() => this.u?.setSize(this.size()));
     this.ro.observe(host);
     host.addEventListener('keydown', (e) => this.key(e));
-    host.addEventListener('wheel', (e) => this.wheel(e), { passive: false });
-    this.installPinch();
+    host.addEventListener(
+      'wheel',
+      (e) => {
+        if (this.u && this.series.length) wheelZoom(this.u, e);
+      },
+      { passive: false },
+    );
+    installPinch(host, () => this.u);
   }
 
   private size(): { width: number; height: number } {
@@ -349,7 +356,7 @@ export class PlotView {
     } finally {
       this.internal = false;
     }
-    this.installPan(this.u);
+    installPan(this.u);
     const n = this.points();
     const obs = this.series.reduce((m, s) => m + s.observations, 0);
     this.info.dataset.points = String(n);
@@ -420,85 +427,6 @@ export class PlotView {
       }
       return { deviceId: s.deviceId, last, min: n ? lo : null, max: n ? hi : null, avg: n ? sum / n : null };
     });
-  }
-
-  /** Two fingers pinch to zoom around their middle and move to pan (one finger still scrolls the page). */
-  private installPinch(): void {
-    let start: { d: number; mid: number; min: number; max: number; width: number; left: number } | null = null;
-    const geo = (t: TouchList) => {
-      const a = t[0]!,
-        b = t[1]!;
-      return { d: Math.max(10, Math.abs(a.clientX - b.clientX)), mid: (a.clientX + b.clientX) / 2 };
-    };
-    this.host.addEventListener(
-      'touchstart',
-      (e) => {
-        const u = this.u;
-        if (!u || e.touches.length !== 2) return;
-        const { min, max } = u.scales.x as { min: number; max: number };
-        const r = u.over.getBoundingClientRect();
-        start = { ...geo(e.touches), min, max, width: r.width, left: r.left };
-        e.preventDefault();
-      },
-      { passive: false },
-    );
-    this.host.addEventListener(
-      'touchmove',
-      (e) => {
-        const u = this.u;
-        if (!u || !start || e.touches.length !== 2) return;
-        e.preventDefault();
-        const now = geo(e.touches);
-        const span = Math.max(10, ((start.max - start.min) * start.d) / now.d);
-        const frac = Math.min(1, Math.max(0, (start.mid - start.left) / start.width));
-        const at = start.min + (start.max - start.min) * frac - ((now.mid - start.mid) / start.width) * span;
-        u.setScale('x', { min: at - span * frac, max: at + span * (1 - frac) });
-      },
-      { passive: false },
-    );
-    const end = (e: TouchEvent) => {
-      if (e.touches.length < 2) start = null;
-    };
-    this.host.addEventListener('touchend', end);
-    this.host.addEventListener('touchcancel', end);
-  }
-
-  private installPan(u: uPlot): void {
-    u.over.addEventListener(
-      'mousedown',
-      (e) => {
-        if (!e.shiftKey) return;
-        e.stopPropagation();
-        e.preventDefault();
-        const x0 = e.clientX;
-        const { min, max } = u.scales.x as { min: number; max: number };
-        const perPx = (max - min) / u.over.clientWidth;
-        const move = (m: MouseEvent) => {
-          const dt = (m.clientX - x0) * perPx;
-          u.setScale('x', { min: min - dt, max: max - dt });
-        };
-        const up = () => {
-          window.removeEventListener('mousemove', move);
-          window.removeEventListener('mouseup', up);
-        };
-        window.addEventListener('mousemove', move);
-        window.addEventListener('mouseup', up);
-      },
-      true,
-    );
-  }
-
-  private wheel(e: WheelEvent): void {
-    const u = this.u;
-    if (!u || !this.series.length) return;
-    e.preventDefault();
-    const { min, max } = u.scales.x as { min: number; max: number };
-    const rect = u.over.getBoundingClientRect();
-    const frac = Math.min(1, Math.max(0, (e.clientX - rect.left) / rect.width));
-    const at = min + (max - min) * frac;
-    const f = e.deltaY > 0 ? 1.25 : 0.8;
-    const span = Math.max(10, (max - min) * f);
-    u.setScale('x', { min: at - span * frac, max: at + span * (1 - frac) });
   }
 
   private key(e: KeyboardEvent): void {

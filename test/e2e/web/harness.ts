@@ -55,12 +55,13 @@ export async function shot(page: Page, name: string): Promise<string> {
 /** A page whose console errors and failed requests fail the test that reads `errors`. */
 export async function newPage(
   browser: Browser,
-  opts: { width?: number; height?: number; timezoneId?: string; touch?: boolean } = {},
+  opts: { width?: number; height?: number; timezoneId?: string; touch?: boolean; colorScheme?: 'light' | 'dark' } = {},
 ): Promise<{ page: Page; errors: string[]; close: () => Promise<void> }> {
   const context = await browser.newContext({
     viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 },
     acceptDownloads: true,
     ...(opts.timezoneId ? { timezoneId: opts.timezoneId } : {}),
+    ...(opts.colorScheme ? { colorScheme: opts.colorScheme } : {}),
     ...(opts.touch ? { hasTouch: true, isMobile: true } : {}),
   });
   const page = await context.newPage();
