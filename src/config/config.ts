@@ -39,6 +39,8 @@ export interface Config {
   /** Default per-account quotas; an operator can set others per account. */
   quotas: { devices: number; observations: number; backfill: number; solutions: number; templates: number; alarmRules: number };
   maxObservationsPerRequest: number;
+  /** Largest JSON of one observation's fields besides timestamp and temperature (src/service/observations.ts). */
+  maxObservationExtraBytes: number;
   /** What one observation read may cost (src/http/read-slots.ts, src/service/observations.ts). */
   reads: { maxScan: number; maxBuckets: number; maxPerAccount: number };
   gateway: {
@@ -161,6 +163,7 @@ export const SETTINGS = [
   { env: 'REEF_TRUST_PROXY', flag: 'trust-proxy', def: 'false', doc: 'Trust X-Forwarded-* (behind a load balancer)' },
   { env: 'REEF_BODY_LIMIT', flag: 'body-limit', def: '16777216', doc: 'Largest request body in bytes' },
   { env: 'REEF_MAX_OBSERVATIONS', flag: 'max-observations', def: '10000', doc: 'Most observations in one upload' },
+  { env: 'REEF_MAX_OBSERVATION_EXTRA', flag: 'max-observation-extra', def: '65536', doc: "Largest JSON of one observation's fields besides timestamp and temperature, in bytes (HTTP and MQTT)" },
   { env: 'REEF_READ_MAX_SCAN', flag: 'read-max-scan', def: '20000', doc: 'Stored observations one tag-filtered page examines; the page ends there, with next_page' },
   { env: 'REEF_READ_MAX_BUCKETS', flag: 'read-max-buckets', def: '10000', doc: 'Buckets one bucketed read may ask for (more: 400)' },
   { env: 'REEF_READ_MAX_PER_ACCOUNT', flag: 'read-max-per-account', def: '4', doc: 'Observation reads (ranges, tag filters, buckets) one account may have in progress on a node (more: 429)' },
@@ -338,6 +341,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       alarmRules: int('REEF_QUOTA_ALARM_RULES', 1, 1_000_000_000),
     },
     maxObservationsPerRequest: int('REEF_MAX_OBSERVATIONS', 1, 1_000_000),
+    maxObservationExtraBytes: int('REEF_MAX_OBSERVATION_EXTRA', 16, 1 << 30),
     reads: {
       maxScan: int('REEF_READ_MAX_SCAN', 100, 1_000_000_000),
       maxBuckets: int('REEF_READ_MAX_BUCKETS', 1, 1_000_000),

@@ -58,6 +58,8 @@ export interface BrokerOptions {
   maxPayloadBytes: number;
   /** Most observations in one ingest message (REEF_MAX_OBSERVATIONS). */
   maxObservations: number;
+  /** Largest JSON of one observation's other fields (REEF_MAX_OBSERVATION_EXTRA, as HTTP). */
+  maxObservationExtraBytes: number;
   /** Connections, deadlines, packets, queues and sessions (REEF_MQTT_*, src/config/config.ts). */
   limits: MqttLimits;
   /** The clock of session expiry (tests inject one). */
@@ -468,7 +470,7 @@ export class MqttBroker {
       throw new ReefError('MALFORMED_JSON', 'the message is not valid JSON: send {"observations":[...]}');
     }
     const device = await findUploadDevice(this.deps.store, s.account, solution, deviceId);
-    const batch = parseBatch(body, this.o.maxObservations);
+    const batch = parseBatch(body, this.o.maxObservations, this.o.maxObservationExtraBytes);
     // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
     return storeObservations(this.deps.store, this.deps.events, device, batch, this.deps.quotas);
   }

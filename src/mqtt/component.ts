@@ -32,6 +32,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
         recheckMs: m.recheckSeconds * 1000,
         maxPayloadBytes: s.config.http.bodyLimitBytes,
         maxObservations: s.config.maxObservationsPerRequest,
+        maxObservationExtraBytes: s.config.maxObservationExtraBytes,
         limits: m.limits,
         ...extra,
       },

@@ -15,7 +15,7 @@ import { kitCelsius } from './kit-units.ts';
  * timestamp: ISO-8601 with zone, stored at millisecond precision (the dedupe key with the device).
  * temperature: number or numeric string, stored as a number. Other fields: kept verbatim.
  */
-export function parseBatch(body: unknown, max: number): ObservationRecord[] {
+export function parseBatch(body: unknown, max: number, maxExtraBytes: number): ObservationRecord[] {
   const list = (body as { observations?: unknown } | null)?.observations;
   if (!Array.isArray(list)) throw new ReefError('VALIDATION_FAILED', 'the body must be {"observations": [...]}', { field: 'observations' });
   if (list.length > max) {
@@ -35,9 +35,42 @@ export function parseBatch(body: unknown, max: number): ObservationRecord[] {
       extra ??= {};
       extra[k] = o[k];
     }
+    // One observation's own fields are bounded (REEF_MAX_OBSERVATION_EXTRA, docs/security.md
+    // "Limits"): a megabyte string in one reading would be stored, published and sent to every
+    // subscriber with it, on HTTP and MQTT alike.
+    if (extra !== null && jsonLongerThan(extra, maxExtraBytes)) {
+      throw new ReefError('VALIDATION_FAILED', `observations[${i}] has more than ${maxExtraBytes} bytes of fields besides timestamp and temperature`, { field: `observations/${i}` });
+    }
     out[i] = { ts, temperature: t, extra };
   }
   return out;
+}
+
+/**
+ * Whether `value` written as JSON would take more than `limit` characters, counted from its strings
+ * (their length, escapes aside), numbers, keys and punctuation, stopping as soon as it does: no
+ * copy of a large value is made to measure it.
+ */
+export function jsonLongerThan(value: unknown, limit: number): boolean {
+  let size = 0;
+  const walk = (v: unknown): boolean => {
+    if (typeof v === 'string') size += v.length + 2;
+    else if (typeof v === 'number' || typeof v === 'boolean' || v === null) size += String(v).length;
+    else if (Array.isArray(v)) {
+      // Brackets, and a comma between elements.
+      size += 2 + Math.max(0, v.length - 1);
+      for (const x of v) if (walk(x)) return true;
+    } else if (typeof v === 'object') {
+      // Braces, and per key its quotes, its colon and a comma (one too many, taken back after).
+      size += 1;
+      for (const k in v) {
+        size += k.length + 4;
+        if (size > limit || walk((v as Record<string, unknown>)[k])) return true;
+      }
+    }
+    return size > limit;
+  };
+  return walk(value);
 }
 
 /** Whether anyone may be listening for stored observations (else no event is built). */

@@ -92,7 +92,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const { solution, id } = request.params as { solution: string; id: string };
       const device = await findUploadDevice(store, request.account, solution, id);
       const body = request.body;
-      const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest);
+      const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest, config.maxObservationExtraBytes);
       // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
       const stored = await storeObservations(store, events, device, batch, quotas);
       return reply.code(201).send({ stored });

@@ -42,6 +42,13 @@ export const BLOCK_MAX = 1024;
  * Rewriting stops at this size, which bounds the bytes rewritten per reading.
  */
 const APPEND_BELOW = 256;
+/**
+ * The same bound in bytes: a last block whose free fields take this much text (as stored) is not
+ * rewritten either. Readings carry up to REEF_MAX_OBSERVATION_EXTRA of fields each, so 256 of them
+ * could be megabytes, rewritten whole for every reading that follows (docs/performance.md,
+ * "SQLite: per-device blocks").
+ */
+const APPEND_EXTRA_BELOW = 64 * 1024;
 
 /** The statements the writer needs on a connection. */
 export function blockStatements(db: Database.Database) {
@@ -66,6 +73,7 @@ export function blockStatements(db: Database.Database) {
 const FIRST = 0;
 const LAST = 1;
 const N = 2;
+const EXTRA = 5;
 
 // How a block's numbers are written. Every exact: what is read back is the same double, bit for bit.
 // Each BLOB starts with its form's byte; numbers start at an offset their width divides.
@@ -353,7 +361,7 @@ function writeBlocks(st: BlockStatements, pk: number, b: Columns): void {
     c = merge(concat(overlapping.map(decodeBlock)), b);
     for (const r of overlapping) st.remove.run(pk, r[FIRST]);
   }
-  if (row !== undefined && row[N] < APPEND_BELOW && row[N] + c.n <= BLOCK_MAX) {
+  if (row !== undefined && row[N] < APPEND_BELOW && row[N] + c.n <= BLOCK_MAX && (row[EXTRA] === null || row[EXTRA].length < APPEND_EXTRA_BELOW)) {
     c = concat([decodeBlock(row), c]);
     st.remove.run(pk, row[FIRST]);
   }

@@ -114,6 +114,7 @@ describe('MQTT listeners', () => {
       recheckMs: 60_000,
       maxPayloadBytes: 1024,
       maxObservations: 10,
+      maxObservationExtraBytes: 1024,
       limits: h.t.services.config.mqtt.limits,
     };
     const moved = new MqttBroker(deps, { ...opts, portFallback: true });

@@ -1,6 +1,7 @@
 // MQTT input held to the HTTP rules (docs/security.md "HTTP input", "MQTT"): an ingest message
 // nested deeper than 64 levels is refused as the HTTP upload of the same body is, same code, message
-// and field, and nothing is stored; the broker's own TLS key file readable by every user stops the
+// and field, and nothing is stored; so is an observation whose own fields pass
+// REEF_MAX_OBSERVATION_EXTRA; the broker's own TLS key file readable by every user stops the
 // start, as the HTTPS one does.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -45,6 +46,55 @@ describe('MQTT ingest: JSON depth', () => {
     assert.equal(mqttError.code, 'VALIDATION_FAILED');
     assert.match(mqttError.message, /nested deeper than 64 levels/);
     assert.equal((await h.t.services.store.queryObservations(id, { limit: 10 })).observations.length, 0);
+  });
+});
+
+describe('MQTT ingest: size of one observation', () => {
+  let h: MqttHarness;
+  let c: MqttClient;
+
+  before(async () => {
+    h = await startMqtt();
+  });
+  after(async () => {
+    await c?.endAsync(true).catch(() => undefined);
+    await h.close();
+  });
+
+  it('refuses an observation whose other fields pass REEF_MAX_OBSERVATION_EXTRA on both paths, with one error, storing nothing', async () => {
+    const limit = h.t.services.config.maxObservationExtraBytes;
+    const a = await h.t.login('padded');
+    const r = await h.t.request('POST', '/api/solutions/plant/devices', { token: a.token, body: { deviceType: 'Thermo', domainInfo: {} } });
+    const id = ((await r.json()) as { id: string }).id;
+    const path = `/api/solutions/plant/devices/${id}/observations`;
+    const body = (ts: string, pad: number) =>
+      JSON.stringify({
+        observations: [
+          { timestamp: ts, temperature: 20 },
+          { timestamp: ts.replace('10:00', '10:01'), temperature: 21, pad: 'x'.repeat(pad) },
+        ],
+      });
+    const big = body('2026-02-01T10:00:00Z', limit + 1);
+    const http = await h.t.request('POST', path, { token: a.token, body: big });
+    const httpError = (await http.json()) as { code: string; message: string; field: string };
+    assert.equal(http.status, 400);
+    assert.deepEqual({ code: httpError.code, field: httpError.field }, { code: 'VALIDATION_FAILED', field: 'observations/1' });
+
+    c = await connect(h, a.token, { clientId: 'padded-publisher' });
+    await c.subscribeAsync(`${a.tenantId}/errors/#`, { qos: 1 });
+    const reasons = inbox(c);
+    await c.publishAsync(`${a.tenantId}/solutions/plant/devices/${id}/observations`, big, { qos: 1 });
+    await waitFor('the reason', () => reasons.length === 1);
+    const mqttError = JSON.parse(reasons[0]!.payload.toString()) as { code: string; message: string; field: string };
+    assert.deepEqual({ code: mqttError.code, message: mqttError.message, field: mqttError.field }, { code: httpError.code, message: httpError.message, field: httpError.field });
+    assert.equal((await h.t.services.store.queryObservations(id, { limit: 10 })).observations.length, 0);
+
+    // Just under the limit is an ordinary upload, on either path.
+    const fits = await h.t.request('POST', path, { token: a.token, body: body('2026-02-02T10:00:00Z', limit - 100) });
+    assert.equal(fits.status, 201);
+    await c.publishAsync(`${a.tenantId}/solutions/plant/devices/${id}/observations`, body('2026-02-03T10:00:00Z', limit - 100), { qos: 1 });
+    assert.equal((await h.t.services.store.queryObservations(id, { limit: 10 })).observations.length, 4);
+    assert.equal(reasons.length, 1);
   });
 });
 

@@ -249,3 +249,34 @@ describe('sqlite blocks: every number reads back exactly, whichever form it is w
     db.close();
   });
 });
+
+describe('sqlite blocks: readings with large free fields', () => {
+  it('read back whole, one upload at a time, while no block that others joined holds much more than 64 KiB of their text', async () => {
+    const file = path.join(fs.mkdtempSync(path.join(dir, 'x-')), 'reef.db');
+    const { store, ids } = await setup(file);
+    const t0 = Date.UTC(2026, 0, 1);
+    const pad = (i: number) => `${i}`.padEnd(20_000, 'x');
+    // One reading per upload, as a device reports: each would join the device's last block.
+    for (let i = 0; i < 40; i++) await store.insertObservations(ids[0]!, [{ ts: t0 + i * 1000, temperature: i, extra: { pad: pad(i) } }]);
+    const back = await store.queryObservations(ids[0]!, { limit: 100 });
+    assert.equal(back.observations.length, 40);
+    assert.deepEqual(
+      back.observations.map((o) => o.extra?.pad),
+      Array.from({ length: 40 }, (_, i) => pad(39 - i)),
+    );
+    await store.close();
+    checkBlocks(file);
+    const db = new Database(file, { readonly: true });
+    try {
+      const blocks = db.prepare('SELECT n, length(extra) AS bytes FROM obs_blocks').all() as { n: number; bytes: number }[];
+      // A block stops taking readings at 64 KiB of text: it ends below that plus one reading's.
+      for (const b of blocks) assert.ok(b.bytes < 64 * 1024 + 21_000, `a block of ${b.n} readings holds ${b.bytes} bytes of free fields`);
+      assert.equal(
+        blocks.reduce((s, b) => s + b.n, 0),
+        40,
+      );
+    } finally {
+      db.close();
+    }
+  });
+});

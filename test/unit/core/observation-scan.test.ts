@@ -6,7 +6,7 @@ import { scanUpload, unpackObservations } from '../../../src/core/observation-sc
 import { parseBatch } from '../../../src/service/observations.ts';
 
 const MAX = 10_000;
-const general = (text: string) => parseBatch(JSON.parse(text), MAX);
+const general = (text: string) => parseBatch(JSON.parse(text), MAX, 65_536);
 
 function same(text: string) {
   const p = scanUpload(text, MAX);
