@@ -21,6 +21,7 @@ import type {
   ObservationPage,
   ObservationQuery,
   SigningKey,
+  SolutionCursor,
   SolutionObservationPage,
   SolutionObservationQuery,
   Store,
@@ -732,7 +733,14 @@ export class SqliteStore implements Store {
    * if one is given: the device's blocks walked backwards from the last one starting before `to`
    * until enough are found or the blocks end before `from`.
    */
-  private newestFirst(pk: number, from: number, to: number, limit: number, tag?: string, maxScan = Number.POSITIVE_INFINITY): Columns & { scannedTo: number | null } {
+  private newestFirst(
+    pk: number,
+    from: number,
+    to: number,
+    limit: number,
+    tag?: string,
+    maxScan = Number.POSITIVE_INFINITY,
+  ): Columns & { scannedTo: number | null; scanned: number; lastExamined: number } {
     // Room for what is found, grown as needed: a solution-wide page asks every device for up to a
     // page, and most answer with few readings or none.
     let ts = new Float64Array(Math.min(limit, 1024));
@@ -747,6 +755,13 @@ export class SqliteStore implements Store {
     if (limit > 0 && from < to) {
       for (const row of this.s.blocksDesc.iterate(pk, to) as IterableIterator<BlockRow>) {
         if (row[1] < from) break;
+        // A block without free fields has no tag: wholly in range and within the budget, its
+        // readings count as examined without decoding them.
+        if (tag !== undefined && row[5] === null && row[0] >= from && row[1] < to && scanned + row[2] <= maxScan) {
+          scanned += row[2];
+          lastExamined = row[0];
+          continue;
+        }
         const b = decodeBlock(row);
         let i = below(b.ts, to) - 1;
         for (; i >= 0 && m < limit; i--) {
@@ -784,7 +799,7 @@ export class SqliteStore implements Store {
       }
     }
     if (extra !== null) while (extra.length < m) extra.push(null);
-    return { n: m, ts, t, extra, scannedTo };
+    return { n: m, ts, t, extra, scannedTo, scanned, lastExamined };
   }
 
   /** A page: one more reading than asked tells whether another page exists. */
@@ -820,26 +835,37 @@ export class SqliteStore implements Store {
       // One more than asked tells whether another page exists.
       const want = q.limit + 1;
       const rows: { pk: number; id: string; ts: number; temperature: number | null; extra: string | null }[] = [];
+      // A tag-filtered page examines at most maxScan readings over all its devices
+      // (SolutionObservationQuery.maxScan): SQLite reads on the main thread, and a filter that
+      // matches nothing would otherwise walk every reading of the solution in the range.
+      let budget = q.tag !== undefined && q.maxScan !== undefined ? q.maxScan : Number.POSITIVE_INFINITY;
+      let examined: SolutionCursor | null = null;
+      let stopped: SolutionCursor | null = null;
       const take = (pk: number, id: string, upTo: number) => {
-        const c = this.newestFirst(pk, from, upTo, want - rows.length, q.tag);
+        const c = this.newestFirst(pk, from, upTo, want - rows.length, q.tag, budget);
         for (let i = 0; i < c.n; i++) {
           const t = c.t[i]!;
           rows.push({ pk, id, ts: c.ts[i]!, temperature: Number.isNaN(t) ? null : t, extra: c.extra === null ? null : c.extra[i]! });
         }
+        // Out of budget with this device's readings left: the cursor is the last reading examined,
+        // on an earlier device when the budget ran out exactly where this one starts.
+        if (c.scannedTo !== null) stopped = c.scanned === 0 ? examined : { device: pk, ts: c.scannedTo };
+        else if (c.scanned > 0) examined = { device: pk, ts: c.lastExamined };
+        budget -= c.scanned;
       };
       // The cursor's own device first, its upper bound moved to the cursor; then the devices after it.
       // Devices are read 256 at a time: better-sqlite3 runs no other statement while one iterates.
       let after = q.after ? q.after.device - 1 : -1;
-      while (rows.length < want) {
+      while (rows.length < want && stopped === null) {
         const devices = this.s.solDevices.all(groupId, solution, after) as [number, string][];
         for (const [pk, id] of devices) {
-          if (rows.length >= want) break;
+          if (rows.length >= want || stopped !== null) break;
           take(pk, id, q.after && pk === q.after.device ? Math.min(to, q.after.ts) : to);
         }
         if (devices.length < 256) break;
         after = devices[devices.length - 1]![0];
       }
-      return solutionPage(rows, q.limit, obsFromRow);
+      return solutionPage(rows, q.limit, obsFromRow, stopped);
     });
   }
 
