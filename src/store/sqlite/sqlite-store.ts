@@ -43,6 +43,11 @@ export interface SqliteOptions {
    * parsing the next uploads overlaps the commit's fsync. Files only; default true.
    */
   writerThread?: boolean;
+  /**
+   * Blocks a bucketed read aggregates per turn of the event loop (BUCKET_CHUNK by default; tests
+   * make it small to cross chunk boundaries often).
+   */
+  bucketChunk?: number;
 }
 
 interface Queued {
@@ -82,6 +87,8 @@ type Row = Record<string, any>;
 
 /** Solutions whose latest-of-all text is remembered at once (latestObservationsJson). */
 const LATEST_CACHE = 16;
+/** Blocks (up to 1,024 readings each) a bucketed read aggregates per turn of the event loop: about a millisecond. */
+const BUCKET_CHUNK = 64;
 /**
  * Groups handed to the writer thread at once: the next group waits in the writer's queue while one
  * commits, so the writer starts it without a round trip to this thread (which measured ~0.4 ms
@@ -234,7 +241,8 @@ export class SqliteStore implements Store {
       // rows or reaches blocks that end before its range).
       blocksDesc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC').raw(true),
       // A device's blocks that start in [from, to), oldest first (buckets walk forwards).
-      blocksAsc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts >= ? AND first_ts < ? ORDER BY first_ts').raw(true),
+      blocksAsc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts >= ? AND first_ts < ? ORDER BY first_ts LIMIT ?').raw(true),
+      blocksAscAfter: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts > ? AND first_ts < ? ORDER BY first_ts LIMIT ?').raw(true),
       // Solution-wide pages: the solution's devices in pk order from the covering index.
       solDevices: p('SELECT pk, id FROM devices WHERE group_id = ? AND solution = ? AND pk > ? ORDER BY pk LIMIT 256').raw(true),
       countObs: p('SELECT coalesce(sum(n), 0) FROM obs_blocks WHERE device_pk = ?').pluck(),
@@ -874,46 +882,67 @@ export class SqliteStore implements Store {
    * the readings that have a temperature (null when none has), the mean summed as SQLite's avg()
    * does (Kahan-Babuska-Neumaier).
    */
-  bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {
-    return this.run(() => {
-      const pk = this.pkOf(deviceId);
-      const out: Bucket[] = [];
-      if (!(q.from < q.to)) return out;
-      let cur: { ts: number; count: number; n: number; sum: number; err: number; min: number; max: number } | null = null;
-      const close = () => {
-        if (cur) out.push({ ts: cur.ts, count: cur.count, min: cur.n ? cur.min : null, avg: cur.n ? (cur.sum + cur.err) / cur.n : null, max: cur.n ? cur.max : null });
-      };
-      const add = (row: BlockRow) => {
-        const b = decodeBlock(row);
-        for (let i = 0; i < b.n; i++) {
-          const time = b.ts[i]!;
-          if (time < q.from) continue;
-          if (time >= q.to) break;
-          const start = Math.trunc((time - q.from) / q.bucketMs) * q.bucketMs + q.from;
-          if (!cur || cur.ts !== start) {
-            close();
-            cur = { ts: start, count: 0, n: 0, sum: 0, err: 0, min: Infinity, max: -Infinity };
-          }
-          cur.count++;
-          const v = b.t[i]!;
-          if (!Number.isNaN(v)) {
-            cur.n++;
-            // Neumaier's compensated sum.
-            const s = cur.sum + v;
-            cur.err += Math.abs(cur.sum) >= Math.abs(v) ? cur.sum - s + v : v - s + cur.sum;
-            cur.sum = s;
-            if (v < cur.min) cur.min = v;
-            if (v > cur.max) cur.max = v;
-          }
+  async bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {
+    const pk = await this.run(() => this.pkOf(deviceId));
+    const out: Bucket[] = [];
+    if (!(q.from < q.to)) return out;
+    let cur: { ts: number; count: number; n: number; sum: number; err: number; min: number; max: number } | null = null;
+    const close = () => {
+      if (cur) out.push({ ts: cur.ts, count: cur.count, min: cur.n ? cur.min : null, avg: cur.n ? (cur.sum + cur.err) / cur.n : null, max: cur.n ? cur.max : null });
+    };
+    // The newest reading aggregated: a block rewritten between chunks by a concurrent upload is
+    // not counted twice (readings stored since the read began may be left out).
+    let seen = Number.NEGATIVE_INFINITY;
+    const add = (row: BlockRow) => {
+      const b = decodeBlock(row);
+      for (let i = 0; i < b.n; i++) {
+        const time = b.ts[i]!;
+        if (time < q.from || time <= seen) continue;
+        if (time >= q.to) break;
+        seen = time;
+        const start = Math.trunc((time - q.from) / q.bucketMs) * q.bucketMs + q.from;
+        if (!cur || cur.ts !== start) {
+          close();
+          cur = { ts: start, count: 0, n: 0, sum: 0, err: 0, min: Infinity, max: -Infinity };
         }
-      };
-      // The block the range starts inside, then those starting in the range, read one at a time.
-      const first = this.blocks.before.get(pk, q.from) as BlockRow | undefined;
-      if (first !== undefined && first[1] >= q.from) add(first);
-      for (const row of this.s.blocksAsc.iterate(pk, q.from, q.to) as IterableIterator<BlockRow>) add(row);
-      close();
-      return out;
-    });
+        cur.count++;
+        const v = b.t[i]!;
+        if (!Number.isNaN(v)) {
+          cur.n++;
+          // Neumaier's compensated sum.
+          const s = cur.sum + v;
+          cur.err += Math.abs(cur.sum) >= Math.abs(v) ? cur.sum - s + v : v - s + cur.sum;
+          cur.sum = s;
+          if (v < cur.min) cur.min = v;
+          if (v > cur.max) cur.max = v;
+        }
+      }
+    };
+    // The block the range starts inside, then those starting in the range, a chunk of blocks per
+    // turn of the event loop: SQLite reads on the main thread, and a long range of dense readings
+    // would otherwise hold every other request for as long as it takes (docs/security.md "Reads").
+    const chunk = this.opts.bucketChunk ?? BUCKET_CHUNK;
+    let lastFirst: number | null = null;
+    for (;;) {
+      const taken = await this.run(() => {
+        let k = 0;
+        if (lastFirst === null) {
+          const first = this.blocks.before.get(pk, q.from) as BlockRow | undefined;
+          if (first !== undefined && first[1] >= q.from) add(first);
+        }
+        const rows = lastFirst === null ? this.s.blocksAsc.iterate(pk, q.from, q.to, chunk) : this.s.blocksAscAfter.iterate(pk, lastFirst, q.to, chunk);
+        for (const row of rows as IterableIterator<BlockRow>) {
+          add(row);
+          lastFirst = row[0];
+          k++;
+        }
+        return k;
+      });
+      if (taken < chunk) break;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    close();
+    return out;
   }
 
   setRetention(groupId: string, solution: string, days: number | null) {
