@@ -320,13 +320,15 @@ const SOLUTION_CURSOR = /^(.{1,40})~(\d{1,15})$/;
 
 /**
  * Every observation of the solution in the range, device by device (creation order), newest first
- * within a device, keyset-paged through `after`. `tags` (one tag) filters. No range: not this.
+ * within a device, keyset-paged through `after`. `tags` (one tag) filters; a filtered page examines
+ * at most maxScan readings over all its devices. No range: not this.
  */
 export async function solutionObservations(
   store: Store,
   groupId: string,
   solution: string,
   q: RangeQuery,
+  maxScan?: number,
 ): Promise<{ rows: { deviceId: string; observation: ObservationRecord }[]; nextAfter: string | null }> {
   const from = q.from === undefined ? undefined : isoTimestamp(q.from, 'from');
   const to = q.to === undefined ? undefined : isoTimestamp(q.to, 'to');
@@ -347,7 +349,7 @@ export async function solutionObservations(
     limit: pageLimit(q.limit),
     ...(from === undefined ? {} : { from }),
     ...(to === undefined ? {} : { to }),
-    ...(q.tags === undefined ? {} : { tag: q.tags }),
+    ...(q.tags === undefined ? {} : { tag: q.tags, ...(maxScan === undefined ? {} : { maxScan }) }),
     ...(after === undefined ? {} : { after }),
   });
   return { rows: page.rows, nextAfter: page.next ? `${new Date(page.next.ts).toISOString()}~${page.next.device}` : null };

@@ -60,6 +60,13 @@ export interface SolutionObservationQuery {
   limit: number;
   /** Only observations whose `tags` field contains this tag. */
   tag?: string;
+  /**
+   * With `tag`: the most stored observations the page examines, over all the devices it walks, in
+   * page order. When they run out before the page is full and more remain, the page ends there,
+   * short or empty, and `next` is the position of the last one examined (the next page goes on
+   * below it), as ObservationQuery.maxScan does for one device.
+   */
+  maxScan?: number;
   /** Resume strictly after this position. */
   after?: SolutionCursor;
 }
@@ -71,14 +78,22 @@ export interface SolutionObservationPage {
   next: SolutionCursor | null;
 }
 
-/** Turns up to limit + 1 rows (pk, id, ts, ...) into a page and its cursor: shared by the backends. */
-export function solutionPage<R extends { pk: number; id: string; ts: number }>(rows: R[], limit: number, toRecord: (r: R) => ObservationRecord): SolutionObservationPage {
+/**
+ * Turns up to limit + 1 rows (pk, id, ts, ...) into a page and its cursor: shared by the backends.
+ * `stopped`: where a scan-bounded page ran out of readings to examine (SolutionObservationQuery.maxScan).
+ */
+export function solutionPage<R extends { pk: number; id: string; ts: number }>(
+  rows: R[],
+  limit: number,
+  toRecord: (r: R) => ObservationRecord,
+  stopped: SolutionCursor | null = null,
+): SolutionObservationPage {
   const more = rows.length > limit;
   if (more) rows.length = limit;
   const last = rows[rows.length - 1];
   return {
     rows: rows.map((r) => ({ deviceId: r.id, observation: toRecord(r) })),
-    next: more && last ? { device: Number(last.pk), ts: Number(last.ts) } : null,
+    next: more && last ? { device: Number(last.pk), ts: Number(last.ts) } : stopped,
   };
 }
 

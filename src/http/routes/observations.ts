@@ -125,7 +125,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       // where tags and limit are ignored as the wire reference says.
       const q = request.query as RangeQuery;
       if (isRangeQuery(q)) {
-        const page = await reads.run(request.account.tenantId, () => solutionObservations(store, groupId, solution, q));
+        const page = await reads.run(request.account.tenantId, () => solutionObservations(store, groupId, solution, q, config.reads.maxScan));
         if (page.nextAfter) reply.header('next_page', nextPageUrl(request, page.nextAfter, config));
         return reply.type('application/json; charset=utf-8').send(groupedJson(page.rows));
       }

@@ -3,7 +3,7 @@
 // "PostgreSQL: read paths"). Writes go through writer.ts.
 import { latestJsonOfColumns, pageJsonOfColumns } from '../../core/observation-json.ts';
 import type { ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, ObservationPage, ObservationQuery, SolutionObservationPage, SolutionObservationQuery } from '../store.ts';
+import type { Bucket, BucketQuery, ObservationPage, ObservationQuery, SolutionCursor, SolutionObservationPage, SolutionObservationQuery } from '../store.ts';
 import { solutionPage } from '../store.ts';
 import { numArray, type PostgresConnection, type Row } from './connection.ts';
 
@@ -168,6 +168,7 @@ export class PostgresObservationReads {
     const from = q.from ?? 0;
     const to = q.to ?? Number.MAX_SAFE_INTEGER;
     const tag = q.tag ?? null;
+    if (q.tag !== undefined && q.maxScan !== undefined) return this.scanBoundedSolutionPage(groupId, solution, q, from, to, q.tag, q.maxScan);
     // One more than asked tells whether another page exists.
     const want = q.limit + 1;
     const rows: Row[] = [];
@@ -212,6 +213,67 @@ export class PostgresObservationReads {
       chunk = Math.min(chunk * 4, 8192);
     }
     return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow);
+  }
+
+  /**
+   * A tag-filtered solution page that examines at most maxScan readings over all the devices it
+   * walks (SolutionObservationQuery.maxScan). The devices are walked in growing chunks as above;
+   * each chunk's statement takes the next readings in page order, one more than the budget left,
+   * and answers the matches among those within the budget, the last reading within it, and how
+   * many it took. The cursor's device is a chunk of its own, read below the cursor.
+   */
+  private async scanBoundedSolutionPage(groupId: string, solution: string, q: SolutionObservationQuery, from: number, to: number, tag: string, maxScan: number): Promise<SolutionObservationPage> {
+    const want = q.limit + 1;
+    const rows: Row[] = [];
+    let budget = maxScan;
+    let examined: SolutionCursor | null = null;
+    const chunk = async (pks: number[], upTo: number): Promise<SolutionCursor | null> => {
+      const r = await this.c.q(
+        `WITH e AS MATERIALIZED (
+           SELECT d.pk, d.id, o.ts, o.temperature, o.extra, row_number() OVER (ORDER BY k.n, o.ts DESC) AS rn
+           FROM unnest($1::bigint[]) WITH ORDINALITY AS k(pk, n)
+           JOIN devices d ON d.pk = k.pk AND d.group_id = $7 AND d.solution = $8
+           CROSS JOIN LATERAL (
+             SELECT ts, temperature, extra FROM observations o
+             WHERE o.tier = d.tier AND o.device_pk = d.pk AND o.ts >= $2 AND o.ts < $3
+             ORDER BY o.ts DESC LIMIT $6) o
+           ORDER BY k.n, o.ts DESC LIMIT $6)
+         (SELECT 0 AS kind, pk, id, ts, temperature, extra, rn FROM e WHERE rn < $6 AND extra -> 'tags' ? $5 ORDER BY rn LIMIT $4)
+         UNION ALL (SELECT 1, pk, id, ts, NULL, NULL, rn FROM e WHERE rn < $6 ORDER BY rn DESC LIMIT 1)
+         UNION ALL (SELECT 2, NULL, NULL, NULL, NULL, NULL, count(*) FROM e)`,
+        [numArray(pks), from, upTo, want - rows.length, tag, budget + 1, groupId, solution],
+        'solution-page-scan',
+      );
+      let last: Row | undefined;
+      let taken = 0;
+      for (const x of r.rows) {
+        const kind = Number(x.kind);
+        if (kind === 0) rows.push(x);
+        else if (kind === 1) last = x;
+        else taken = Number(x.rn);
+      }
+      if (rows.length >= want) return null;
+      // More readings than the budget left: the page stops at the last one examined, or at the
+      // one before this chunk when the budget ran out exactly where the chunk starts.
+      if (taken > budget) return budget === 0 ? examined : { device: Number(last!.pk), ts: Number(last!.ts) };
+      budget -= taken;
+      if (last) examined = { device: Number(last.pk), ts: Number(last.ts) };
+      return null;
+    };
+    let stopped: SolutionCursor | null = null;
+    if (q.after) stopped = await chunk([q.after.device], Math.min(to, q.after.ts));
+    let afterPk = q.after?.device ?? -1;
+    let size = 2;
+    while (rows.length < want && stopped === null) {
+      const devs = await this.c.q('SELECT pk FROM devices WHERE group_id = $1 AND solution = $2 AND pk > $3 ORDER BY pk LIMIT $4', [groupId, solution, afterPk, size], 'solution-page-devices');
+      if (devs.rows.length === 0) break;
+      const pks = devs.rows.map((x) => Number(x.pk));
+      stopped = await chunk(pks, to);
+      if (pks.length < size) break;
+      afterPk = pks[pks.length - 1]!;
+      size = Math.min(size * 4, 8192);
+    }
+    return solutionPage(rows as { pk: number; id: string; ts: number }[], q.limit, obsFromRow, stopped);
   }
 
   async bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {

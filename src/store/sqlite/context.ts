@@ -23,4 +23,9 @@ export interface SqliteOptions {
    * parsing the next uploads overlaps the commit's fsync. Files only; default true.
    */
   writerThread?: boolean;
+  /**
+   * Blocks a bucketed read aggregates per turn of the event loop (BUCKET_CHUNK by default; tests
+   * make it small to cross chunk boundaries often).
+   */
+  bucketChunk?: number;
 }

@@ -4,13 +4,15 @@
 import { pageJsonOfColumns } from '../../core/observation-json.ts';
 import { ReefError } from '../../core/errors.ts';
 import type { ObservationRecord } from '../../core/types.ts';
-import type { Bucket, BucketQuery, ObservationPage, ObservationQuery, SolutionObservationPage, SolutionObservationQuery } from '../store.ts';
+import type { Bucket, BucketQuery, ObservationPage, ObservationQuery, SolutionCursor, SolutionObservationPage, SolutionObservationQuery } from '../store.ts';
 import { solutionPage } from '../store.ts';
 import { blockStatements, decodeBlock, type BlockRow, type BlockStatements, type Columns } from './blocks.ts';
 import type { Row, SqliteContext } from './context.ts';
 
 /** Solutions whose latest-of-all text is remembered at once (latestObservationsJson). */
 const LATEST_CACHE = 16;
+/** Blocks (up to 1,024 readings each) a bucketed read aggregates per turn of the event loop: about a millisecond. */
+const BUCKET_CHUNK = 64;
 
 function obsFromRow(r: Row): ObservationRecord {
   return { ts: r.ts, temperature: r.temperature ?? null, extra: r.extra ? JSON.parse(r.extra) : null };
@@ -34,7 +36,8 @@ function statements(c: SqliteContext) {
     // rows or reaches blocks that end before its range).
     blocksDesc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts < ? ORDER BY first_ts DESC').raw(true),
     // A device's blocks that start in [from, to), oldest first (buckets walk forwards).
-    blocksAsc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts >= ? AND first_ts < ? ORDER BY first_ts').raw(true),
+    blocksAsc: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts >= ? AND first_ts < ? ORDER BY first_ts LIMIT ?').raw(true),
+    blocksAscAfter: p('SELECT first_ts, last_ts, n, ts, t, extra FROM obs_blocks WHERE device_pk = ? AND first_ts > ? AND first_ts < ? ORDER BY first_ts LIMIT ?').raw(true),
     // Solution-wide pages: the solution's devices in pk order from the covering index.
     solDevices: p('SELECT pk, id FROM devices WHERE group_id = ? AND solution = ? AND pk > ? ORDER BY pk LIMIT 256').raw(true),
     countObs: p('SELECT coalesce(sum(n), 0) FROM obs_blocks WHERE device_pk = ?').pluck(),
@@ -47,7 +50,10 @@ export class SqliteObservationReads {
   private readonly s: ReturnType<typeof statements>;
   private readonly blocks: BlockStatements;
   private readonly db;
-  constructor(private readonly c: SqliteContext) {
+  constructor(
+    private readonly c: SqliteContext,
+    private readonly bucketChunk = BUCKET_CHUNK,
+  ) {
     this.s = statements(c);
     this.blocks = blockStatements(c.db);
     this.db = c.db;
@@ -119,7 +125,14 @@ export class SqliteObservationReads {
    * if one is given: the device's blocks walked backwards from the last one starting before `to`
    * until enough are found or the blocks end before `from`.
    */
-  private newestFirst(pk: number, from: number, to: number, limit: number, tag?: string, maxScan = Number.POSITIVE_INFINITY): Columns & { scannedTo: number | null } {
+  private newestFirst(
+    pk: number,
+    from: number,
+    to: number,
+    limit: number,
+    tag?: string,
+    maxScan = Number.POSITIVE_INFINITY,
+  ): Columns & { scannedTo: number | null; scanned: number; lastExamined: number } {
     // Room for what is found, grown as needed: a solution-wide page asks every device for up to a
     // page, and most answer with few readings or none.
     let ts = new Float64Array(Math.min(limit, 1024));
@@ -134,6 +147,13 @@ export class SqliteObservationReads {
     if (limit > 0 && from < to) {
       for (const row of this.s.blocksDesc.iterate(pk, to) as IterableIterator<BlockRow>) {
         if (row[1] < from) break;
+        // A block without free fields has no tag: wholly in range and within the budget, its
+        // readings count as examined without decoding them.
+        if (tag !== undefined && row[5] === null && row[0] >= from && row[1] < to && scanned + row[2] <= maxScan) {
+          scanned += row[2];
+          lastExamined = row[0];
+          continue;
+        }
         const b = decodeBlock(row);
         let i = below(b.ts, to) - 1;
         for (; i >= 0 && m < limit; i--) {
@@ -171,7 +191,7 @@ export class SqliteObservationReads {
       }
     }
     if (extra !== null) while (extra.length < m) extra.push(null);
-    return { n: m, ts, t, extra, scannedTo };
+    return { n: m, ts, t, extra, scannedTo, scanned, lastExamined };
   }
 
   /** A page: one more reading than asked tells whether another page exists. */
@@ -207,26 +227,37 @@ export class SqliteObservationReads {
       // One more than asked tells whether another page exists.
       const want = q.limit + 1;
       const rows: { pk: number; id: string; ts: number; temperature: number | null; extra: string | null }[] = [];
+      // A tag-filtered page examines at most maxScan readings over all its devices
+      // (SolutionObservationQuery.maxScan): SQLite reads on the main thread, and a filter that
+      // matches nothing would otherwise walk every reading of the solution in the range.
+      let budget = q.tag !== undefined && q.maxScan !== undefined ? q.maxScan : Number.POSITIVE_INFINITY;
+      let examined: SolutionCursor | null = null;
+      let stopped: SolutionCursor | null = null;
       const take = (pk: number, id: string, upTo: number) => {
-        const c = this.newestFirst(pk, from, upTo, want - rows.length, q.tag);
+        const c = this.newestFirst(pk, from, upTo, want - rows.length, q.tag, budget);
         for (let i = 0; i < c.n; i++) {
           const t = c.t[i]!;
           rows.push({ pk, id, ts: c.ts[i]!, temperature: Number.isNaN(t) ? null : t, extra: c.extra === null ? null : c.extra[i]! });
         }
+        // Out of budget with this device's readings left: the cursor is the last reading examined,
+        // on an earlier device when the budget ran out exactly where this one starts.
+        if (c.scannedTo !== null) stopped = c.scanned === 0 ? examined : { device: pk, ts: c.scannedTo };
+        else if (c.scanned > 0) examined = { device: pk, ts: c.lastExamined };
+        budget -= c.scanned;
       };
       // The cursor's own device first, its upper bound moved to the cursor; then the devices after it.
       // Devices are read 256 at a time: better-sqlite3 runs no other statement while one iterates.
       let after = q.after ? q.after.device - 1 : -1;
-      while (rows.length < want) {
+      while (rows.length < want && stopped === null) {
         const devices = this.s.solDevices.all(groupId, solution, after) as [number, string][];
         for (const [pk, id] of devices) {
-          if (rows.length >= want) break;
+          if (rows.length >= want || stopped !== null) break;
           take(pk, id, q.after && pk === q.after.device ? Math.min(to, q.after.ts) : to);
         }
         if (devices.length < 256) break;
         after = devices[devices.length - 1]![0];
       }
-      return solutionPage(rows, q.limit, obsFromRow);
+      return solutionPage(rows, q.limit, obsFromRow, stopped);
     });
   }
 
@@ -235,46 +266,67 @@ export class SqliteObservationReads {
    * the readings that have a temperature (null when none has), the mean summed as SQLite's avg()
    * does (Kahan-Babuska-Neumaier).
    */
-  bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {
-    return this.c.run(() => {
-      const pk = this.pkOf(deviceId);
-      const out: Bucket[] = [];
-      if (!(q.from < q.to)) return out;
-      let cur: { ts: number; count: number; n: number; sum: number; err: number; min: number; max: number } | null = null;
-      const close = () => {
-        if (cur) out.push({ ts: cur.ts, count: cur.count, min: cur.n ? cur.min : null, avg: cur.n ? (cur.sum + cur.err) / cur.n : null, max: cur.n ? cur.max : null });
-      };
-      const add = (row: BlockRow) => {
-        const b = decodeBlock(row);
-        for (let i = 0; i < b.n; i++) {
-          const time = b.ts[i]!;
-          if (time < q.from) continue;
-          if (time >= q.to) break;
-          const start = Math.trunc((time - q.from) / q.bucketMs) * q.bucketMs + q.from;
-          if (!cur || cur.ts !== start) {
-            close();
-            cur = { ts: start, count: 0, n: 0, sum: 0, err: 0, min: Infinity, max: -Infinity };
-          }
-          cur.count++;
-          const v = b.t[i]!;
-          if (!Number.isNaN(v)) {
-            cur.n++;
-            // Neumaier's compensated sum.
-            const s = cur.sum + v;
-            cur.err += Math.abs(cur.sum) >= Math.abs(v) ? cur.sum - s + v : v - s + cur.sum;
-            cur.sum = s;
-            if (v < cur.min) cur.min = v;
-            if (v > cur.max) cur.max = v;
-          }
+  async bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {
+    const pk = await this.c.run(() => this.pkOf(deviceId));
+    const out: Bucket[] = [];
+    if (!(q.from < q.to)) return out;
+    let cur: { ts: number; count: number; n: number; sum: number; err: number; min: number; max: number } | null = null;
+    const close = () => {
+      if (cur) out.push({ ts: cur.ts, count: cur.count, min: cur.n ? cur.min : null, avg: cur.n ? (cur.sum + cur.err) / cur.n : null, max: cur.n ? cur.max : null });
+    };
+    // The newest reading aggregated: a block rewritten between chunks by a concurrent upload is
+    // not counted twice (readings stored since the read began may be left out).
+    let seen = Number.NEGATIVE_INFINITY;
+    const add = (row: BlockRow) => {
+      const b = decodeBlock(row);
+      for (let i = 0; i < b.n; i++) {
+        const time = b.ts[i]!;
+        if (time < q.from || time <= seen) continue;
+        if (time >= q.to) break;
+        seen = time;
+        const start = Math.trunc((time - q.from) / q.bucketMs) * q.bucketMs + q.from;
+        if (!cur || cur.ts !== start) {
+          close();
+          cur = { ts: start, count: 0, n: 0, sum: 0, err: 0, min: Infinity, max: -Infinity };
         }
-      };
-      // The block the range starts inside, then those starting in the range, read one at a time.
-      const first = this.blocks.before.get(pk, q.from) as BlockRow | undefined;
-      if (first !== undefined && first[1] >= q.from) add(first);
-      for (const row of this.s.blocksAsc.iterate(pk, q.from, q.to) as IterableIterator<BlockRow>) add(row);
-      close();
-      return out;
-    });
+        cur.count++;
+        const v = b.t[i]!;
+        if (!Number.isNaN(v)) {
+          cur.n++;
+          // Neumaier's compensated sum.
+          const s = cur.sum + v;
+          cur.err += Math.abs(cur.sum) >= Math.abs(v) ? cur.sum - s + v : v - s + cur.sum;
+          cur.sum = s;
+          if (v < cur.min) cur.min = v;
+          if (v > cur.max) cur.max = v;
+        }
+      }
+    };
+    // The block the range starts inside, then those starting in the range, a chunk of blocks per
+    // turn of the event loop: SQLite reads on the main thread, and a long range of dense readings
+    // would otherwise hold every other request for as long as it takes (docs/security.md "Reads").
+    const chunk = this.bucketChunk;
+    let lastFirst: number | null = null;
+    for (;;) {
+      const taken = await this.c.run(() => {
+        let k = 0;
+        if (lastFirst === null) {
+          const first = this.blocks.before.get(pk, q.from) as BlockRow | undefined;
+          if (first !== undefined && first[1] >= q.from) add(first);
+        }
+        const rows = lastFirst === null ? this.s.blocksAsc.iterate(pk, q.from, q.to, chunk) : this.s.blocksAscAfter.iterate(pk, lastFirst, q.to, chunk);
+        for (const row of rows as IterableIterator<BlockRow>) {
+          add(row);
+          lastFirst = row[0];
+          k++;
+        }
+        return k;
+      });
+      if (taken < chunk) break;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    close();
+    return out;
   }
 }
 

@@ -81,7 +81,7 @@ export class SqliteStore implements Store, SqliteContext {
     this.accounts = new SqliteAccounts(this);
     this.state = new SqliteState(this);
     this.devices = new SqliteDevices(this);
-    this.reads = new SqliteObservationReads(this);
+    this.reads = new SqliteObservationReads(this, this.opts.bucketChunk);
     this.writes = new SqliteWriter(this, this.opts);
     this.retention = new SqliteRetention(this);
     this.alarms = new SqliteAlarms(this);

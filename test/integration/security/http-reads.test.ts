@@ -67,6 +67,26 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       assert.match(r2.headers.get('next_page') ?? '', /after=/);
     });
 
+    it('a solution-wide tag filter examines at most REEF_READ_MAX_SCAN readings per page; next_page resumes where it stopped', async () => {
+      let url: string | null = `${server.url}/api/solutions/sandbox/observations?from=${iso(T0)}&to=${iso(T0 + 10_000 * 60_000)}&tags=door&limit=100`;
+      const found: string[] = [];
+      const cursors: string[] = [];
+      while (url && cursors.length < 20) {
+        const r: Response = await fetch(url, { headers: { authorization: token } });
+        assert.equal(r.status, 200);
+        const body = (await r.json()) as { deviceId: string; observations: { timestamp: string }[] }[];
+        for (const g of body) found.push(...g.observations.map((o) => `${g.deviceId}@${o.timestamp}`));
+        url = r.headers.get('next_page');
+        if (url) cursors.push(new URL(url).searchParams.get('after') ?? '');
+      }
+      assert.deepEqual(found, [`${device}@${iso(T0 + 4900 * 60_000)}`, `${device}@${iso(T0 + 500 * 60_000)}`]);
+      // 5,000 readings at 1,000 examined per page: five pages, each cursor where the last one stopped.
+      assert.deepEqual(
+        cursors.map((c) => c.split('~')[0]),
+        [4000, 3000, 2000, 1000].map((i) => iso(T0 + i * 60_000)),
+      );
+    });
+
     it('more buckets than REEF_READ_MAX_BUCKETS is 400 naming the limit; at the limit it is answered', async () => {
       const from = iso(T0);
       const over = await server.request('GET', `/api/solutions/sandbox/devices/${device}/observations?from=${from}&to=${iso(T0 + 501 * 60_000)}&bucket=1m`, { token });

@@ -436,6 +436,66 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal(plain.nextBefore, newest(29));
     });
 
+    it('a tag-filtered solution page examines at most maxScan readings over its devices and ends there with a cursor; following it finds every match once', async () => {
+      const a = account('scanwide');
+      const [da, db, dc] = [randomUUID(), randomUUID(), randomUUID()];
+      for (const id of [da, db, dc]) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'sw', deviceType: 'VirtualDevice', domainInfo: {} });
+      // Page order: device a's 30 readings (the 5th and 25th newest tagged), b's 15 without free
+      // fields, c's 25 (the 12th newest tagged), newest first within each.
+      const tagged = (n: number, start: number, rare: number[]) => series(n, 1000, start).map((r, i) => ({ ...r, extra: { tags: [rare.includes(n - i) ? 'rare' : 'common'] } }));
+      await store.insertObservations(da, tagged(30, T0, [5, 25]));
+      await store.insertObservations(db, series(15, 1000, T0 + 50_000));
+      await store.insertObservations(dc, tagged(25, T0 + 100_000, [12]));
+      const b = account('scanwide-b');
+      const theirs = randomUUID();
+      await store.createDevice({ id: theirs, tenantId: b.tenantId, groupId: b.groupId, solution: 'sw', deviceType: 'VirtualDevice', domainInfo: {} });
+      await store.insertObservations(theirs, tagged(10, T0, [1, 2, 3]));
+      const tsA = (k: number) => T0 + (30 - k) * 1000; // the k-th newest of a
+      const tsB = (k: number) => T0 + 50_000 + (15 - k) * 1000;
+      const tsC = (k: number) => T0 + 100_000 + (25 - k) * 1000;
+      const pages: { rows: string[]; next: number | null }[] = [];
+      const cursors: number[] = [];
+      let after: { device: number; ts: number } | undefined;
+      for (let guard = 0; guard < 20; guard++) {
+        const page = await store.querySolutionObservations(a.groupId, 'sw', { limit: 100, tag: 'rare', maxScan: 10, ...(after ? { after } : {}) });
+        pages.push({ rows: page.rows.map((r) => `${r.deviceId}@${r.observation.ts}`), next: page.next?.ts ?? null });
+        if (!page.next) break;
+        cursors.push(page.next.device);
+        after = page.next;
+      }
+      assert.deepEqual(pages, [
+        { rows: [`${da}@${tsA(5)}`], next: tsA(10) },
+        { rows: [], next: tsA(20) },
+        // The budget ends with a's readings: the cursor stays on a's last one.
+        { rows: [`${da}@${tsA(25)}`], next: tsA(30) },
+        { rows: [], next: tsB(10) },
+        { rows: [], next: tsC(5) },
+        { rows: [`${dc}@${tsC(12)}`], next: tsC(15) },
+        { rows: [], next: null },
+      ]);
+      // The cursor names the device it stopped on: a three times, then b, then c twice.
+      assert.equal(new Set(cursors.slice(0, 3)).size, 1);
+      assert.equal(new Set(cursors.slice(4, 6)).size, 1);
+      assert.ok(cursors[0]! < cursors[3]! && cursors[3]! < cursors[4]!);
+      // A budget larger than the range: one page, every match, no cursor.
+      const whole = await store.querySolutionObservations(a.groupId, 'sw', { limit: 100, tag: 'rare', maxScan: 100 });
+      assert.deepEqual(
+        whole.rows.map((r) => r.observation.ts),
+        [tsA(5), tsA(25), tsC(12)],
+      );
+      assert.equal(whole.next, null);
+      // A full page before the budget runs out pages as usual, from its last row.
+      const full = await store.querySolutionObservations(a.groupId, 'sw', { limit: 2, tag: 'common', maxScan: 10 });
+      assert.deepEqual(
+        full.rows.map((r) => r.observation.ts),
+        [tsA(1), tsA(2)],
+      );
+      assert.equal(full.next?.ts, tsA(2));
+      // A forged cursor only positions the walk: the other group's tagged readings never show.
+      const forged = await store.querySolutionObservations(a.groupId, 'sw', { limit: 100, tag: 'rare', maxScan: 1000, after: { device: 0, ts: Number.MAX_SAFE_INTEGER } });
+      assert.ok(forged.rows.every((r) => r.deviceId !== theirs));
+    });
+
     it('latest of all devices follows the newest timestamp, not the last insert', async () => {
       const a = account('jack');
       const [d1, d2, d3] = [randomUUID(), randomUUID(), randomUUID()];

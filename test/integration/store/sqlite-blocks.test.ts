@@ -32,7 +32,8 @@ function random(seed: number) {
 }
 
 async function setup(file: string) {
-  const store = new SqliteStore({ file });
+  // Bucketed reads aggregate two blocks per turn here: buckets cross chunk boundaries often.
+  const store = new SqliteStore({ file, bucketChunk: 2 });
   await store.migrate();
   const groupId = 'G-blocks';
   await store.createAccount({ tenantId: 'TNBLOCKS', name: 'b', groupId, clientId: `c-${path.basename(path.dirname(file))}-${file.length}`, secretHash: 'scrypt$x', disabled: false, createdAt: 0 });
