@@ -25,8 +25,12 @@ const CONCURRENCY = Number(process.env.REEF_TEST_CONCURRENCY) || 4;
 /** The longest any one test or suite may take (the slowest suite takes about 3.5 minutes on a loaded 2-core machine). */
 const TEST_TIMEOUT_MS = 600_000;
 
-/** Files that run alone, after the parallel group, and why. None needs it today: no test takes a fixed port, the netns test (e2e/coap/datagrams-full-buffer) has its own loopback. */
-const SERIAL = [];
+/**
+ * Files that run alone, after the parallel group, and why. No test takes a fixed port, and the netns
+ * test (e2e/coap/datagrams-full-buffer) has its own loopback; but e2e/scale/fault restarts the shared
+ * PostgreSQL cluster, which would fail every PostgreSQL test running beside it.
+ */
+const SERIAL = ['test/e2e/scale/fault.test.ts'];
 
 const args = process.argv.slice(2);
 const picked = TIERS.filter((t) => args.includes(`--${t}`));
