@@ -12,7 +12,7 @@
 // transition (normal → pending → raised → normal), so a restart or a new leader continues a
 // pending duration and knows which alarms are raised.
 import type { Logger } from 'pino';
-import type { AlarmEvalState, AlarmReading, AlarmRuleRecord, AlarmRuleSpec } from '../core/alarms.ts';
+import type { AlarmEvalState, AlarmReading, AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { DeviceRecord, Observation, ObservationRecord } from '../core/types.ts';
 import type { EventBus, EventKind, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
@@ -52,6 +52,22 @@ export interface AlarmEngineOptions {
 }
 
 const key = (a: string, b: string) => a + '\n' + b;
+
+/**
+ * Silence alarms stored per transaction: one commit for many alarms, yet short enough that the
+ * check still gives the event loop a turn every few milliseconds (docs/alarms.md "Evaluation, precisely").
+ */
+const RAISE_CHUNK = 50;
+
+/** An alarm about to be stored, with what undoes its pair's change if storing fails. */
+interface PendingRaise {
+  r: AlarmRuleRecord;
+  deviceId: string;
+  p: Pair;
+  before: { phase: Pair['phase']; since: number };
+  alarm: AlarmRecord;
+  delivery: WebhookDeliveryRecord | null;
+}
 
 /** A stored batch: its records when published in this process, else its wire form. */
 type Batch = { records: ObservationRecord[]; wire: null } | { records: null; wire: Observation[] };
@@ -679,6 +695,8 @@ export class AlarmEngine {
     const listed = new Map<string, DeviceRecord[] | null>();
     const slicer = new Slicer();
     let deferred = 0;
+    /** Raises not yet stored: written RAISE_CHUNK at a time, one transaction each. */
+    const chunk: PendingRaise[] = [];
     for (const r of [...this.rules.values()]) {
       if (r.spec.condition !== 'silence') continue;
       if ((raised.get(r.groupId) ?? 0) >= this.o.maxRaisesPerCheck) continue;
@@ -710,9 +728,11 @@ export class AlarmEngine {
           break;
         }
         raised.set(r.groupId, n + 1);
-        await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
+        chunk.push(await this.prepareRaise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`));
+        if (chunk.length >= RAISE_CHUNK) await this.commitRaises(chunk.splice(0));
       }
     }
+    await this.commitRaises(chunk);
     if (deferred) this.o.log.info({ limit: this.o.maxRaisesPerCheck }, 'silence check: a group reached the alarms one check may raise; the rest wait for the next checks');
   }
 
@@ -727,30 +747,50 @@ export class AlarmEngine {
   }
 
   private async raise(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {
+    await this.commitRaises([await this.prepareRaise(r, deviceId, p, reading, note)]);
+  }
+
+  /** Marks the pair raised and builds the alarm and its delivery; commitRaises stores them. */
+  private async prepareRaise(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<PendingRaise> {
     const alarm = newAlarm(r, deviceId, this.o.now(), reading, note);
     const before = { phase: p.phase, since: p.since };
     p.phase = 'raised';
     p.alarmId = alarm.id;
-    let inserted: boolean;
+    const delivery = await this.o.notifier.delivery('raised', alarm, r);
+    return { r, deviceId, p, before, alarm, delivery };
+  }
+
+  /**
+   * Stores the alarms, their pairs' states and their deliveries in one transaction: on SQLite each
+   * commit is an fsync on the main thread, and one per alarm (three, before) held up other tenants'
+   * requests while a flood of alarms was raised (docs/security.md "Limits").
+   */
+  private async commitRaises(list: PendingRaise[]): Promise<void> {
+    if (!list.length) return;
+    let inserted: boolean[];
     try {
-      inserted = await this.o.store.insertAlarm(alarm);
+      inserted = await this.o.store.raiseAlarms(list.map(({ alarm, p, delivery }) => ({ alarm, state: { phase: 'raised', since: p.since, alarmId: alarm.id }, delivery })));
     } catch (err) {
-      // Not raised: the next breaking reading (or silence check) tries again.
-      this.o.log.warn({ err, rule: r.id, device: deviceId }, 'raising an alarm failed');
-      p.phase = before.phase === 'normal' ? 'normal' : 'pending';
-      p.since = before.since;
-      delete p.alarmId;
+      for (const { r, deviceId, p, before } of list) {
+        // Not raised: the next breaking reading (or silence check) tries again.
+        this.o.log.warn({ err, rule: r.id, device: deviceId }, 'raising an alarm failed');
+        p.phase = before.phase === 'normal' ? 'normal' : 'pending';
+        p.since = before.since;
+        delete p.alarmId;
+      }
       return;
     }
-    if (!inserted) {
-      // Already active (raised by another node, or before a restart whose state write was lost).
-      const [existing] = await this.o.store.listAlarms(r.groupId, r.solution, { ruleId: r.id, deviceId, statuses: ['raised', 'acknowledged'], limit: 1 });
-      if (existing) p.alarmId = existing.id;
-      await this.persist(r.id, deviceId, p);
-      return;
+    for (const [i, { r, deviceId, p, alarm, delivery }] of list.entries()) {
+      if (!inserted[i]) {
+        // Already active (raised by another node, or before a restart whose state write was lost).
+        const [existing] = await this.o.store.listAlarms(r.groupId, r.solution, { ruleId: r.id, deviceId, statuses: ['raised', 'acknowledged'], limit: 1 });
+        if (existing) p.alarmId = existing.id;
+        await this.persist(r.id, deviceId, p);
+        continue;
+      }
+      await this.o.notifier.announce('raised', alarm, r);
+      if (delivery) this.o.notifier.delivered(delivery);
     }
-    await this.persist(r.id, deviceId, p);
-    await this.o.notifier.notify('raised', alarm, r);
   }
 
   private async clear(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {

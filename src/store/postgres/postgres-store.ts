@@ -22,6 +22,7 @@ import type {
   SolutionObservationPage,
   SolutionObservationQuery,
   Store,
+  RaiseItem,
 } from '../store.ts';
 import { solutionPage } from '../store.ts';
 import { isUnavailable, translate } from './errors.ts';
@@ -1448,6 +1449,39 @@ export class PostgresStore implements Store {
       [a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)],
     );
     return (r.rowCount ?? 0) > 0;
+  }
+  async raiseAlarms(items: readonly RaiseItem[]): Promise<boolean[]> {
+    if (!items.length) return [];
+    return this.tx(async (c) => {
+      const out: boolean[] = [];
+      for (const { alarm: a, state, delivery: d } of items) {
+        const r = await c.query(
+          `INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                            ON CONFLICT (rule_id, device_id) WHERE status IN ('raised', 'acknowledged') DO NOTHING`,
+          [a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)],
+        );
+        const inserted = (r.rowCount ?? 0) > 0;
+        out.push(inserted);
+        if (!inserted) continue;
+        await c.query('INSERT INTO alarm_states (rule_id, device_id, state) VALUES ($1, $2, $3) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state', [
+          a.ruleId,
+          a.deviceId,
+          JSON.stringify(state),
+        ]);
+        if (d) {
+          await c.query('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+            d.id,
+            d.groupId,
+            d.solution,
+            d.status,
+            d.nextAt,
+            d.createdAt,
+            JSON.stringify(d),
+          ]);
+        }
+      }
+      return out;
+    });
   }
   async updateAlarm(a: AlarmRecord, expect: AlarmStatus): Promise<boolean> {
     const r = await this.q('UPDATE alarms SET status = $1, doc = $2 WHERE id = $3 AND status = $4', [a.status, JSON.stringify(a), a.id, expect]);

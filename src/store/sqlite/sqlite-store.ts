@@ -24,6 +24,7 @@ import type {
   SolutionObservationPage,
   SolutionObservationQuery,
   Store,
+  RaiseItem,
 } from '../store.ts';
 import { solutionPage } from '../store.ts';
 import { blockStatements, decodeBlock, insertBlocks, storeBatch, type BlockRow, type BlockStatements, type Columns } from './blocks.mjs';
@@ -1007,6 +1008,29 @@ export class SqliteStore implements Store {
           .prepare(`INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                        ON CONFLICT (rule_id, device_id) WHERE status IN ('raised', 'acknowledged') DO NOTHING`)
           .run(a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)).changes > 0,
+    );
+  }
+  raiseAlarms(items: readonly RaiseItem[]) {
+    return this.run(() =>
+      this.db.transaction(() =>
+        items.map(({ alarm: a, state, delivery: d }) => {
+          const inserted =
+            this.db
+              .prepare(`INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                       ON CONFLICT (rule_id, device_id) WHERE status IN ('raised', 'acknowledged') DO NOTHING`)
+              .run(a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)).changes > 0;
+          if (!inserted) return false;
+          this.db
+            .prepare('INSERT INTO alarm_states (rule_id, device_id, state) VALUES (?, ?, ?) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state')
+            .run(a.ruleId, a.deviceId, JSON.stringify(state));
+          if (d) {
+            this.db
+              .prepare('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)')
+              .run(d.id, d.groupId, d.solution, d.status, d.nextAt, d.createdAt, JSON.stringify(d));
+          }
+          return true;
+        }),
+      )(),
     );
   }
   updateAlarm(a: AlarmRecord, expect: AlarmStatus) {
