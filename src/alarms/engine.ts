@@ -54,8 +54,8 @@ export interface AlarmEngineOptions {
 const key = (a: string, b: string) => a + '\n' + b;
 
 /**
- * Silence alarms stored per transaction: one commit for many alarms, yet short enough that the
- * check still gives the event loop a turn every few milliseconds (docs/alarms.md "Evaluation, precisely").
+ * Raises stored per transaction at most: one commit for many alarms, yet short enough that the
+ * evaluator still gives the event loop a turn every few milliseconds (docs/alarms.md "Evaluation, precisely").
  */
 const RAISE_CHUNK = 50;
 
@@ -66,6 +66,8 @@ interface PendingRaise {
   p: Pair;
   before: { phase: Pair['phase']; since: number };
   alarm: AlarmRecord;
+  /** The pair's state as raised (taken when raised: a clear later in the slice changes the pair). */
+  state: AlarmEvalState;
   delivery: WebhookDeliveryRecord | null;
 }
 
@@ -377,16 +379,22 @@ export class AlarmEngine {
     await new Promise<void>((r) => setImmediate(r));
     try {
       const slicer = new Slicer();
-      while (this.queue.length) {
-        // Other requests get the event loop between slices of evaluation.
-        await slicer.tick();
-        const task = this.queue.shift()!;
-        try {
-          await task();
-        } catch (err) {
-          this.o.log.error({ err }, 'alarm evaluation failed');
+      do {
+        while (this.queue.length) {
+          // Other requests get the event loop between slices of evaluation; the slice's raises are
+          // stored before (one transaction), so no request sees a raise half made.
+          if (slicer.due) await this.flushRaises();
+          await slicer.tick();
+          const task = this.queue.shift()!;
+          try {
+            await task();
+          } catch (err) {
+            this.o.log.error({ err }, 'alarm evaluation failed');
+          }
+          if (this.raising.length >= RAISE_CHUNK) await this.flushRaises();
         }
-      }
+        await this.flushRaises();
+      } while (this.queue.length);
     } finally {
       this.draining = null;
     }
@@ -502,6 +510,7 @@ export class AlarmEngine {
   }
 
   private async reloadRule(groupId: string, solution: string, id: string): Promise<void> {
+    await this.flushRaises();
     const before = this.rules.get(id);
     const r = await this.o.store.getAlarmRule(groupId, solution, id);
     if (!r) this.unindex(id);
@@ -695,8 +704,6 @@ export class AlarmEngine {
     const listed = new Map<string, DeviceRecord[] | null>();
     const slicer = new Slicer();
     let deferred = 0;
-    /** Raises not yet stored: written RAISE_CHUNK at a time, one transaction each. */
-    const chunk: PendingRaise[] = [];
     for (const r of [...this.rules.values()]) {
       if (r.spec.condition !== 'silence') continue;
       if ((raised.get(r.groupId) ?? 0) >= this.o.maxRaisesPerCheck) continue;
@@ -716,6 +723,7 @@ export class AlarmEngine {
         devices = r.spec.templateId ? all.filter((d) => d.domainInfo.templateId === r.spec.templateId) : all;
       }
       for (const d of devices) {
+        if (slicer.due) await this.flushRaises();
         await slicer.tick();
         // A device never heard from counts from when the rule was set or the device made.
         const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
@@ -728,15 +736,17 @@ export class AlarmEngine {
           break;
         }
         raised.set(r.groupId, n + 1);
-        chunk.push(await this.prepareRaise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`));
-        if (chunk.length >= RAISE_CHUNK) await this.commitRaises(chunk.splice(0));
+        await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
+        if (this.raising.length >= RAISE_CHUNK) await this.flushRaises();
       }
     }
-    await this.commitRaises(chunk);
+    await this.flushRaises();
     if (deferred) this.o.log.info({ limit: this.o.maxRaisesPerCheck }, 'silence check: a group reached the alarms one check may raise; the rest wait for the next checks');
   }
 
   private async persist(ruleId: string, deviceId: string, p: Pair | null): Promise<void> {
+    // Raises made before this write are stored before it: the store sees the evaluator's steps in order.
+    await this.flushRaises();
     const state: AlarmEvalState | null = p && p.phase !== 'normal' ? { phase: p.phase, since: p.since, ...(p.alarmId ? { alarmId: p.alarmId } : {}) } : null;
     try {
       await this.o.store.setAlarmState(ruleId, deviceId, state);
@@ -746,8 +756,19 @@ export class AlarmEngine {
     }
   }
 
+  /**
+   * Raises wait in `raising` until the slice ends (or RAISE_CHUNK of them, or another store write
+   * of the evaluator), then are stored together: one commit for a burst of alarm-raising uploads.
+   */
   private async raise(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {
-    await this.commitRaises([await this.prepareRaise(r, deviceId, p, reading, note)]);
+    this.raising.push(await this.prepareRaise(r, deviceId, p, reading, note));
+  }
+
+  /** Raises made in this slice, not yet stored (see raise). */
+  private raising: PendingRaise[] = [];
+
+  private flushRaises(): Promise<void> {
+    return this.commitRaises(this.raising.splice(0));
   }
 
   /** Marks the pair raised and builds the alarm and its delivery; commitRaises stores them. */
@@ -757,7 +778,7 @@ export class AlarmEngine {
     p.phase = 'raised';
     p.alarmId = alarm.id;
     const delivery = await this.o.notifier.delivery('raised', alarm, r);
-    return { r, deviceId, p, before, alarm, delivery };
+    return { r, deviceId, p, before, alarm, state: { phase: 'raised', since: p.since, alarmId: alarm.id }, delivery };
   }
 
   /**
@@ -769,7 +790,7 @@ export class AlarmEngine {
     if (!list.length) return;
     let inserted: boolean[];
     try {
-      inserted = await this.o.store.raiseAlarms(list.map(({ alarm, p, delivery }) => ({ alarm, state: { phase: 'raised', since: p.since, alarmId: alarm.id }, delivery })));
+      inserted = await this.o.store.raiseAlarms(list.map(({ alarm, state, delivery }) => ({ alarm, state, delivery })));
     } catch (err) {
       for (const { r, deviceId, p, before } of list) {
         // Not raised: the next breaking reading (or silence check) tries again.
