@@ -313,6 +313,8 @@ export interface Store {
   raiseAlarms(items: readonly RaiseItem[]): Promise<boolean[]>;
   /** Writes the alarm only if its status is still `expect` (compare-and-set); false otherwise. */
   updateAlarm(a: AlarmRecord, expect: AlarmStatus): Promise<boolean>;
+  /** updateAlarm for several alarms in one transaction (one commit); per item, whether it was written. */
+  updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]): Promise<boolean[]>;
   getAlarm(groupId: string, solution: string, id: string): Promise<AlarmRecord | null>;
   /** Newest raised first, keyset-paged. */
   listAlarms(groupId: string, solution: string, q: AlarmQuery): Promise<AlarmRecord[]>;

@@ -1487,6 +1487,17 @@ export class PostgresStore implements Store {
     const r = await this.q('UPDATE alarms SET status = $1, doc = $2 WHERE id = $3 AND status = $4', [a.status, JSON.stringify(a), a.id, expect]);
     return (r.rowCount ?? 0) > 0;
   }
+  async updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]): Promise<boolean[]> {
+    if (!items.length) return [];
+    return this.tx(async (c) => {
+      const out: boolean[] = [];
+      for (const { alarm: a, expect } of items) {
+        const r = await c.query('UPDATE alarms SET status = $1, doc = $2 WHERE id = $3 AND status = $4', [a.status, JSON.stringify(a), a.id, expect]);
+        out.push((r.rowCount ?? 0) > 0);
+      }
+      return out;
+    });
+  }
   async getAlarm(groupId: string, solution: string, id: string): Promise<AlarmRecord | null> {
     const r = await this.q('SELECT doc FROM alarms WHERE id = $1 AND group_id = $2 AND solution = $3', [id, groupId, solution]);
     return r.rows[0] ? (r.rows[0].doc as AlarmRecord) : null;

@@ -1036,6 +1036,14 @@ export class SqliteStore implements Store {
   updateAlarm(a: AlarmRecord, expect: AlarmStatus) {
     return this.run(() => this.db.prepare('UPDATE alarms SET status = ?, doc = ? WHERE id = ? AND status = ?').run(a.status, JSON.stringify(a), a.id, expect).changes > 0);
   }
+  updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]) {
+    return this.run(() =>
+      this.db.transaction(() => {
+        const st = this.db.prepare('UPDATE alarms SET status = ?, doc = ? WHERE id = ? AND status = ?');
+        return items.map(({ alarm: a, expect }) => st.run(a.status, JSON.stringify(a), a.id, expect).changes > 0);
+      })(),
+    );
+  }
   getAlarm(groupId: string, solution: string, id: string) {
     return this.run(() => {
       const r = this.db.prepare('SELECT doc FROM alarms WHERE id = ? AND group_id = ? AND solution = ?').pluck().get(id, groupId, solution) as string | undefined;

@@ -999,7 +999,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         assert.deepEqual(await store.getAlarm(a.groupId, 'cold', later[0]!.id), later[0]);
       });
 
-      it('raises several alarms in one call: state and delivery stored with each alarm inserted, none for one already active', async () => {
+      it('raises and updates several alarms in one call: state and delivery stored with each alarm inserted, none for one already active', async () => {
         const r = rule('batch');
         await store.createAlarmRule(r);
         const active = alarm(r, 'dev-b0', T0);
@@ -1040,6 +1040,20 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         assert.equal(await store.getDelivery(a.groupId, 'cold', `rd-${again.id}`), null);
         assert.deepEqual(await store.getDelivery(a.groupId, 'cold', `rd-${fresh.id}`), delivery(fresh));
         assert.deepEqual(await store.raiseAlarms([]), []);
+        // Several compare-and-set updates in one call: one whose status moved on is not written.
+        const ackd: AlarmRecord = { ...quiet, status: 'acknowledged', acknowledgedAt: T0 + 2, acknowledgedBy: { tenantId: a.tenantId, name: a.name } };
+        assert.equal(await store.updateAlarm(ackd, 'raised'), true);
+        const clearedFresh: AlarmRecord = { ...fresh, status: 'cleared-unacknowledged', clearedAt: T0 + 3 };
+        assert.deepEqual(
+          await store.updateAlarms([
+            { alarm: clearedFresh, expect: 'raised' },
+            { alarm: { ...quiet, status: 'cleared-unacknowledged', clearedAt: T0 + 3 }, expect: 'raised' },
+          ]),
+          [true, false],
+        );
+        assert.deepEqual(await store.getAlarm(a.groupId, 'cold', fresh.id), clearedFresh);
+        assert.deepEqual(await store.getAlarm(a.groupId, 'cold', quiet.id), ackd);
+        assert.deepEqual(await store.updateAlarms([]), []);
       });
 
       it('keeps evaluation state per rule and device', async () => {
