@@ -179,9 +179,20 @@ const MAX_QUEUED_PER_TENANT = 1000;
 /** Due deliveries read from the store per poll. */
 const POLL_BATCH = 500;
 
-const targetOf = (url: string) => {
-  const u = new URL(url);
-  return `${u.protocol}//${u.host}`;
+/**
+ * A delivery's target (scheme, host and port), parsed once per delivery: pick() looks at every
+ * queued delivery of a group on each turn, and 200 queued to one busy target made that 200 URL
+ * parses per turn (docs/alarms.md "Delivery fairness").
+ */
+const targets = new WeakMap<WebhookDeliveryRecord, string>();
+const targetOf = (d: WebhookDeliveryRecord) => {
+  let t = targets.get(d);
+  if (t === undefined) {
+    const u = new URL(d.url);
+    t = `${u.protocol}//${u.host}`;
+    targets.set(d, t);
+  }
+  return t;
 };
 
 /**
@@ -252,7 +263,7 @@ export class WebhookSender {
     while (this.active < this.policy.concurrency) {
       const d = this.pick();
       if (!d) return;
-      const target = targetOf(d.url);
+      const target = targetOf(d);
       this.active++;
       this.byTenant.set(d.groupId, (this.byTenant.get(d.groupId) ?? 0) + 1);
       this.byTarget.set(target, (this.byTarget.get(target) ?? 0) + 1);
@@ -279,7 +290,7 @@ export class WebhookSender {
       const group = this.ring[at]!;
       const q = this.queues.get(group)!;
       if ((this.byTenant.get(group) ?? 0) >= this.policy.perTenant) continue;
-      const j = q.findIndex((d) => (this.byTarget.get(targetOf(d.url)) ?? 0) < this.policy.perTarget);
+      const j = q.findIndex((d) => (this.byTarget.get(targetOf(d)) ?? 0) < this.policy.perTarget);
       if (j < 0) continue;
       const [d] = q.splice(j, 1);
       if (q.length) this.turn = (at + 1) % this.ring.length;
