@@ -12,7 +12,7 @@
 // transition (normal → pending → raised → normal), so a restart or a new leader continues a
 // pending duration and knows which alarms are raised.
 import type { Logger } from 'pino';
-import type { AlarmEvalState, AlarmReading, AlarmRuleRecord, AlarmRuleSpec } from '../core/alarms.ts';
+import type { AlarmEvalState, AlarmReading, AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { DeviceRecord, Observation, ObservationRecord } from '../core/types.ts';
 import type { EventBus, EventKind, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
@@ -52,6 +52,24 @@ export interface AlarmEngineOptions {
 }
 
 const key = (a: string, b: string) => a + '\n' + b;
+
+/**
+ * Raises stored per transaction at most: one commit for many alarms, yet short enough that the
+ * evaluator still gives the event loop a turn every few milliseconds (docs/alarms.md "Evaluation, precisely").
+ */
+const RAISE_CHUNK = 50;
+
+/** An alarm about to be stored, with what undoes its pair's change if storing fails. */
+interface PendingRaise {
+  r: AlarmRuleRecord;
+  deviceId: string;
+  p: Pair;
+  before: { phase: Pair['phase']; since: number };
+  alarm: AlarmRecord;
+  /** The pair's state as raised (taken when raised: a clear later in the slice changes the pair). */
+  state: AlarmEvalState;
+  delivery: WebhookDeliveryRecord | null;
+}
 
 /** A stored batch: its records when published in this process, else its wire form. */
 type Batch = { records: ObservationRecord[]; wire: null } | { records: null; wire: Observation[] };
@@ -361,16 +379,22 @@ export class AlarmEngine {
     await new Promise<void>((r) => setImmediate(r));
     try {
       const slicer = new Slicer();
-      while (this.queue.length) {
-        // Other requests get the event loop between slices of evaluation.
-        await slicer.tick();
-        const task = this.queue.shift()!;
-        try {
-          await task();
-        } catch (err) {
-          this.o.log.error({ err }, 'alarm evaluation failed');
+      do {
+        while (this.queue.length) {
+          // Other requests get the event loop between slices of evaluation; the slice's raises are
+          // stored before (one transaction), so no request sees a raise half made.
+          if (slicer.due) await this.flushRaises();
+          await slicer.tick();
+          const task = this.queue.shift()!;
+          try {
+            await task();
+          } catch (err) {
+            this.o.log.error({ err }, 'alarm evaluation failed');
+          }
+          if (this.raising.length >= RAISE_CHUNK) await this.flushRaises();
         }
-      }
+        await this.flushRaises();
+      } while (this.queue.length);
     } finally {
       this.draining = null;
     }
@@ -486,6 +510,7 @@ export class AlarmEngine {
   }
 
   private async reloadRule(groupId: string, solution: string, id: string): Promise<void> {
+    await this.flushRaises();
     const before = this.rules.get(id);
     const r = await this.o.store.getAlarmRule(groupId, solution, id);
     if (!r) this.unindex(id);
@@ -698,6 +723,7 @@ export class AlarmEngine {
         devices = r.spec.templateId ? all.filter((d) => d.domainInfo.templateId === r.spec.templateId) : all;
       }
       for (const d of devices) {
+        if (slicer.due) await this.flushRaises();
         await slicer.tick();
         // A device never heard from counts from when the rule was set or the device made.
         const last = this.lastSeen.get(d.id) ?? Math.max(r.updatedAt, d.createdAt);
@@ -711,12 +737,16 @@ export class AlarmEngine {
         }
         raised.set(r.groupId, n + 1);
         await this.raise(r, d.id, p, null, `no observation since ${new Date(last).toISOString()}`);
+        if (this.raising.length >= RAISE_CHUNK) await this.flushRaises();
       }
     }
+    await this.flushRaises();
     if (deferred) this.o.log.info({ limit: this.o.maxRaisesPerCheck }, 'silence check: a group reached the alarms one check may raise; the rest wait for the next checks');
   }
 
   private async persist(ruleId: string, deviceId: string, p: Pair | null): Promise<void> {
+    // Raises made before this write are stored before it: the store sees the evaluator's steps in order.
+    await this.flushRaises();
     const state: AlarmEvalState | null = p && p.phase !== 'normal' ? { phase: p.phase, since: p.since, ...(p.alarmId ? { alarmId: p.alarmId } : {}) } : null;
     try {
       await this.o.store.setAlarmState(ruleId, deviceId, state);
@@ -726,31 +756,62 @@ export class AlarmEngine {
     }
   }
 
+  /**
+   * Raises wait in `raising` until the slice ends (or RAISE_CHUNK of them, or another store write
+   * of the evaluator), then are stored together: one commit for a burst of alarm-raising uploads.
+   */
   private async raise(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {
+    this.raising.push(await this.prepareRaise(r, deviceId, p, reading, note));
+  }
+
+  /** Raises made in this slice, not yet stored (see raise). */
+  private raising: PendingRaise[] = [];
+
+  private flushRaises(): Promise<void> {
+    return this.commitRaises(this.raising.splice(0));
+  }
+
+  /** Marks the pair raised and builds the alarm and its delivery; commitRaises stores them. */
+  private async prepareRaise(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<PendingRaise> {
     const alarm = newAlarm(r, deviceId, this.o.now(), reading, note);
     const before = { phase: p.phase, since: p.since };
     p.phase = 'raised';
     p.alarmId = alarm.id;
-    let inserted: boolean;
+    const delivery = await this.o.notifier.delivery('raised', alarm, r);
+    return { r, deviceId, p, before, alarm, state: { phase: 'raised', since: p.since, alarmId: alarm.id }, delivery };
+  }
+
+  /**
+   * Stores the alarms, their pairs' states and their deliveries in one transaction: on SQLite each
+   * commit is an fsync on the main thread, and one per alarm (three, before) held up other tenants'
+   * requests while a flood of alarms was raised (docs/security.md "Limits").
+   */
+  private async commitRaises(list: PendingRaise[]): Promise<void> {
+    if (!list.length) return;
+    let inserted: boolean[];
     try {
-      inserted = await this.o.store.insertAlarm(alarm);
+      inserted = await this.o.store.raiseAlarms(list.map(({ alarm, state, delivery }) => ({ alarm, state, delivery })));
     } catch (err) {
-      // Not raised: the next breaking reading (or silence check) tries again.
-      this.o.log.warn({ err, rule: r.id, device: deviceId }, 'raising an alarm failed');
-      p.phase = before.phase === 'normal' ? 'normal' : 'pending';
-      p.since = before.since;
-      delete p.alarmId;
+      for (const { r, deviceId, p, before } of list) {
+        // Not raised: the next breaking reading (or silence check) tries again.
+        this.o.log.warn({ err, rule: r.id, device: deviceId }, 'raising an alarm failed');
+        p.phase = before.phase === 'normal' ? 'normal' : 'pending';
+        p.since = before.since;
+        delete p.alarmId;
+      }
       return;
     }
-    if (!inserted) {
-      // Already active (raised by another node, or before a restart whose state write was lost).
-      const [existing] = await this.o.store.listAlarms(r.groupId, r.solution, { ruleId: r.id, deviceId, statuses: ['raised', 'acknowledged'], limit: 1 });
-      if (existing) p.alarmId = existing.id;
-      await this.persist(r.id, deviceId, p);
-      return;
+    for (const [i, { r, deviceId, p, alarm, delivery }] of list.entries()) {
+      if (!inserted[i]) {
+        // Already active (raised by another node, or before a restart whose state write was lost).
+        const [existing] = await this.o.store.listAlarms(r.groupId, r.solution, { ruleId: r.id, deviceId, statuses: ['raised', 'acknowledged'], limit: 1 });
+        if (existing) p.alarmId = existing.id;
+        await this.persist(r.id, deviceId, p);
+        continue;
+      }
+      await this.o.notifier.announce('raised', alarm, r);
+      if (delivery) this.o.notifier.delivered(delivery);
     }
-    await this.persist(r.id, deviceId, p);
-    await this.o.notifier.notify('raised', alarm, r);
   }
 
   private async clear(r: AlarmRuleRecord, deviceId: string, p: Pair, reading: AlarmReading | null, note?: string): Promise<void> {

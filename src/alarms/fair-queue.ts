@@ -73,8 +73,12 @@ const YIELD_AFTER_MS = 5;
 
 export class Slicer {
   private last = performance.now();
+  /** True when the next tick gives the event loop a turn. */
+  get due(): boolean {
+    return performance.now() - this.last >= YIELD_AFTER_MS;
+  }
   async tick(): Promise<void> {
-    if (performance.now() - this.last < YIELD_AFTER_MS) return;
+    if (!this.due) return;
     await new Promise<void>((r) => setImmediate(r));
     this.last = performance.now();
   }

@@ -155,6 +155,13 @@ export interface MaintenanceReport {
   rowsDeleted: number;
 }
 
+/** One alarm to raise with what goes with it (Store.raiseAlarms). */
+export interface RaiseItem {
+  alarm: AlarmRecord;
+  state: AlarmEvalState;
+  delivery: WebhookDeliveryRecord | null;
+}
+
 export interface AlarmQuery {
   deviceId?: string;
   ruleId?: string;
@@ -330,8 +337,16 @@ export interface Store {
    * acknowledged) alarm for the device, so two evaluators can never raise the same alarm twice.
    */
   insertAlarm(a: AlarmRecord): Promise<boolean>;
+  /**
+   * Raises several alarms in one transaction (one commit, one fsync on SQLite: docs/alarms.md
+   * "Evaluation, precisely"): each alarm is inserted as by insertAlarm and, when inserted, its pair's
+   * state set and its delivery (if any) stored with it. The answer says, per item, whether it was inserted.
+   */
+  raiseAlarms(items: readonly RaiseItem[]): Promise<boolean[]>;
   /** Writes the alarm only if its status is still `expect` (compare-and-set); false otherwise. */
   updateAlarm(a: AlarmRecord, expect: AlarmStatus): Promise<boolean>;
+  /** updateAlarm for several alarms in one transaction (one commit); per item, whether it was written. */
+  updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]): Promise<boolean[]>;
   getAlarm(groupId: string, solution: string, id: string): Promise<AlarmRecord | null>;
   /** Newest raised first, keyset-paged. */
   listAlarms(groupId: string, solution: string, q: AlarmQuery): Promise<AlarmRecord[]>;

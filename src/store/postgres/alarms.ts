@@ -1,7 +1,7 @@
 // Alarms (src/alarms, docs/alarms.md): rules, alarms with their history (a jsonb document per
 // alarm beside the columns its queries filter on), evaluation state and webhook deliveries.
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
-import type { AlarmQuery } from '../store.ts';
+import type { AlarmQuery, RaiseItem } from '../store.ts';
 import type { PostgresConnection, Row } from './connection.ts';
 
 function pgRuleFromRow(r: Row): AlarmRuleRecord {
@@ -72,9 +72,53 @@ export class PostgresAlarms {
     );
     return (r.rowCount ?? 0) > 0;
   }
+  async raiseAlarms(items: readonly RaiseItem[]): Promise<boolean[]> {
+    if (!items.length) return [];
+    return this.c.tx(async (c) => {
+      const out: boolean[] = [];
+      for (const { alarm: a, state, delivery: d } of items) {
+        const r = await c.query(
+          `INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                            ON CONFLICT (rule_id, device_id) WHERE status IN ('raised', 'acknowledged') DO NOTHING`,
+          [a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)],
+        );
+        const inserted = (r.rowCount ?? 0) > 0;
+        out.push(inserted);
+        if (!inserted) continue;
+        await c.query('INSERT INTO alarm_states (rule_id, device_id, state) VALUES ($1, $2, $3) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state', [
+          a.ruleId,
+          a.deviceId,
+          JSON.stringify(state),
+        ]);
+        if (d) {
+          await c.query('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+            d.id,
+            d.groupId,
+            d.solution,
+            d.status,
+            d.nextAt,
+            d.createdAt,
+            JSON.stringify(d),
+          ]);
+        }
+      }
+      return out;
+    });
+  }
   async updateAlarm(a: AlarmRecord, expect: AlarmStatus): Promise<boolean> {
     const r = await this.c.q('UPDATE alarms SET status = $1, doc = $2 WHERE id = $3 AND status = $4', [a.status, JSON.stringify(a), a.id, expect]);
     return (r.rowCount ?? 0) > 0;
+  }
+  async updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]): Promise<boolean[]> {
+    if (!items.length) return [];
+    return this.c.tx(async (c) => {
+      const out: boolean[] = [];
+      for (const { alarm: a, expect } of items) {
+        const r = await c.query('UPDATE alarms SET status = $1, doc = $2 WHERE id = $3 AND status = $4', [a.status, JSON.stringify(a), a.id, expect]);
+        out.push((r.rowCount ?? 0) > 0);
+      }
+      return out;
+    });
   }
   async getAlarm(groupId: string, solution: string, id: string): Promise<AlarmRecord | null> {
     const r = await this.c.q('SELECT doc FROM alarms WHERE id = $1 AND group_id = $2 AND solution = $3', [id, groupId, solution]);

@@ -9,7 +9,7 @@ import type pg from 'pg';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import type { PackedObservations } from '../../core/observation-scan.ts';
 import type { Account, DomainInfo, ObservationRecord } from '../../core/types.ts';
-import type { AlarmQuery, BucketQuery, NewDevice, ObservationQuery, SigningKey, SolutionObservationQuery, Store } from '../store.ts';
+import type { AlarmQuery, BucketQuery, NewDevice, ObservationQuery, RaiseItem, SigningKey, SolutionObservationQuery, Store } from '../store.ts';
 import { PostgresAccounts } from './accounts.ts';
 import { PostgresAlarms } from './alarms.ts';
 import { PostgresConnection, type PostgresOptions } from './connection.ts';
@@ -274,8 +274,14 @@ export class PostgresStore implements Store {
   insertAlarm(a: AlarmRecord) {
     return this.alarms.insertAlarm(a);
   }
+  raiseAlarms(items: readonly RaiseItem[]) {
+    return this.alarms.raiseAlarms(items);
+  }
   updateAlarm(a: AlarmRecord, expect: AlarmStatus) {
     return this.alarms.updateAlarm(a, expect);
+  }
+  updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]) {
+    return this.alarms.updateAlarms(items);
   }
   getAlarm(groupId: string, solution: string, id: string) {
     return this.alarms.getAlarm(groupId, solution, id);

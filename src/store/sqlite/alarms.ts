@@ -1,7 +1,7 @@
 // Alarms (src/alarms, docs/alarms.md): rules, alarms with their history (a JSON document per
 // alarm beside the columns its queries filter on), evaluation state and webhook deliveries.
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
-import type { AlarmQuery } from '../store.ts';
+import type { AlarmQuery, RaiseItem } from '../store.ts';
 import type { Row, SqliteContext } from './context.ts';
 
 function ruleFromRow(r: Row): AlarmRuleRecord {
@@ -70,8 +70,39 @@ export class SqliteAlarms {
           .run(a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)).changes > 0,
     );
   }
+  raiseAlarms(items: readonly RaiseItem[]) {
+    return this.c.run(() =>
+      this.c.db.transaction(() =>
+        items.map(({ alarm: a, state, delivery: d }) => {
+          const inserted =
+            this.c.db
+              .prepare(`INSERT INTO alarms (id, group_id, solution, device_id, rule_id, status, raised_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                       ON CONFLICT (rule_id, device_id) WHERE status IN ('raised', 'acknowledged') DO NOTHING`)
+              .run(a.id, a.groupId, a.solution, a.deviceId, a.ruleId, a.status, a.raisedAt, JSON.stringify(a)).changes > 0;
+          if (!inserted) return false;
+          this.c.db
+            .prepare('INSERT INTO alarm_states (rule_id, device_id, state) VALUES (?, ?, ?) ON CONFLICT (rule_id, device_id) DO UPDATE SET state = excluded.state')
+            .run(a.ruleId, a.deviceId, JSON.stringify(state));
+          if (d) {
+            this.c.db
+              .prepare('INSERT INTO alarm_deliveries (id, group_id, solution, status, next_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)')
+              .run(d.id, d.groupId, d.solution, d.status, d.nextAt, d.createdAt, JSON.stringify(d));
+          }
+          return true;
+        }),
+      )(),
+    );
+  }
   updateAlarm(a: AlarmRecord, expect: AlarmStatus) {
     return this.c.run(() => this.c.db.prepare('UPDATE alarms SET status = ?, doc = ? WHERE id = ? AND status = ?').run(a.status, JSON.stringify(a), a.id, expect).changes > 0);
+  }
+  updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]) {
+    return this.c.run(() =>
+      this.c.db.transaction(() => {
+        const st = this.c.db.prepare('UPDATE alarms SET status = ?, doc = ? WHERE id = ? AND status = ?');
+        return items.map(({ alarm: a, expect }) => st.run(a.status, JSON.stringify(a), a.id, expect).changes > 0);
+      })(),
+    );
   }
   getAlarm(groupId: string, solution: string, id: string) {
     return this.c.run(() => {

@@ -10,7 +10,7 @@ import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, Deliver
 import { observationJson } from '../../core/observation-json.ts';
 import type { PackedObservations } from '../../core/observation-scan.ts';
 import type { Account, DomainInfo, ObservationRecord } from '../../core/types.ts';
-import type { AlarmQuery, BucketQuery, NewDevice, ObservationQuery, SigningKey, SolutionObservationQuery, Store } from '../store.ts';
+import type { AlarmQuery, BucketQuery, NewDevice, ObservationQuery, RaiseItem, SigningKey, SolutionObservationQuery, Store } from '../store.ts';
 import { SqliteAccounts } from './accounts.ts';
 import { SqliteAlarms } from './alarms.ts';
 import type { SqliteContext, SqliteOptions } from './context.ts';
@@ -276,8 +276,14 @@ export class SqliteStore implements Store, SqliteContext {
   insertAlarm(a: AlarmRecord) {
     return this.alarms.insertAlarm(a);
   }
+  raiseAlarms(items: readonly RaiseItem[]) {
+    return this.alarms.raiseAlarms(items);
+  }
   updateAlarm(a: AlarmRecord, expect: AlarmStatus) {
     return this.alarms.updateAlarm(a, expect);
+  }
+  updateAlarms(items: readonly { alarm: AlarmRecord; expect: AlarmStatus }[]) {
+    return this.alarms.updateAlarms(items);
   }
   getAlarm(groupId: string, solution: string, id: string) {
     return this.alarms.getAlarm(groupId, solution, id);

@@ -1059,6 +1059,63 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         assert.deepEqual(await store.getAlarm(a.groupId, 'cold', later[0]!.id), later[0]);
       });
 
+      it('raises and updates several alarms in one call: state and delivery stored with each alarm inserted, none for one already active', async () => {
+        const r = rule('batch');
+        await store.createAlarmRule(r);
+        const active = alarm(r, 'dev-b0', T0);
+        assert.equal(await store.insertAlarm(active), true);
+        const delivery = (x: AlarmRecord): WebhookDeliveryRecord => ({
+          id: `rd-${x.id}`,
+          groupId: x.groupId,
+          solution: x.solution,
+          ruleId: x.ruleId,
+          alarmId: x.id,
+          // Delivered: the suite's test of due deliveries must not see it.
+          status: 'delivered',
+          attempts: 1,
+          nextAt: T0,
+          createdAt: T0,
+          updatedAt: T0,
+          url: 'http://127.0.0.1:9/hook',
+          body: '{"event":"raised"}',
+          lastError: null,
+        });
+        const again = alarm(r, 'dev-b0', T0 + 1);
+        const fresh = alarm(r, 'dev-b1', T0 + 1);
+        const quiet = alarm(r, 'dev-b2', T0 + 1);
+        const state = (x: AlarmRecord) => ({ phase: 'raised' as const, since: 0, alarmId: x.id });
+        assert.deepEqual(
+          await store.raiseAlarms([
+            { alarm: again, state: state(again), delivery: delivery(again) },
+            { alarm: fresh, state: state(fresh), delivery: delivery(fresh) },
+            { alarm: quiet, state: state(quiet), delivery: null },
+          ]),
+          [false, true, true],
+        );
+        assert.equal(await store.getAlarm(a.groupId, 'cold', again.id), null, 'a second raise of an active alarm stores nothing');
+        assert.deepEqual(await store.getAlarm(a.groupId, 'cold', fresh.id), fresh);
+        assert.deepEqual(await store.getAlarm(a.groupId, 'cold', quiet.id), quiet);
+        const states = (await store.listAlarmStates()).filter((x) => x.ruleId === r.id);
+        assert.deepEqual(states.map((x) => x.deviceId).sort(), ['dev-b1', 'dev-b2']);
+        assert.equal(await store.getDelivery(a.groupId, 'cold', `rd-${again.id}`), null);
+        assert.deepEqual(await store.getDelivery(a.groupId, 'cold', `rd-${fresh.id}`), delivery(fresh));
+        assert.deepEqual(await store.raiseAlarms([]), []);
+        // Several compare-and-set updates in one call: one whose status moved on is not written.
+        const ackd: AlarmRecord = { ...quiet, status: 'acknowledged', acknowledgedAt: T0 + 2, acknowledgedBy: { tenantId: a.tenantId, name: a.name } };
+        assert.equal(await store.updateAlarm(ackd, 'raised'), true);
+        const clearedFresh: AlarmRecord = { ...fresh, status: 'cleared-unacknowledged', clearedAt: T0 + 3 };
+        assert.deepEqual(
+          await store.updateAlarms([
+            { alarm: clearedFresh, expect: 'raised' },
+            { alarm: { ...quiet, status: 'cleared-unacknowledged', clearedAt: T0 + 3 }, expect: 'raised' },
+          ]),
+          [true, false],
+        );
+        assert.deepEqual(await store.getAlarm(a.groupId, 'cold', fresh.id), clearedFresh);
+        assert.deepEqual(await store.getAlarm(a.groupId, 'cold', quiet.id), ackd);
+        assert.deepEqual(await store.updateAlarms([]), []);
+      });
+
       it('keeps evaluation state per rule and device', async () => {
         await store.setAlarmState('r-x', 'd-1', { phase: 'pending', since: T0 });
         await store.setAlarmState('r-x', 'd-1', { phase: 'raised', since: T0, alarmId: 'A' });
