@@ -16,6 +16,7 @@ import { renderLegend } from './plot-legend.ts';
 import { installRangeControls, isPreset, PRESET_SECONDS, rangeWindow as rangeOf, type Range } from './range.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { setDeviceTemplates } from './alarms.ts';
+import { hideMqtt, showMqtt } from './mqtt-info.ts';
 import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
 const MAX_COMPARE = PALETTE.length;
@@ -201,33 +202,6 @@ async function resume(): Promise<boolean> {
   }
 }
 
-/**
- * How to reach this account's kit payloads and alarms over MQTT (docs/mqtt.md), under the status
- * line; hidden when the service runs no broker or the answer does not come.
- */
-async function showMqtt(conn: Connection): Promise<void> {
-  const box = $('mqtt-info') as HTMLDetailsElement;
-  box.hidden = true;
-  let info: Awaited<ReturnType<typeof conn.client.mqttInfo>>;
-  try {
-    info = await conn.client.mqttInfo();
-  } catch {
-    return;
-  }
-  if (!info || state.conn !== conn) return;
-  const rows: [string, string][] = [
-    ['Broker', info.url + (info.tlsUrl ? `  (TLS: ${info.tlsUrl})` : '')],
-    ['User name', info.username],
-    ['Password', info.password],
-    ['Kit payloads', info.topics.alerts],
-    ['Alarms', `${info.tenantId}/alarms/+`],
-    ['Upload to', info.topics.ingest],
-    ['Try', info.example],
-  ];
-  box.querySelector('dl')!.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { class: 'mono' }, v)]));
-  box.hidden = false;
-}
-
 /** Shows a solution of a signed-in connection: devices, latest readings, the live stream, the panels. */
 function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[], cadence: Awaited<ReturnType<Connection['cadence']>> = []): void {
   state.conn = conn;
@@ -273,7 +247,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     },
   });
   panels.update();
-  void showMqtt(conn);
+  void showMqtt(conn, () => state.conn);
   void refreshKits();
   state.kitsTimer = setInterval(() => void refreshKits(), KITS_EVERY_MS);
 }
@@ -375,7 +349,7 @@ function disconnect(reset = true): void {
   clearSession();
   state.tokenOnly = null;
   history.replaceState(null, '', location.pathname);
-  $('mqtt-info').hidden = true;
+  hideMqtt();
   for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = false;
   connectBtn.hidden = false;
   disconnectBtn.hidden = true;
