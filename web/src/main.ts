@@ -4,8 +4,8 @@
 // panels. Errors are shown beside the control that caused them.
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
-import { $, addCollapse, el, fromInput, isDevKit, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
-import { clearTemplateUnits, collectPaths, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
+import { $, addCollapse, el, fromInput, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
+import { clearTemplateUnits, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView } from './plot.ts';
 import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
@@ -17,11 +17,10 @@ import { installRangeControls, isPreset, PRESET_SECONDS, rangeWindow as rangeOf,
 import { mountPanels, type Panels } from './panels.ts';
 import { setDeviceTemplates } from './alarms.ts';
 import { hideMqtt, showMqtt } from './mqtt-info.ts';
+import { DeviceSync, fetchSolution } from './sync.ts';
 import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
 const MAX_COMPARE = PALETTE.length;
-/** How often the kits' reachability is asked of the gateway (announcements come every minute or so). */
-const KITS_EVERY_MS = 15_000;
 
 const state = {
   conn: null as Connection | null,
@@ -38,7 +37,6 @@ const state = {
   stopEvents: null as null | (() => void),
   load: null as AbortController | null,
   zoom: null as [number, number] | null,
-  kitsTimer: undefined as ReturnType<typeof setInterval> | undefined,
   /** The view the page's address asked for, applied once the solution's devices are known. */
   pending: readView(location.search) as View | null,
   /** Signed in with a token kept for this tab (no secret): when it expires, the secret is asked again. */
@@ -91,6 +89,22 @@ table.onCount = (shown, total) => {
 const map = new DeviceMap($('map'), $('map-fig'), $('map-legend'), ctx);
 const plot = new PlotView($('plot'), $('plot-info'), $('readout'));
 let panels: Panels | null = null;
+const sync = new DeviceSync({
+  conn: () => state.conn,
+  devices: () => state.devices,
+  selected: () => state.selected,
+  latest: state.latest,
+  kits: state.kits,
+  fields: state.fields,
+  setDevices: (devices) => setDevices(devices),
+  selectFirst: (devices) => select(pickFirst(devices), 'only'),
+  fieldsChanged: () => renderFields(),
+  kitsChanged: () => {
+    table.refresh();
+    renderLatest();
+  },
+  failed: (err) => showMessage(explain(err)),
+});
 for (const id of ['devices-panel', 'plot-panel', 'latest-panel']) addCollapse($(id));
 
 // Remembered between visits: everything but the secret.
@@ -159,11 +173,6 @@ async function connect(): Promise<void> {
   }
 }
 
-/** The solution's devices, the latest reading of each and how often each reports (older servers: none). */
-function fetchSolution(conn: Connection): Promise<[Device[], Awaited<ReturnType<Connection['latest']>>, Awaited<ReturnType<Connection['cadence']>>]> {
-  return Promise.all([conn.devices(), conn.latest(), conn.cadence()]);
-}
-
 /** The header and page once signed in. */
 function connected(conn: Connection, devices: Device[], latest: Awaited<ReturnType<Connection['latest']>>, cadence: Awaited<ReturnType<Connection['cadence']>>): void {
   connectBtn.hidden = true;
@@ -209,18 +218,17 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   solutionIn.value = conn.solution;
   // The full endpoint and client id, never cut: the status line wraps instead (phones).
   statusEl.replaceChildren('Connected to ', el('strong', {}, conn.solution), ' at ', el('span', { class: 'mono' }, conn.endpoint), ' as ', el('span', { class: 'mono' }, conn.clientId));
-  for (const g of latest) noteLatest(g.deviceId, g.observations);
-  noteCadence(cadence);
+  sync.note(latest, cadence);
   setDevices(devices);
   state.stopEvents = conn.events({
     observations: (g) => onLive(g.deviceId, g.observations),
-    device: reloadSoon,
+    device: sync.reloadSoon,
     state: (live) => {
       // Back after a break: what came meanwhile is fetched (the latest of all and the plot).
       const wasDown = document.body.classList.contains('stream-down');
       document.body.classList.toggle('stream-down', !live);
       if (live && wasDown) {
-        reloadSoon();
+        sync.reloadSoon();
         if (liveBox.checked) void loadPlot(true);
       }
     },
@@ -233,7 +241,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     devices: () => state.devices,
     selected: () => state.selected,
     unit: () => state.unit,
-    reloadDevices: reloadSoon,
+    reloadDevices: sync.reloadSoon,
     reloadPlot: () => void loadPlot(),
     message: showMessage,
     fields: () => [...state.fields],
@@ -248,8 +256,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   });
   panels.update();
   void showMqtt(conn, () => state.conn);
-  void refreshKits();
-  state.kitsTimer = setInterval(() => void refreshKits(), KITS_EVERY_MS);
+  sync.start();
 }
 
 /** The devices the page's address named (those still listed), or the freshest device. */
@@ -323,7 +330,7 @@ function leave(): void {
   state.stopEvents?.();
   state.stopEvents = null;
   state.load?.abort();
-  clearInterval(state.kitsTimer);
+  sync.stop();
   state.conn = null;
   state.devices = [];
   state.latest.clear();
@@ -368,7 +375,7 @@ function setDevices(devices: Device[]): void {
   table.setDevices(devices);
   map.setDevices(devices);
   setDeviceTemplates(devices);
-  void loadTemplateFields(devices);
+  void sync.loadTemplateFields(devices);
   renderLatest();
   if (!devices.length) {
     const sol = state.conn?.solution ?? '';
@@ -380,92 +387,6 @@ function setDevices(devices: Device[]): void {
     );
   } else if (messageEl.classList.contains('info')) showMessage('');
   panels?.update();
-}
-
-// Device events come in bursts (a simulation creates hundreds): one reload per burst.
-let reloadTimer: ReturnType<typeof setTimeout> | undefined;
-function reloadSoon(): void {
-  clearTimeout(reloadTimer);
-  reloadTimer = setTimeout(() => void reloadDevices(), 300);
-}
-
-async function reloadDevices(): Promise<void> {
-  const conn = state.conn;
-  if (!conn) return;
-  try {
-    const [devices, latest, cadence] = await fetchSolution(conn);
-    if (conn !== state.conn) return;
-    for (const g of latest) noteLatest(g.deviceId, g.observations);
-    noteCadence(cadence);
-    setDevices(devices);
-    void refreshKits();
-    if (!state.selected.length && devices.length) select(pickFirst(devices), 'only');
-  } catch (err) {
-    showMessage(explain(err));
-  }
-}
-
-/**
- * The fields the devices' templates name (domainInfo.templateId, docs/api.md "Device templates") are
- * offered to plot before any reading carries them, with the units the templates state.
- */
-async function loadTemplateFields(devices: Device[]): Promise<void> {
-  const conn = state.conn;
-  const named = new Set(devices.map((d) => d.domainInfo?.templateId).filter((t): t is string => typeof t === 'string'));
-  if (!conn || !named.size) return;
-  try {
-    const templates = await conn.client.listDeviceTemplates();
-    if (conn !== state.conn) return;
-    for (const t of templates) if (t.id && named.has(t.id)) noteTemplateFields(t.sensors, state.fields);
-    renderFields();
-  } catch {
-    // Templates only add fields to offer: the readings still offer theirs.
-  }
-}
-
-/** Each dev kit's reachability from the gateway; only asked when the solution has kits. */
-async function refreshKits(): Promise<void> {
-  const conn = state.conn;
-  if (!conn || !state.devices.some(isDevKit)) return;
-  try {
-    const kits = await conn.kits();
-    if (conn !== state.conn) return;
-    state.kits.clear();
-    for (const k of kits) {
-      state.kits.set(k.deviceId, { reachable: k.reachable, lastHeard: k.lastHeard ? Date.parse(k.lastHeard) : null, periodMs: k.announcePeriodSeconds ? k.announcePeriodSeconds * 1000 : null });
-    }
-    table.refresh();
-    renderLatest();
-  } catch {
-    // Reachability is a hint: the table keeps its last answer; a real failure shows on the next call.
-  }
-}
-
-/** How often each device reports, as the server measured it: a fresh page knows what is stale. */
-function noteCadence(list: { deviceId: string; intervalSeconds: number | null }[]): void {
-  for (const c of list) {
-    const l = state.latest.get(c.deviceId);
-    if (l && c.intervalSeconds !== null && c.intervalSeconds > 0) l.every = c.intervalSeconds * 1000;
-  }
-}
-
-function noteLatest(deviceId: string, obs: Observation[]): void {
-  let grew = false;
-  for (const o of obs) {
-    const ts = Date.parse(o.timestamp);
-    const cur = state.latest.get(deviceId);
-    if (!Number.isFinite(ts) || (cur && ts < cur.ts)) continue;
-    state.latest.set(deviceId, {
-      ts,
-      obs: o,
-      ...(cur && ts > cur.ts ? { prevTs: cur.ts } : cur?.prevTs !== undefined ? { prevTs: cur.prevTs } : {}),
-      ...(cur?.every !== undefined ? { every: cur.every } : {}),
-    });
-    const before = state.fields.size;
-    collectPaths(o, state.fields);
-    grew ||= state.fields.size !== before;
-  }
-  if (grew) renderFields();
 }
 
 // ---- fields ----
@@ -684,7 +605,7 @@ liveBox.addEventListener('change', () => {
 });
 
 function onLive(deviceId: string, obs: Observation[]): void {
-  noteLatest(deviceId, obs);
+  sync.noteLatest(deviceId, obs);
   panels?.observations(deviceId, obs.length);
   scheduleRefresh();
   if (!($('live') as HTMLInputElement).checked || !state.selected.includes(deviceId)) return;
