@@ -5,7 +5,7 @@
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
 import { $, addCollapse, el, fromInput, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
-import { clearTemplateUnits, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
+import { clearTemplateUnits, quantity, TEMPERATURE, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView } from './plot.ts';
 import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
@@ -13,11 +13,12 @@ import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts
 import { downloadCsv } from './csv.ts';
 import { LatestTiles } from './latest.ts';
 import { renderLegend } from './plot-legend.ts';
-import { installRangeControls, isPreset, PRESET_SECONDS, rangeWindow as rangeOf, type Range } from './range.ts';
+import { installRangeControls, isPreset, rangeWindow as rangeOf, type Range } from './range.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { setDeviceTemplates } from './alarms.ts';
 import { hideMqtt, showMqtt } from './mqtt-info.ts';
 import { DeviceSync, fetchSolution } from './sync.ts';
+import { Live } from './live.ts';
 import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
 
 const MAX_COMPARE = PALETTE.length;
@@ -223,13 +224,13 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   state.stopEvents = conn.events({
     observations: (g) => onLive(g.deviceId, g.observations),
     device: sync.reloadSoon,
-    state: (live) => {
+    state: (up) => {
       // Back after a break: what came meanwhile is fetched (the latest of all and the plot).
       const wasDown = document.body.classList.contains('stream-down');
-      document.body.classList.toggle('stream-down', !live);
-      if (live && wasDown) {
+      document.body.classList.toggle('stream-down', !up);
+      if (up && wasDown) {
         sync.reloadSoon();
-        if (liveBox.checked) void loadPlot(true);
+        if (live.on) void loadPlot(true);
       }
     },
     other: (type, data) => panels?.event(type, data),
@@ -597,27 +598,21 @@ $('csv').addEventListener('click', async () => {
 
 // ---- live ----
 
-const liveBox = $('live') as HTMLInputElement;
-// Live on again: what came while it was off is fetched (the hole is filled, not drawn across).
-liveBox.addEventListener('change', () => {
-  saveView();
-  if (liveBox.checked) void loadPlot(true);
+const live = new Live({
+  plot,
+  selected: () => state.selected,
+  field: () => state.field,
+  range: () => state.range,
+  rangeWindow,
+  reload: () => void loadPlot(true),
+  changed: () => saveView(),
 });
 
 function onLive(deviceId: string, obs: Observation[]): void {
   sync.noteLatest(deviceId, obs);
   panels?.observations(deviceId, obs.length);
   scheduleRefresh();
-  if (!($('live') as HTMLInputElement).checked || !state.selected.includes(deviceId)) return;
-  const info = $('plot-info');
-  if (info.dataset.state !== 'ready' || !info.dataset.devices?.split(',').includes(deviceId)) return;
-  const points = obs.map((o) => ({ x: Date.parse(o.timestamp) / 1000, y: valueAt(o, state.field) })).filter((p) => Number.isFinite(p.x));
-  if ('preset' in state.range) plot.append(deviceId, points, rangeWindow());
-  else {
-    const [a, b] = rangeWindow();
-    const inside = points.filter((p) => p.x >= a && p.x <= b);
-    if (inside.length) plot.append(deviceId, inside);
-  }
+  live.observations(deviceId, obs);
 }
 
 let refreshQueued = false;
@@ -647,18 +642,10 @@ function renderLatest(): void {
 }
 
 // Relative ages tick every second; only text that changed is touched (no DOM growth on a wall screen).
-// A preset window moves on with the clock about every 1/600 of its span (6 s for 1 h) with Live on.
-let lastSlide = 0;
 setInterval(() => {
   if (!state.conn) return;
   const now = Date.now();
-  if ('preset' in state.range && ($('live') as HTMLInputElement).checked && $('plot-info').dataset.state === 'ready') {
-    const span = PRESET_SECONDS[state.range.preset];
-    if (now - lastSlide >= Math.max(1000, (span * 1000) / 600)) {
-      lastSlide = now;
-      plot.slide(rangeWindow());
-    }
-  }
+  live.tick(now);
   table.tick();
   // A tab signed in with a kept token: when it expires, the secret is asked for again.
   if (state.tokenOnly && now >= state.tokenOnly.expiresAt) {
@@ -680,7 +667,7 @@ function saveView(): void {
     field: state.field,
     range: state.range,
     zoom: state.zoom,
-    live: liveBox.checked,
+    live: live.on,
     map: map.viewState(),
   });
   if (search !== location.search) history.replaceState(null, '', `${location.pathname}${search}`);
@@ -706,7 +693,7 @@ matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => plot
 
 showZone();
 markRange();
-if (view0 && view0.live === false) liveBox.checked = false;
+if (view0 && view0.live === false) live.box.checked = false;
 if (view0?.map) map.setViewState(view0.map);
 void resume().then((ok) => {
   if (ok) return;
