@@ -8,11 +8,10 @@ import { $, addCollapse, el, fromInput, labelOf, setZone, toInput, zoneLabel, ty
 import { clearTemplateUnits, quantity, TEMPERATURE, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView } from './plot.ts';
-import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
-import { downloadCsv } from './csv.ts';
 import { LatestTiles } from './latest.ts';
-import { renderLegend } from './plot-legend.ts';
+import { PlotLoader } from './plot-load.ts';
+import { explain, showError } from './problems.ts';
 import { installRangeControls, isPreset, rangeWindow as rangeOf, type Range } from './range.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { setDeviceTemplates } from './alarms.ts';
@@ -36,8 +35,6 @@ const state = {
   // The last preset is remembered between visits.
   range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as Range,
   stopEvents: null as null | (() => void),
-  load: null as AbortController | null,
-  zoom: null as [number, number] | null,
   /** The view the page's address asked for, applied once the solution's devices are known. */
   pending: readView(location.search) as View | null,
   /** Signed in with a token kept for this tab (no secret): when it expires, the secret is asked again. */
@@ -89,6 +86,16 @@ table.onCount = (shown, total) => {
 };
 const map = new DeviceMap($('map'), $('map-fig'), $('map-legend'), ctx);
 const plot = new PlotView($('plot'), $('plot-info'), $('readout'));
+const plotLoad = new PlotLoader(plot, {
+  conn: () => state.conn,
+  selected: () => state.selected,
+  field: () => state.field,
+  range: () => state.range,
+  rangeWindow,
+  quantity: q,
+  device: deviceOf,
+  changed: () => saveView(),
+});
 let panels: Panels | null = null;
 const sync = new DeviceSync({
   conn: () => state.conn,
@@ -120,17 +127,6 @@ function showMessage(text: string, kind: 'error' | 'info' = 'error'): void {
   messageEl.textContent = text;
   messageEl.className = `message ${kind}`;
   messageEl.hidden = !text;
-}
-
-/** An error beside the control that caused it: empty text hides it. */
-function showError(box: HTMLElement, text: string): void {
-  box.textContent = text;
-  box.hidden = !text;
-}
-
-function explain(e: unknown): string {
-  if (e instanceof ApiError) return e.message;
-  return `Something went wrong: ${(e as Error)?.message ?? String(e)}`;
 }
 
 form.addEventListener('submit', (e) => {
@@ -330,7 +326,7 @@ function pickFirst(devices: Device[]): string {
 function leave(): void {
   state.stopEvents?.();
   state.stopEvents = null;
-  state.load?.abort();
+  plotLoad.abort();
   sync.stop();
   state.conn = null;
   state.devices = [];
@@ -453,86 +449,13 @@ function rangeWindow(): [number, number] {
   return rangeOf(state.range);
 }
 
-/** Loads the plotted devices' data for the range; `keepZoom` (Live resumed, stream back) keeps a user's zoom. */
-async function loadPlot(keepZoom = false): Promise<void> {
-  const conn = state.conn;
-  if (!conn) return;
-  state.load?.abort();
-  const ac = new AbortController();
-  state.load = ac;
-  const ids = [...state.selected];
-  const [from, to] = rangeWindow();
-  const zoom = keepZoom ? state.zoom : null;
-  state.zoom = null;
-  $('reset-zoom').hidden = true;
-  saveView();
-  $('plot-title').textContent = ids.length ? `— ${ids.map((id) => labelOf(deviceOf(id), id)).join(', ')}` : '';
-  const info = $('plot-info');
-  info.setAttribute('aria-busy', 'true');
-  info.dataset.state = 'loading';
-  try {
-    const series = await fetchSeries(conn, ids, from, to, state.field, ac.signal);
-    if (ac.signal.aborted) return;
-    // A preset range shorter than the data fits the data; a custom range is shown as asked.
-    plot.set(series, [from, to], q(), 'preset' in state.range);
-    info.dataset.state = 'ready';
-    info.dataset.devices = ids.join(',');
-    info.dataset.field = state.field;
-    showError($('plot-error'), '');
-    legend(ids);
-    if (zoom) plot.zoomTo(zoom);
-  } catch (err) {
-    if ((err as Error).name === 'AbortError') return;
-    info.dataset.state = 'error';
-    showError($('plot-error'), `The plot could not be loaded: ${explain(err)}`);
-  } finally {
-    if (state.load === ac) info.removeAttribute('aria-busy');
-  }
+function loadPlot(keepZoom = false): Promise<void> {
+  return plotLoad.reload(keepZoom);
 }
 
 function deviceOf(id: string): Device | undefined {
   return state.devices.find((d) => d.id === id);
 }
-
-/** The plot's legend (web/src/plot-legend.ts) for these devices. */
-function legend(ids: string[]): void {
-  renderLegend($('plot-legend'), ids, plot.stats(), q(), (id) => ({ label: labelOf(deviceOf(id), id), type: deviceOf(id)?.deviceType ?? '' }));
-}
-plot.labelFor = (id) => labelOf(deviceOf(id), id);
-let legendQueued = false;
-plot.onViewChange = () => {
-  if (legendQueued) return;
-  legendQueued = true;
-  requestAnimationFrame(() => {
-    legendQueued = false;
-    if ($('plot-info').dataset.state === 'ready') legend(state.selected.filter((id) => plot.stats().some((x) => x.deviceId === id)));
-  });
-};
-
-// When the user zooms into a bucketed view far enough, the zoomed window is fetched raw.
-let refineTimer: ReturnType<typeof setTimeout> | undefined;
-plot.onZoom = (range) => {
-  state.zoom = range;
-  $('reset-zoom').hidden = !range;
-  saveView();
-  clearTimeout(refineTimer);
-  if (!range || $('plot-info').dataset.bucketed !== 'true') return;
-  const [a, b] = range;
-  if (b - a > RAW_MAX_SECONDS) return;
-  refineTimer = setTimeout(async () => {
-    const conn = state.conn;
-    if (!conn) return;
-    const ac = new AbortController();
-    try {
-      const detail = await fetchSeries(conn, state.selected, a, b, state.field, ac.signal);
-      if (state.zoom && state.zoom[0] === a && state.zoom[1] === b) plot.refine(detail, [a, b]);
-    } catch (err) {
-      showError($('plot-error'), `The detail could not be loaded: ${explain(err)}`);
-    }
-  }, 250);
-};
-
-$('reset-zoom').addEventListener('click', () => plot.resetZoom());
 
 const markRange = installRangeControls({
   get: () => state.range,
@@ -574,26 +497,6 @@ zoneSel.addEventListener('change', () => {
   plot.redraw();
   refreshViews();
   panels?.update();
-});
-
-$('csv').addEventListener('click', async () => {
-  const conn = state.conn;
-  const err = $('plot-error');
-  if (!conn || !state.selected.length) {
-    showError(err, 'Choose a device to download its observations.');
-    return;
-  }
-  const [a, b] = state.zoom ?? rangeWindow();
-  const btn = $('csv') as HTMLButtonElement;
-  btn.disabled = true;
-  try {
-    await downloadCsv(conn, state.selected, new Date(a * 1000), new Date(b * 1000 + 1), state.field);
-    showError(err, '');
-  } catch (e) {
-    showError(err, `The CSV could not be made: ${explain(e)}`);
-  } finally {
-    btn.disabled = false;
-  }
 });
 
 // ---- live ----
@@ -666,7 +569,7 @@ function saveView(): void {
     devices: state.selected,
     field: state.field,
     range: state.range,
-    zoom: state.zoom,
+    zoom: plotLoad.zoom,
     live: live.on,
     map: map.viewState(),
   });
