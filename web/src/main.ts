@@ -18,7 +18,8 @@ import { setDeviceTemplates } from './alarms.ts';
 import { hideMqtt, showMqtt } from './mqtt-info.ts';
 import { DeviceSync, fetchSolution } from './sync.ts';
 import { Live } from './live.ts';
-import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
+import { clearSession, loadSession, saveSession } from './session.ts';
+import { AddressView } from './view.ts';
 
 const MAX_COMPARE = PALETTE.length;
 
@@ -35,12 +36,30 @@ const state = {
   // The last preset is remembered between visits.
   range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as Range,
   stopEvents: null as null | (() => void),
-  /** The view the page's address asked for, applied once the solution's devices are known. */
-  pending: readView(location.search) as View | null,
   /** Signed in with a token kept for this tab (no secret): when it expires, the secret is asked again. */
   tokenOnly: null as null | { expiresAt: number },
 };
-const view0 = state.pending;
+const address = new AddressView({
+  conn: () => state.conn,
+  selected: () => state.selected,
+  field: () => state.field,
+  range: () => state.range,
+  zoom: () => plotLoad.zoom,
+  live: () => live.on,
+  map: () => map.viewState(),
+  show: (want, zoom) => {
+    state.selected = want.slice(0, MAX_COMPARE);
+    table.refresh();
+    map.refresh();
+    renderLatest();
+    panels?.update();
+    void loadPlot().then(() => {
+      if (zoom && state.selected.join() === want.join()) plot.zoomTo(zoom);
+    });
+  },
+  selectFirst: (devices) => select(pickFirst(devices), 'only'),
+});
+const view0 = address.initial;
 if (view0?.field) state.field = view0.field;
 if (view0?.range) state.range = view0.range;
 setZone(state.zone);
@@ -233,7 +252,7 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   });
   // The plot's requests go first: the panels' own (alarms, templates, MQTT, kits) would otherwise
   // take the browser's few connections to the server ahead of them.
-  applyPending(devices);
+  address.apply(devices);
   panels = mountPanels(conn, {
     devices: () => state.devices,
     selected: () => state.selected,
@@ -254,23 +273,6 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   panels.update();
   void showMqtt(conn, () => state.conn);
   sync.start();
-}
-
-/** The devices the page's address named (those still listed), or the freshest device. */
-function applyPending(devices: Device[]): void {
-  const want = state.pending?.devices?.filter((id) => devices.some((d) => d.id === id)) ?? [];
-  const zoom = state.pending?.zoom ?? null;
-  state.pending = null;
-  if (want.length) {
-    state.selected = want.slice(0, MAX_COMPARE);
-    table.refresh();
-    map.refresh();
-    renderLatest();
-    panels?.update();
-    void loadPlot().then(() => {
-      if (zoom && state.selected.join() === want.join()) plot.zoomTo(zoom);
-    });
-  } else if (devices.length) select(pickFirst(devices), 'only');
 }
 
 /** Active alarms in the header (a link to the panel) and in the tab's title, seen from any tab. */
@@ -352,7 +354,7 @@ function disconnect(reset = true): void {
   if (!reset) return;
   clearSession();
   state.tokenOnly = null;
-  history.replaceState(null, '', location.pathname);
+  address.clear();
   hideMqtt();
   for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = false;
   connectBtn.hidden = false;
@@ -391,7 +393,7 @@ function setDevices(devices: Device[]): void {
 function renderFields(): void {
   const paths = [...state.fields].sort((a, b) => (a === TEMPERATURE ? -1 : b === TEMPERATURE ? 1 : a.localeCompare(b)));
   // The remembered field when this solution has it, else temperature (the remembered one stays stored).
-  const preferred = state.pending?.field ?? localStorage.getItem('reef.field') ?? TEMPERATURE;
+  const preferred = address.pending?.field ?? localStorage.getItem('reef.field') ?? TEMPERATURE;
   state.field = state.fields.has(preferred) ? preferred : state.fields.has(state.field) ? state.field : TEMPERATURE;
   const label = (p: string) => {
     const qq = quantity(p, state.unit);
@@ -558,22 +560,8 @@ setInterval(() => {
   tiles.tick(now);
 }, 1000);
 
-/**
- * The view in the page's address (solution, devices, field, range or Live, zoom, map view), so a
- * reload, a bookmark or a link shows the same; replaced, not pushed (Back leaves the app).
- */
 function saveView(): void {
-  if (!state.conn || state.pending) return;
-  const search = writeView({
-    solution: state.conn.solution,
-    devices: state.selected,
-    field: state.field,
-    range: state.range,
-    zoom: plotLoad.zoom,
-    live: live.on,
-    map: map.viewState(),
-  });
-  if (search !== location.search) history.replaceState(null, '', `${location.pathname}${search}`);
+  address.save();
 }
 map.onView = saveView;
 
