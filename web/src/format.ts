@@ -138,6 +138,27 @@ export function tempColour(c: number | null, lo: number, hi: number): string {
   return `hsl(${hue.toFixed(0)} 75% 45%)`;
 }
 
+/**
+ * Black or white, whichever contrasts more with `fill` (a tempColour: `hsl(h s% l%)` or `#rrggbb`).
+ * One of them always reaches 4.5:1 (WCAG 2.1 §1.4.3) on any colour; white alone fails on the
+ * scale's light middle (yellow, green).
+ */
+export function inkOn(fill: string): '#000' | '#fff' {
+  let rgb: number[];
+  const h = /^hsl\(([\d.]+) ([\d.]+)% ([\d.]+)%\)$/.exec(fill);
+  if (h) {
+    const [hue, s, l] = [Number(h[1]), Number(h[2]) / 100, Number(h[3]) / 100];
+    const a = s * Math.min(l, 1 - l);
+    rgb = [0, 8, 4].map((n) => {
+      const k = (n + hue / 30) % 12;
+      return l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    });
+  } else rgb = [1, 3, 5].map((i) => Number.parseInt(fill.slice(i, i + 2), 16) / 255);
+  const lum = rgb.map((v) => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)).reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i]!, 0);
+  // Contrast with white (1.05 / (L + 0.05)) against contrast with black ((L + 0.05) / 0.05).
+  return 1.05 / (lum + 0.05) >= (lum + 0.05) / 0.05 ? '#fff' : '#000';
+}
+
 export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {

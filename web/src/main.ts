@@ -4,23 +4,24 @@
 // panels. Errors are shown beside the control that caused them.
 import './style.css';
 import { ApiError, Connection, normaliseEndpoint, type Device, type Observation } from './api.ts';
-import { $, addCollapse, el, fromInput, isDevKit, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
-import { clearTemplateUnits, collectPaths, noteTemplateFields, quantity, TEMPERATURE, valueAt, type Quantity } from './fields.ts';
+import { $, addCollapse, el, fromInput, labelOf, setZone, toInput, zoneLabel, type Unit, type Zone } from './format.ts';
+import { clearTemplateUnits, quantity, TEMPERATURE, type Quantity } from './fields.ts';
 import { DeviceMap } from './map.ts';
 import { PALETTE, PlotView } from './plot.ts';
-import { fetchSeries, RAW_MAX_SECONDS } from './series.ts';
 import { DeviceTable, deviceState, type KitState, type Latest } from './table.ts';
-import { downloadCsv } from './csv.ts';
 import { LatestTiles } from './latest.ts';
-import { renderLegend } from './plot-legend.ts';
-import { installRangeControls, isPreset, PRESET_SECONDS, rangeWindow as rangeOf, type Range } from './range.ts';
+import { PlotLoader } from './plot-load.ts';
+import { explain, showError } from './problems.ts';
+import { installRangeControls, isPreset, rangeWindow as rangeOf, type Range } from './range.ts';
 import { mountPanels, type Panels } from './panels.ts';
 import { setDeviceTemplates } from './alarms.ts';
-import { clearSession, loadSession, readView, saveSession, writeView, type View } from './session.ts';
+import { hideMqtt, showMqtt } from './mqtt-info.ts';
+import { DeviceSync, fetchSolution } from './sync.ts';
+import { Live } from './live.ts';
+import { clearSession, loadSession, saveSession } from './session.ts';
+import { AddressView } from './view.ts';
 
 const MAX_COMPARE = PALETTE.length;
-/** How often the kits' reachability is asked of the gateway (announcements come every minute or so). */
-const KITS_EVERY_MS = 15_000;
 
 const state = {
   conn: null as Connection | null,
@@ -35,15 +36,30 @@ const state = {
   // The last preset is remembered between visits.
   range: { preset: ((p) => (isPreset(p) ? p : '24h'))(localStorage.getItem('reef.range')) } as Range,
   stopEvents: null as null | (() => void),
-  load: null as AbortController | null,
-  zoom: null as [number, number] | null,
-  kitsTimer: undefined as ReturnType<typeof setInterval> | undefined,
-  /** The view the page's address asked for, applied once the solution's devices are known. */
-  pending: readView(location.search) as View | null,
   /** Signed in with a token kept for this tab (no secret): when it expires, the secret is asked again. */
   tokenOnly: null as null | { expiresAt: number },
 };
-const view0 = state.pending;
+const address = new AddressView({
+  conn: () => state.conn,
+  selected: () => state.selected,
+  field: () => state.field,
+  range: () => state.range,
+  zoom: () => plotLoad.zoom,
+  live: () => live.on,
+  map: () => map.viewState(),
+  show: (want, zoom) => {
+    state.selected = want.slice(0, MAX_COMPARE);
+    table.refresh();
+    map.refresh();
+    renderLatest();
+    panels?.update();
+    void loadPlot().then(() => {
+      if (zoom && state.selected.join() === want.join()) plot.zoomTo(zoom);
+    });
+  },
+  selectFirst: (devices) => select(pickFirst(devices), 'only'),
+});
+const view0 = address.initial;
 if (view0?.field) state.field = view0.field;
 if (view0?.range) state.range = view0.range;
 setZone(state.zone);
@@ -89,7 +105,33 @@ table.onCount = (shown, total) => {
 };
 const map = new DeviceMap($('map'), $('map-fig'), $('map-legend'), ctx);
 const plot = new PlotView($('plot'), $('plot-info'), $('readout'));
+const plotLoad = new PlotLoader(plot, {
+  conn: () => state.conn,
+  selected: () => state.selected,
+  field: () => state.field,
+  range: () => state.range,
+  rangeWindow,
+  quantity: q,
+  device: deviceOf,
+  changed: () => saveView(),
+});
 let panels: Panels | null = null;
+const sync = new DeviceSync({
+  conn: () => state.conn,
+  devices: () => state.devices,
+  selected: () => state.selected,
+  latest: state.latest,
+  kits: state.kits,
+  fields: state.fields,
+  setDevices: (devices) => setDevices(devices),
+  selectFirst: (devices) => select(pickFirst(devices), 'only'),
+  fieldsChanged: () => renderFields(),
+  kitsChanged: () => {
+    table.refresh();
+    renderLatest();
+  },
+  failed: (err) => showMessage(explain(err)),
+});
 for (const id of ['devices-panel', 'plot-panel', 'latest-panel']) addCollapse($(id));
 
 // Remembered between visits: everything but the secret.
@@ -104,17 +146,6 @@ function showMessage(text: string, kind: 'error' | 'info' = 'error'): void {
   messageEl.textContent = text;
   messageEl.className = `message ${kind}`;
   messageEl.hidden = !text;
-}
-
-/** An error beside the control that caused it: empty text hides it. */
-function showError(box: HTMLElement, text: string): void {
-  box.textContent = text;
-  box.hidden = !text;
-}
-
-function explain(e: unknown): string {
-  if (e instanceof ApiError) return e.message;
-  return `Something went wrong: ${(e as Error)?.message ?? String(e)}`;
 }
 
 form.addEventListener('submit', (e) => {
@@ -158,11 +189,6 @@ async function connect(): Promise<void> {
   }
 }
 
-/** The solution's devices, the latest reading of each and how often each reports (older servers: none). */
-function fetchSolution(conn: Connection): Promise<[Device[], Awaited<ReturnType<Connection['latest']>>, Awaited<ReturnType<Connection['cadence']>>]> {
-  return Promise.all([conn.devices(), conn.latest(), conn.cadence()]);
-}
-
 /** The header and page once signed in. */
 function connected(conn: Connection, devices: Device[], latest: Awaited<ReturnType<Connection['latest']>>, cadence: Awaited<ReturnType<Connection['cadence']>>): void {
   connectBtn.hidden = true;
@@ -201,33 +227,6 @@ async function resume(): Promise<boolean> {
   }
 }
 
-/**
- * How to reach this account's kit payloads and alarms over MQTT (docs/mqtt.md), under the status
- * line; hidden when the service runs no broker or the answer does not come.
- */
-async function showMqtt(conn: Connection): Promise<void> {
-  const box = $('mqtt-info') as HTMLDetailsElement;
-  box.hidden = true;
-  let info: Awaited<ReturnType<typeof conn.client.mqttInfo>>;
-  try {
-    info = await conn.client.mqttInfo();
-  } catch {
-    return;
-  }
-  if (!info || state.conn !== conn) return;
-  const rows: [string, string][] = [
-    ['Broker', info.url + (info.tlsUrl ? `  (TLS: ${info.tlsUrl})` : '')],
-    ['User name', info.username],
-    ['Password', info.password],
-    ['Kit payloads', info.topics.alerts],
-    ['Alarms', `${info.tenantId}/alarms/+`],
-    ['Upload to', info.topics.ingest],
-    ['Try', info.example],
-  ];
-  box.querySelector('dl')!.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { class: 'mono' }, v)]));
-  box.hidden = false;
-}
-
 /** Shows a solution of a signed-in connection: devices, latest readings, the live stream, the panels. */
 function begin(conn: Connection, devices: Device[], latest: { deviceId: string; observations: Observation[] }[], cadence: Awaited<ReturnType<Connection['cadence']>> = []): void {
   state.conn = conn;
@@ -235,31 +234,30 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
   solutionIn.value = conn.solution;
   // The full endpoint and client id, never cut: the status line wraps instead (phones).
   statusEl.replaceChildren('Connected to ', el('strong', {}, conn.solution), ' at ', el('span', { class: 'mono' }, conn.endpoint), ' as ', el('span', { class: 'mono' }, conn.clientId));
-  for (const g of latest) noteLatest(g.deviceId, g.observations);
-  noteCadence(cadence);
+  sync.note(latest, cadence);
   setDevices(devices);
   state.stopEvents = conn.events({
     observations: (g) => onLive(g.deviceId, g.observations),
-    device: reloadSoon,
-    state: (live) => {
+    device: sync.reloadSoon,
+    state: (up) => {
       // Back after a break: what came meanwhile is fetched (the latest of all and the plot).
       const wasDown = document.body.classList.contains('stream-down');
-      document.body.classList.toggle('stream-down', !live);
-      if (live && wasDown) {
-        reloadSoon();
-        if (liveBox.checked) void loadPlot(true);
+      document.body.classList.toggle('stream-down', !up);
+      if (up && wasDown) {
+        sync.reloadSoon();
+        if (live.on) void loadPlot(true);
       }
     },
     other: (type, data) => panels?.event(type, data),
   });
   // The plot's requests go first: the panels' own (alarms, templates, MQTT, kits) would otherwise
   // take the browser's few connections to the server ahead of them.
-  applyPending(devices);
+  address.apply(devices);
   panels = mountPanels(conn, {
     devices: () => state.devices,
     selected: () => state.selected,
     unit: () => state.unit,
-    reloadDevices: reloadSoon,
+    reloadDevices: sync.reloadSoon,
     reloadPlot: () => void loadPlot(),
     message: showMessage,
     fields: () => [...state.fields],
@@ -273,26 +271,8 @@ function begin(conn: Connection, devices: Device[], latest: { deviceId: string; 
     },
   });
   panels.update();
-  void showMqtt(conn);
-  void refreshKits();
-  state.kitsTimer = setInterval(() => void refreshKits(), KITS_EVERY_MS);
-}
-
-/** The devices the page's address named (those still listed), or the freshest device. */
-function applyPending(devices: Device[]): void {
-  const want = state.pending?.devices?.filter((id) => devices.some((d) => d.id === id)) ?? [];
-  const zoom = state.pending?.zoom ?? null;
-  state.pending = null;
-  if (want.length) {
-    state.selected = want.slice(0, MAX_COMPARE);
-    table.refresh();
-    map.refresh();
-    renderLatest();
-    panels?.update();
-    void loadPlot().then(() => {
-      if (zoom && state.selected.join() === want.join()) plot.zoomTo(zoom);
-    });
-  } else if (devices.length) select(pickFirst(devices), 'only');
+  void showMqtt(conn, () => state.conn);
+  sync.start();
 }
 
 /** Active alarms in the header (a link to the panel) and in the tab's title, seen from any tab. */
@@ -348,8 +328,8 @@ function pickFirst(devices: Device[]): string {
 function leave(): void {
   state.stopEvents?.();
   state.stopEvents = null;
-  state.load?.abort();
-  clearInterval(state.kitsTimer);
+  plotLoad.abort();
+  sync.stop();
   state.conn = null;
   state.devices = [];
   state.latest.clear();
@@ -374,8 +354,8 @@ function disconnect(reset = true): void {
   if (!reset) return;
   clearSession();
   state.tokenOnly = null;
-  history.replaceState(null, '', location.pathname);
-  $('mqtt-info').hidden = true;
+  address.clear();
+  hideMqtt();
   for (const input of [endpointIn, idIn, secretIn, solutionIn]) input.disabled = false;
   connectBtn.hidden = false;
   disconnectBtn.hidden = true;
@@ -394,7 +374,7 @@ function setDevices(devices: Device[]): void {
   table.setDevices(devices);
   map.setDevices(devices);
   setDeviceTemplates(devices);
-  void loadTemplateFields(devices);
+  void sync.loadTemplateFields(devices);
   renderLatest();
   if (!devices.length) {
     const sol = state.conn?.solution ?? '';
@@ -408,98 +388,12 @@ function setDevices(devices: Device[]): void {
   panels?.update();
 }
 
-// Device events come in bursts (a simulation creates hundreds): one reload per burst.
-let reloadTimer: ReturnType<typeof setTimeout> | undefined;
-function reloadSoon(): void {
-  clearTimeout(reloadTimer);
-  reloadTimer = setTimeout(() => void reloadDevices(), 300);
-}
-
-async function reloadDevices(): Promise<void> {
-  const conn = state.conn;
-  if (!conn) return;
-  try {
-    const [devices, latest, cadence] = await fetchSolution(conn);
-    if (conn !== state.conn) return;
-    for (const g of latest) noteLatest(g.deviceId, g.observations);
-    noteCadence(cadence);
-    setDevices(devices);
-    void refreshKits();
-    if (!state.selected.length && devices.length) select(pickFirst(devices), 'only');
-  } catch (err) {
-    showMessage(explain(err));
-  }
-}
-
-/**
- * The fields the devices' templates name (domainInfo.templateId, docs/api.md "Device templates") are
- * offered to plot before any reading carries them, with the units the templates state.
- */
-async function loadTemplateFields(devices: Device[]): Promise<void> {
-  const conn = state.conn;
-  const named = new Set(devices.map((d) => d.domainInfo?.templateId).filter((t): t is string => typeof t === 'string'));
-  if (!conn || !named.size) return;
-  try {
-    const templates = await conn.client.listDeviceTemplates();
-    if (conn !== state.conn) return;
-    for (const t of templates) if (t.id && named.has(t.id)) noteTemplateFields(t.sensors, state.fields);
-    renderFields();
-  } catch {
-    // Templates only add fields to offer: the readings still offer theirs.
-  }
-}
-
-/** Each dev kit's reachability from the gateway; only asked when the solution has kits. */
-async function refreshKits(): Promise<void> {
-  const conn = state.conn;
-  if (!conn || !state.devices.some(isDevKit)) return;
-  try {
-    const kits = await conn.kits();
-    if (conn !== state.conn) return;
-    state.kits.clear();
-    for (const k of kits) {
-      state.kits.set(k.deviceId, { reachable: k.reachable, lastHeard: k.lastHeard ? Date.parse(k.lastHeard) : null, periodMs: k.announcePeriodSeconds ? k.announcePeriodSeconds * 1000 : null });
-    }
-    table.refresh();
-    renderLatest();
-  } catch {
-    // Reachability is a hint: the table keeps its last answer; a real failure shows on the next call.
-  }
-}
-
-/** How often each device reports, as the server measured it: a fresh page knows what is stale. */
-function noteCadence(list: { deviceId: string; intervalSeconds: number | null }[]): void {
-  for (const c of list) {
-    const l = state.latest.get(c.deviceId);
-    if (l && c.intervalSeconds !== null && c.intervalSeconds > 0) l.every = c.intervalSeconds * 1000;
-  }
-}
-
-function noteLatest(deviceId: string, obs: Observation[]): void {
-  let grew = false;
-  for (const o of obs) {
-    const ts = Date.parse(o.timestamp);
-    const cur = state.latest.get(deviceId);
-    if (!Number.isFinite(ts) || (cur && ts < cur.ts)) continue;
-    state.latest.set(deviceId, {
-      ts,
-      obs: o,
-      ...(cur && ts > cur.ts ? { prevTs: cur.ts } : cur?.prevTs !== undefined ? { prevTs: cur.prevTs } : {}),
-      ...(cur?.every !== undefined ? { every: cur.every } : {}),
-    });
-    const before = state.fields.size;
-    collectPaths(o, state.fields);
-    grew ||= state.fields.size !== before;
-  }
-  if (grew) renderFields();
-}
-
 // ---- fields ----
 
 function renderFields(): void {
   const paths = [...state.fields].sort((a, b) => (a === TEMPERATURE ? -1 : b === TEMPERATURE ? 1 : a.localeCompare(b)));
   // The remembered field when this solution has it, else temperature (the remembered one stays stored).
-  const preferred = state.pending?.field ?? localStorage.getItem('reef.field') ?? TEMPERATURE;
+  const preferred = address.pending?.field ?? localStorage.getItem('reef.field') ?? TEMPERATURE;
   state.field = state.fields.has(preferred) ? preferred : state.fields.has(state.field) ? state.field : TEMPERATURE;
   const label = (p: string) => {
     const qq = quantity(p, state.unit);
@@ -557,86 +451,13 @@ function rangeWindow(): [number, number] {
   return rangeOf(state.range);
 }
 
-/** Loads the plotted devices' data for the range; `keepZoom` (Live resumed, stream back) keeps a user's zoom. */
-async function loadPlot(keepZoom = false): Promise<void> {
-  const conn = state.conn;
-  if (!conn) return;
-  state.load?.abort();
-  const ac = new AbortController();
-  state.load = ac;
-  const ids = [...state.selected];
-  const [from, to] = rangeWindow();
-  const zoom = keepZoom ? state.zoom : null;
-  state.zoom = null;
-  $('reset-zoom').hidden = true;
-  saveView();
-  $('plot-title').textContent = ids.length ? `— ${ids.map((id) => labelOf(deviceOf(id), id)).join(', ')}` : '';
-  const info = $('plot-info');
-  info.setAttribute('aria-busy', 'true');
-  info.dataset.state = 'loading';
-  try {
-    const series = await fetchSeries(conn, ids, from, to, state.field, ac.signal);
-    if (ac.signal.aborted) return;
-    // A preset range shorter than the data fits the data; a custom range is shown as asked.
-    plot.set(series, [from, to], q(), 'preset' in state.range);
-    info.dataset.state = 'ready';
-    info.dataset.devices = ids.join(',');
-    info.dataset.field = state.field;
-    showError($('plot-error'), '');
-    legend(ids);
-    if (zoom) plot.zoomTo(zoom);
-  } catch (err) {
-    if ((err as Error).name === 'AbortError') return;
-    info.dataset.state = 'error';
-    showError($('plot-error'), `The plot could not be loaded: ${explain(err)}`);
-  } finally {
-    if (state.load === ac) info.removeAttribute('aria-busy');
-  }
+function loadPlot(keepZoom = false): Promise<void> {
+  return plotLoad.reload(keepZoom);
 }
 
 function deviceOf(id: string): Device | undefined {
   return state.devices.find((d) => d.id === id);
 }
-
-/** The plot's legend (web/src/plot-legend.ts) for these devices. */
-function legend(ids: string[]): void {
-  renderLegend($('plot-legend'), ids, plot.stats(), q(), (id) => ({ label: labelOf(deviceOf(id), id), type: deviceOf(id)?.deviceType ?? '' }));
-}
-plot.labelFor = (id) => labelOf(deviceOf(id), id);
-let legendQueued = false;
-plot.onViewChange = () => {
-  if (legendQueued) return;
-  legendQueued = true;
-  requestAnimationFrame(() => {
-    legendQueued = false;
-    if ($('plot-info').dataset.state === 'ready') legend(state.selected.filter((id) => plot.stats().some((x) => x.deviceId === id)));
-  });
-};
-
-// When the user zooms into a bucketed view far enough, the zoomed window is fetched raw.
-let refineTimer: ReturnType<typeof setTimeout> | undefined;
-plot.onZoom = (range) => {
-  state.zoom = range;
-  $('reset-zoom').hidden = !range;
-  saveView();
-  clearTimeout(refineTimer);
-  if (!range || $('plot-info').dataset.bucketed !== 'true') return;
-  const [a, b] = range;
-  if (b - a > RAW_MAX_SECONDS) return;
-  refineTimer = setTimeout(async () => {
-    const conn = state.conn;
-    if (!conn) return;
-    const ac = new AbortController();
-    try {
-      const detail = await fetchSeries(conn, state.selected, a, b, state.field, ac.signal);
-      if (state.zoom && state.zoom[0] === a && state.zoom[1] === b) plot.refine(detail, [a, b]);
-    } catch (err) {
-      showError($('plot-error'), `The detail could not be loaded: ${explain(err)}`);
-    }
-  }, 250);
-};
-
-$('reset-zoom').addEventListener('click', () => plot.resetZoom());
 
 const markRange = installRangeControls({
   get: () => state.range,
@@ -680,49 +501,23 @@ zoneSel.addEventListener('change', () => {
   panels?.update();
 });
 
-$('csv').addEventListener('click', async () => {
-  const conn = state.conn;
-  const err = $('plot-error');
-  if (!conn || !state.selected.length) {
-    showError(err, 'Choose a device to download its observations.');
-    return;
-  }
-  const [a, b] = state.zoom ?? rangeWindow();
-  const btn = $('csv') as HTMLButtonElement;
-  btn.disabled = true;
-  try {
-    await downloadCsv(conn, state.selected, new Date(a * 1000), new Date(b * 1000 + 1), state.field);
-    showError(err, '');
-  } catch (e) {
-    showError(err, `The CSV could not be made: ${explain(e)}`);
-  } finally {
-    btn.disabled = false;
-  }
-});
-
 // ---- live ----
 
-const liveBox = $('live') as HTMLInputElement;
-// Live on again: what came while it was off is fetched (the hole is filled, not drawn across).
-liveBox.addEventListener('change', () => {
-  saveView();
-  if (liveBox.checked) void loadPlot(true);
+const live = new Live({
+  plot,
+  selected: () => state.selected,
+  field: () => state.field,
+  range: () => state.range,
+  rangeWindow,
+  reload: () => void loadPlot(true),
+  changed: () => saveView(),
 });
 
 function onLive(deviceId: string, obs: Observation[]): void {
-  noteLatest(deviceId, obs);
+  sync.noteLatest(deviceId, obs);
   panels?.observations(deviceId, obs.length);
   scheduleRefresh();
-  if (!($('live') as HTMLInputElement).checked || !state.selected.includes(deviceId)) return;
-  const info = $('plot-info');
-  if (info.dataset.state !== 'ready' || !info.dataset.devices?.split(',').includes(deviceId)) return;
-  const points = obs.map((o) => ({ x: Date.parse(o.timestamp) / 1000, y: valueAt(o, state.field) })).filter((p) => Number.isFinite(p.x));
-  if ('preset' in state.range) plot.append(deviceId, points, rangeWindow());
-  else {
-    const [a, b] = rangeWindow();
-    const inside = points.filter((p) => p.x >= a && p.x <= b);
-    if (inside.length) plot.append(deviceId, inside);
-  }
+  live.observations(deviceId, obs);
 }
 
 let refreshQueued = false;
@@ -752,18 +547,10 @@ function renderLatest(): void {
 }
 
 // Relative ages tick every second; only text that changed is touched (no DOM growth on a wall screen).
-// A preset window moves on with the clock about every 1/600 of its span (6 s for 1 h) with Live on.
-let lastSlide = 0;
 setInterval(() => {
   if (!state.conn) return;
   const now = Date.now();
-  if ('preset' in state.range && ($('live') as HTMLInputElement).checked && $('plot-info').dataset.state === 'ready') {
-    const span = PRESET_SECONDS[state.range.preset];
-    if (now - lastSlide >= Math.max(1000, (span * 1000) / 600)) {
-      lastSlide = now;
-      plot.slide(rangeWindow());
-    }
-  }
+  live.tick(now);
   table.tick();
   // A tab signed in with a kept token: when it expires, the secret is asked for again.
   if (state.tokenOnly && now >= state.tokenOnly.expiresAt) {
@@ -773,22 +560,8 @@ setInterval(() => {
   tiles.tick(now);
 }, 1000);
 
-/**
- * The view in the page's address (solution, devices, field, range or Live, zoom, map view), so a
- * reload, a bookmark or a link shows the same; replaced, not pushed (Back leaves the app).
- */
 function saveView(): void {
-  if (!state.conn || state.pending) return;
-  const search = writeView({
-    solution: state.conn.solution,
-    devices: state.selected,
-    field: state.field,
-    range: state.range,
-    zoom: state.zoom,
-    live: liveBox.checked,
-    map: map.viewState(),
-  });
-  if (search !== location.search) history.replaceState(null, '', `${location.pathname}${search}`);
+  address.save();
 }
 map.onView = saveView;
 
@@ -811,7 +584,7 @@ matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => plot
 
 showZone();
 markRange();
-if (view0 && view0.live === false) liveBox.checked = false;
+if (view0 && view0.live === false) live.box.checked = false;
 if (view0?.map) map.setViewState(view0.map);
 void resume().then((ok) => {
   if (ok) return;

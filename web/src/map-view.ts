@@ -12,7 +12,7 @@ import atlasUrl from 'world-atlas/countries-50m.json?url';
 import { alarmBadge } from './alarms.ts';
 import type { Device } from './api.ts';
 import { valueAt, fmtValue } from './fields.ts';
-import { shortId, tempColour } from './format.ts';
+import { inkOn, shortId, tempColour } from './format.ts';
 import type { MapContext } from './map.ts';
 
 const NS = 'http://www.w3.org/2000/svg';
@@ -502,7 +502,10 @@ export class MapView {
       const ids = g.dataset.ids!.split(',');
       const vs = ids.map(value).filter((v): v is number => v !== null);
       const avg = vs.length ? vs.reduce((a, b) => a + b, 0) / vs.length : null;
-      g.querySelector('circle')!.setAttribute('fill', tempColour(avg, lo, hi));
+      const fill = tempColour(avg, lo, hi);
+      g.querySelector('circle')!.setAttribute('fill', fill);
+      // The count in black or white, whichever reads on this fill.
+      g.classList.toggle('dark-ink', inkOn(fill) === '#000');
       g.classList.toggle(
         'selected',
         ids.some((id) => sel.has(id)),

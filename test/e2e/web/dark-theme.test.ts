@@ -3,7 +3,8 @@
 // device table and its states, the map's caption, the device, dev kit, alarms and simulation
 // panels, the latest tiles — has a contrast of at least 4.5:1 with the background it is drawn on
 // (the colours of the element and its ancestors blended, opacity included). Disabled controls are
-// exempt, as WCAG exempts inactive components.
+// exempt, as WCAG exempts inactive components. Text drawn on the plot's canvas (axis titles and tick
+// labels) and the map clusters' counts are held to the same ratio.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
@@ -130,6 +131,50 @@ describe('web app: the dark theme', () => {
     const app = await lowContrast(page);
     assert.deepEqual(app.low, [], 'the connected app');
     for (const panel of ['plot-panel', 'devices-panel', 'device-panel', 'alarms-panel', 'sim-panel', 'latest-panel']) assert.ok(app.measured.includes(panel), `${panel} was measured: ${app.measured}`);
+    // Canvas and SVG text is no DOM text the walk above measures: the plot's axes (titles, tick
+    // labels) are drawn in the colour the code hands uPlot, over the plot's background, and each map
+    // cluster's count over the cluster's own fill.
+    const drawn = await page.evaluate(() => {
+      const rgb = (c: string): number[] => {
+        const m = /^rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)$/.exec(c);
+        if (!m) throw new Error(`unparsed colour ${c}`);
+        return [Number(m[1]), Number(m[2]), Number(m[3]), m[4] === undefined ? 1 : Number(m[4])];
+      };
+      const over = (top: number[], under: number[]): number[] => [0, 1, 2].map((i) => top[i]! * top[3]! + under[i]! * (1 - top[3]!)).concat(1);
+      const lum = (c: number[]): number =>
+        [0, 1, 2]
+          .map((i) => c[i]! / 255)
+          .map((v) => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4))
+          .reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i]!, 0);
+      const ratio = (a: number[], b: number[]): number => {
+        const [l1, l2] = [lum(a), lum(b)].sort((x, y) => y - x) as [number, number];
+        return Math.round(((l1 + 0.05) / (l2 + 0.05)) * 100) / 100;
+      };
+      // A probe resolves any CSS colour (hsl(), #rgba) to rgb() the way the page would draw it.
+      const probe = document.createElement('span');
+      document.body.append(probe);
+      const resolve = (c: string): number[] => {
+        probe.style.color = '';
+        probe.style.color = c;
+        return rgb(getComputedStyle(probe).color);
+      };
+      const plot = document.getElementById('plot')!;
+      let bg = [255, 255, 255, 1];
+      const layers: number[][] = [];
+      for (let a: Element | null = plot; a; a = a.parentElement) layers.push(rgb(getComputedStyle(a).backgroundColor));
+      for (const l of layers.reverse()) if (l[3]! > 0) bg = over(l, bg);
+      const ink = resolve(plot.dataset.ink ?? '');
+      const clusters = Array.from(document.querySelectorAll<SVGGElement>('#map g.cluster')).map((g) => {
+        const fill = rgb(getComputedStyle(g.querySelector('circle')!).fill);
+        const text = rgb(getComputedStyle(g.querySelector('text')!).fill);
+        return { count: g.dataset.count, fill: fill.join(','), text: text.join(','), ratio: ratio(over(text, fill), fill) };
+      });
+      probe.remove();
+      return { axes: ratio(over(ink, bg), bg), ink: ink.join(','), bg: bg.join(','), clusters };
+    });
+    assert.ok(drawn.axes >= 4.5, `the plot's axis text ${drawn.ink} on ${drawn.bg}: ${drawn.axes}:1`);
+    assert.ok(drawn.clusters.length > 0, 'the map shows a cluster (the two simulated devices)');
+    for (const c of drawn.clusters) assert.ok(c.ratio >= 4.5, `a cluster's count: ${JSON.stringify(c)}`);
     await shot(page, 'dark-theme');
     assert.deepEqual(errors, []);
     await close();
