@@ -104,6 +104,17 @@ describe('web app: the dark theme', () => {
     // Silent for two hours: a stale row, tile and mark.
     const stale = await createDevice(server, creds.token, SIM, { deviceType: 'VirtualDevice', domainInfo: { location: { latitude: 52.52, longitude: 13.4 } } });
     await upload(server, creds.token, SIM, stale, series(now - 3 * 3600_000, now - 2 * 3600_000, 300));
+    // Readings far apart, so the colour scale has a middle, and two devices side by side near it: a
+    // cluster whose fill is mid-scale, where a white count reads worst.
+    for (const [latitude, longitude, base] of [
+      [40.42, -3.7, 20],
+      [40.421, -3.701, 21],
+      [59.33, 18.07, -20],
+      [37.98, 23.73, 60],
+    ] as const) {
+      const id = await createDevice(server, creds.token, SIM, { deviceType: 'VirtualDevice', domainInfo: { location: { latitude, longitude } } });
+      await upload(server, creds.token, SIM, id, series(now - 30 * 60_000, now - 5000, 30, base));
+    }
   });
 
   after(async () => {
