@@ -142,7 +142,8 @@ class SimulationPanel {
     } catch (err) {
       this.status.textContent = '';
       this.showError(`The simulation did not start: ${err instanceof ApiError ? err.message : String(err)}`);
-      this.error.scrollIntoView({ block: 'nearest' });
+      // Centred, not at the edge: the live plot's legend above may grow by a line afterwards.
+      this.error.scrollIntoView({ block: 'center' });
     } finally {
       btn.disabled = false;
     }
