@@ -1,5 +1,6 @@
 // A real Reef service for tests: a temp data dir (SQLite file) or a throw-away PostgreSQL database,
 // listening on an ephemeral port, plus helpers to make accounts and tokens.
+import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -81,4 +82,38 @@ export async function startTestServer(overrides: TestOverrides = {}, components:
     },
   };
   return t;
+}
+
+/** A login's answer as a test reads it. */
+export interface LoginAnswer {
+  status: number;
+  retryAfter: string | undefined;
+  body: { code?: string; accessToken?: string };
+}
+
+/** POST /api/tokens from a given local address (127.0.0.0/8 is all local: a real source address for the throttle). */
+export function loginFrom(server: TestServer, from: string, clientId: string, clientSecret: string): Promise<LoginAnswer> {
+  const u = new URL('/api/tokens', server.url);
+  const payload = JSON.stringify({ clientId, clientSecret });
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        localAddress: from,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'] as string | undefined, body: JSON.parse(text) }));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
 }

@@ -2,44 +2,10 @@
 // throttle must neither lock the owner out nor let parallel guesses through. Requests come from
 // different loopback addresses (127.0.0.0/8 is all local on Linux) so "source address" is real.
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { startTestServer, type TestServer } from '../../helpers/server.ts';
+import { loginFrom as login, startTestServer, type TestServer } from '../../helpers/server.ts';
 import { assertClean, tally } from './tally.ts';
-
-interface Answer {
-  status: number;
-  retryAfter: string | undefined;
-  body: { code?: string; accessToken?: string };
-}
-
-/** POST /api/tokens from a given local address. */
-function login(server: TestServer, from: string, clientId: string, clientSecret: string): Promise<Answer> {
-  const u = new URL('/api/tokens', server.url);
-  const payload = JSON.stringify({ clientId, clientSecret });
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        localAddress: from,
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'] as string | undefined, body: JSON.parse(text) }));
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
 
 describe('login throttle', () => {
   let server: TestServer;

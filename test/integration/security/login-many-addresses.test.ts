@@ -3,44 +3,10 @@
 // bounded across addresses while its owner, from an address that has not been guessing, still
 // logs in. Requests come from loopback addresses (127.0.0.0/8), so "source address" is real.
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { startTestServer, type TestServer } from '../../helpers/server.ts';
+import { loginFrom as login, startTestServer, type LoginAnswer, type TestServer } from '../../helpers/server.ts';
 import { waitFor } from '../../helpers/wait.ts';
-
-interface Answer {
-  status: number;
-  retryAfter: string | undefined;
-  body: { code?: string; accessToken?: string };
-}
-
-/** POST /api/tokens from a given local address. */
-function login(server: TestServer, from: string, clientId: string, clientSecret: string): Promise<Answer> {
-  const u = new URL('/api/tokens', server.url);
-  const payload = JSON.stringify({ clientId, clientSecret });
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        localAddress: from,
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'] as string | undefined, body: JSON.parse(text) }));
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
 
 describe('a bogus-login flood from 60 addresses', () => {
   let server: TestServer;
@@ -87,7 +53,7 @@ describe('guesses at one client id from 40 addresses', () => {
     const answers = (
       await Promise.all(
         Array.from({ length: 40 }, async (_, a) => {
-          const out: Answer[] = [];
+          const out: LoginAnswer[] = [];
           for (let i = 0; i < 10; i++) out.push(await login(server, `127.0.3.${1 + a}`, victim.clientId, `guess-${a}-${i}`));
           return out;
         }),
