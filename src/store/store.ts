@@ -19,6 +19,13 @@ export interface NewDevice {
   mac?: string | null;
 }
 
+/** The record a created device is answered with, on every backend. */
+export function deviceRecordOf(d: NewDevice, createdAt: number): DeviceRecord {
+  const rec: DeviceRecord = { id: d.id, deviceType: d.deviceType, domainInfo: d.domainInfo, tenantId: d.tenantId, groupId: d.groupId, solution: d.solution, mac: d.mac ?? null, createdAt };
+  if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
+  return rec;
+}
+
 export interface ObservationQuery {
   /** Inclusive lower bound, epoch ms. */
   from?: number;

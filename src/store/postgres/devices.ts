@@ -4,7 +4,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { deviceQuotaError, ReefError } from '../../core/errors.ts';
 import type { DeviceRecord, DeviceRef, DeviceTemplateRecord, DomainInfo } from '../../core/types.ts';
-import type { NewDevice } from '../store.ts';
+import { deviceRecordOf, type NewDevice } from '../store.ts';
 import type { PostgresConnection, Row } from './connection.ts';
 
 function deviceFromRow(r: Row): DeviceRecord {
@@ -85,18 +85,7 @@ export class PostgresDevices {
         if (n > maxForTenant) throw deviceQuotaError(maxForTenant, n - 1, 1);
       });
     }
-    const rec: DeviceRecord = {
-      id: d.id,
-      deviceType: d.deviceType,
-      domainInfo: d.domainInfo,
-      tenantId: d.tenantId,
-      groupId: d.groupId,
-      solution: d.solution,
-      mac: d.mac ?? null,
-      createdAt: now,
-    };
-    if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
-    return rec;
+    return deviceRecordOf(d, now);
   }
 
   async listTemplates(groupId: string, solution: string): Promise<DeviceTemplateRecord[]> {

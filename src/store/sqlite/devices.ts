@@ -3,7 +3,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { deviceQuotaError, ReefError } from '../../core/errors.ts';
 import type { DeviceRecord, DeviceTemplateRecord, DomainInfo } from '../../core/types.ts';
-import type { NewDevice } from '../store.ts';
+import { deviceRecordOf, type NewDevice } from '../store.ts';
 import type { Row, SqliteContext } from './context.ts';
 
 /** An account's devices (the device quota): the count the triggers of migration 12 keep. */
@@ -100,18 +100,7 @@ export class SqliteDevices {
         );
       });
       tx.immediate();
-      const rec: DeviceRecord = {
-        id: d.id,
-        deviceType: d.deviceType,
-        domainInfo: d.domainInfo,
-        tenantId: d.tenantId,
-        groupId: d.groupId,
-        solution: d.solution,
-        mac: d.mac ?? null,
-        createdAt: now,
-      };
-      if (d.provisioningInfo) rec.provisioningInfo = d.provisioningInfo;
-      return rec;
+      return deviceRecordOf(d, now);
     });
   }
   listTemplates(groupId: string, solution: string) {
