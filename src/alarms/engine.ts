@@ -20,6 +20,7 @@ import { breaks, clears, convert, ratePerMinute, readField, readingUnit } from '
 import { FairQueue, Slicer, type Task } from './fair-queue.ts';
 import { applyStep, cleared, newAlarm } from './lifecycle.ts';
 import type { AlarmNotifier } from './notify.ts';
+import { countAlarmEvaluation } from '../metrics/metrics.ts';
 
 /** The events that change which rules apply: heard even while the engine has no rule. */
 const RULE_KINDS: readonly EventKind[] = ['alarm-rule', 'device', 'alarm'];
@@ -569,6 +570,7 @@ export class AlarmEngine {
     const { records, wire } = batch;
     const n = records ? records.length : wire!.length;
     if (!n) return;
+    countAlarmEvaluation();
     const { rules, pairs } = pl;
     // Timestamps read once (into a buffer reused from batch to batch); a batch may come in any
     // order, and evaluation goes oldest first.
