@@ -26,6 +26,7 @@ import { key, PairTable, type Pair } from './pairs.ts';
 import { RuleIndex } from './rule-index.ts';
 import { SilenceWatch } from './silence.ts';
 import { TransitionWriter } from './transitions.ts';
+import { countAlarmEvaluation } from '../metrics/metrics.ts';
 
 /** The events that change which rules apply: heard even while the engine has no rule. */
 const RULE_KINDS: readonly EventKind[] = ['alarm-rule', 'device', 'alarm'];
@@ -307,6 +308,7 @@ export class AlarmEngine {
     const { records, wire } = batch;
     const n = records ? records.length : wire!.length;
     if (!n) return;
+    countAlarmEvaluation();
     const { rules, pairs } = pl;
     // Timestamps read once (into a buffer reused from batch to batch); a batch may come in any
     // order, and evaluation goes oldest first.

@@ -85,6 +85,8 @@ export class CoapEndpoint extends EventEmitter {
   readonly params: TransmissionParams;
   readonly times: DerivedTimes;
   readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0, filtered: 0 };
+  /** Responses to requests, by code byte (RFC 7252 §3): the gateway's requests by code on /metrics. */
+  readonly responseCodes = new Uint32Array(256);
   private handler: RequestHandler | undefined;
   /** The last Message ID sent: a counter, from a random start. */
   private mid: number;
@@ -255,6 +257,7 @@ export class CoapEndpoint extends EventEmitter {
       // would otherwise draw a diagnostic many times its size.
       const room = buf.length - 4 - c.msg.token.length - 1;
       const diagnostic = room > 0 ? Buffer.from(c.diagnostic).subarray(0, room) : Buffer.alloc(0);
+      this.responseCodes[c.code]!++;
       return this.sendRaw(peer, { type: ACK, code: c.code, mid: c.msg.mid, token: c.msg.token, options: [], payload: diagnostic });
     }
     const m = c.msg;
@@ -349,6 +352,7 @@ export class CoapEndpoint extends EventEmitter {
     } else {
       msg = responseTo(req, r.code, () => this.nextMid(), r.options, r.payload);
     }
+    if (r) this.responseCodes[r.code]!++;
     const data = serializeMessage(msg);
     // Only a duplicate CON is answered again (§4.5); a duplicate NON is ignored.
     if (req.type === CON) this.seen.setReply(entry, data);

@@ -130,6 +130,7 @@ export class ForwardProxy {
       void work.then((spec) => {
         if (this.d.stopping()) return;
         const front = this.d.front();
+        front.responseCodes[spec.code]!++;
         const msg: CoapMessage = { type: CON, code: spec.code, mid: front.nextMid(), token: req.token, options: spec.options ?? [], payload: spec.payload ?? Buffer.alloc(0) };
         void front.sendCon(peer, msg).then(({ result }) => {
           if (result !== 'ack') this.d.relay.dropClient(peer, req.token, `separate response ${result}`);
