@@ -23,6 +23,8 @@ import { LocalEventBus, spanOf, type EventBus, type EventKind, type Listener, ty
 export const CHANNEL = 'reef_events';
 /** The application_name of every node's listening connection: how nodes find each other. */
 const LISTENER_NAME = 'reef-events';
+/** The longest wait between attempts to make the listening connection again: events are lost until it is back (a failover's new primary is found at the next attempt). */
+const MAX_BACKOFF_MS = 2000;
 /** How often a node that knows of others checks whether they are still there. */
 const PRESENCE_EVERY_MS = 5000;
 /** NOTIFY payloads must stay under 8000 bytes; a larger event travels through event_payloads (migration 2). */
@@ -138,7 +140,7 @@ export class PgEventBus implements EventBus {
         this.opts.onError?.(e, 'event listener connection lost; reconnecting');
         this.reconnectTimer = setTimeout(() => this.connect(), this.backoff);
         this.reconnectTimer.unref();
-        this.backoff = Math.min(this.backoff * 2, 5000);
+        this.backoff = Math.min(this.backoff * 2, MAX_BACKOFF_MS);
       }
     };
     client.on('error', fail);

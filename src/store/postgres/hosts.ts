@@ -126,11 +126,16 @@ export class HostClient extends pg.Client {
       throw e;
     }
     let state: string | null;
+    // Nobody listens to this client's errors yet (the pool does once connect() has answered).
+    const ignore = () => undefined;
+    this.on('error', ignore);
     try {
       state = await readOnlyState(this, this.reported);
     } catch (e) {
       await this.end().catch(() => undefined);
       throw e;
+    } finally {
+      this.off('error', ignore);
     }
     if (state) {
       this.hostSet.readOnly(h, state);
@@ -233,7 +238,8 @@ export class PgHosts {
     } catch (e) {
       return describeHostError(e);
     } finally {
-      await c.end().catch(() => undefined);
+      // Not awaited: the answer is known, and the next host need not wait for this one to close.
+      c.end().catch(() => undefined);
     }
   }
 

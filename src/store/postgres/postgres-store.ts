@@ -77,6 +77,12 @@ export class PostgresStore implements Store {
       translate(e);
     }
     let broken: Error | undefined;
+    // A checked-out client has no pool listener: a connection ended under it (a restart, or the
+    // host given up: hosts.ts) fails the next statement instead of throwing out of the process.
+    const lost = (e: Error) => {
+      broken = e;
+    };
+    client.on('error', lost);
     try {
       // A session lock: a second node starting at the same moment waits here, then finds every
       // migration applied. Each migration commits with its version row, so a crash midway leaves
@@ -104,6 +110,7 @@ export class PostgresStore implements Store {
       broken = e as Error;
       translate(e);
     } finally {
+      client.off('error', lost);
       client.release(broken);
     }
     await this.c.loadPartitions();

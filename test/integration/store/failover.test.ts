@@ -31,6 +31,26 @@ async function sql<T = Record<string, unknown>>(url: string, text: string, value
   }
 }
 
+/** When a client connected to this host alone first commits a write (a transaction id is assigned only outside recovery). */
+async function firstWrite(url: string): Promise<number> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  c.on('error', () => undefined);
+  await c.connect();
+  try {
+    return await waitFor(
+      'the promoted standby to take a write',
+      async () => {
+        await c.query('SELECT txid_current()');
+        return Date.now();
+      },
+      60_000,
+      5,
+    );
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
 /** A node in the test's process whose warnings (host changes among them) are kept. */
 async function startNode(url: string): Promise<{ node: TestServer; log: string[] }> {
   const log: string[] = [];
@@ -54,8 +74,8 @@ class Uploads {
   readonly acked = new Map<string, number[]>();
   readonly sent = new Map<string, number[]>();
   readonly refused: Refusal[] = [];
-  /** Per node: when its uploads were last answered 201, and when the request then answered had started. */
-  readonly lastOk = new Map<string, { startedAt: number; at: number }[]>();
+  /** Per node: each 201, when it was answered and when its request had started. */
+  readonly oks = new Map<string, { startedAt: number; at: number }[]>();
   private stopped = false;
   private readonly running: Promise<void>[] = [];
   private seq = 0;
@@ -63,7 +83,7 @@ class Uploads {
   start(node: TestServer, name: string, token: string, deviceId: string): void {
     this.acked.set(deviceId, []);
     this.sent.set(deviceId, []);
-    this.lastOk.set(name, this.lastOk.get(name) ?? []);
+    this.oks.set(name, this.oks.get(name) ?? []);
     this.running.push(this.loop(node, name, token, deviceId));
   }
 
@@ -80,7 +100,7 @@ class Uploads {
       const body = (await r.json().catch(() => ({}))) as { code?: string };
       if (r.status === 201) {
         this.acked.get(deviceId)!.push(...ts);
-        this.lastOk.get(name)!.push({ startedAt, at: Date.now() });
+        this.oks.get(name)!.push({ startedAt, at: Date.now() });
       } else {
         this.refused.push({ node: name, status: r.status, code: body.code, retryAfter: r.headers.get('retry-after') });
         // A client would wait Retry-After (1 s); these retry sooner, to see the first moment writes work again.
@@ -90,7 +110,7 @@ class Uploads {
   }
 
   okSince(name: string, t: number): number {
-    return (this.lastOk.get(name) ?? []).filter((x) => x.startedAt >= t).length;
+    return (this.oks.get(name) ?? []).filter((x) => x.startedAt >= t).length;
   }
 
   refusedBy(name: string): number {
@@ -229,27 +249,34 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
       assert.equal(r.status, 201);
       uploads.start(n.node, name, token, ((await r.json()) as { id: string }).id);
     }
-    let promotedAt = 0;
+    let promoting = 0;
+    let directWrite = 0;
     try {
       await waitFor('uploads on both nodes', () => uploads.okSince('a', 0) >= 10 && uploads.okSince('b', 0) >= 10);
       await pgc.kill(pgc.primary);
       // No primary now: both nodes must be seen refusing before there is one again.
       await waitFor('both nodes to refuse uploads while no host is writable', () => uploads.refusedBy('a') >= 3 && uploads.refusedBy('b') >= 3);
+      promoting = Date.now();
+      // The same run's baseline: how soon a client connected to the standby alone can write there.
+      const direct = firstWrite(pgc.standby.url());
       await pgc.promote(pgc.standby);
-      promotedAt = Date.now();
-      await waitFor('uploads acknowledged again on both nodes after the promotion', () => uploads.okSince('a', promotedAt) >= 5 && uploads.okSince('b', promotedAt) >= 5, 60_000);
+      const promoted = Date.now();
+      directWrite = await direct;
+      await waitFor('uploads acknowledged again on both nodes after the promotion', () => uploads.okSince('a', promoted) >= 5 && uploads.okSince('b', promoted) >= 5, 60_000);
     } finally {
       await uploads.stop();
     }
+    // No host took writes between the kill and the promotion: every 201 answered since came from the new primary.
     const firstOk = (name: string) =>
       Math.min(
-        ...uploads.lastOk
+        ...uploads.oks
           .get(name)!
-          .filter((x) => x.startedAt >= promotedAt)
+          .filter((x) => x.at >= promoting)
           .map((x) => x.at),
       );
-    t.diagnostic(`seconds from promotion to the first 201: node a ${((firstOk('a') - promotedAt) / 1000).toFixed(2)}, node b ${((firstOk('b') - promotedAt) / 1000).toFixed(2)}`);
-    t.diagnostic(`${[...uploads.acked.values()].reduce((s, x) => s + x.length, 0) / PER_BATCH} uploads acknowledged, ${uploads.refused.length} refused`);
+    const s = (at: number) => ((at - promoting) / 1000).toFixed(2);
+    t.diagnostic(`seconds from pg_ctl promote: a client on the standby alone writes at ${s(directWrite)}; the first 201 of node a at ${s(firstOk('a'))}, of node b at ${s(firstOk('b'))}`);
+    t.diagnostic(`${[...uploads.acked.values()].reduce((n, x) => n + x.length, 0) / PER_BATCH} uploads acknowledged, ${uploads.refused.length} refused`);
 
     assertRefusalsUnavailable(uploads.refused);
     const newPrimary = pgc.standby.url();
