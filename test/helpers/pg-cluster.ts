@@ -57,8 +57,8 @@ export interface PgCluster {
   stop(): Promise<void>;
 }
 
-/** A TCP port on 127.0.0.1 nobody listens on now (also: a port that refuses connections). */
-export function freePort(): Promise<number> {
+/** A TCP port on 127.0.0.1 nobody listens on now (also: a port that refuses connections; gateway.ts's freePort is UDP). */
+export function freeTcpPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.on('error', reject);
@@ -142,8 +142,8 @@ export async function startPrimaryAndStandby(): Promise<PgCluster> {
     url: (db = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${db}`,
     running: false,
   });
-  const primary = node('primary', await freePort());
-  const standby = node('standby', await freePort());
+  const primary = node('primary', await freeTcpPort());
+  const standby = node('standby', await freeTcpPort());
   const nodes = [primary, standby];
   let stopped = false;
 

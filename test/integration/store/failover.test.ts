@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { LOCK_LEADER } from '../../../src/store/postgres/migrations.ts';
-import { freePort, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
+import { freeTcpPort, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
 import { readSse } from '../../helpers/sse.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -176,7 +176,7 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
   });
 
   it('a list with no writable host stops the start, naming what each host is', async () => {
-    const refused = await freePort();
+    const refused = await freeTcpPort();
     const url = `postgres://postgres@127.0.0.1:${refused},127.0.0.1:${pgc.standby.port}/postgres`;
     const dataDir = tempDir();
     try {
