@@ -119,28 +119,34 @@ export class HostClient extends pg.Client {
     const params = (this as unknown as { connectionParameters: { host: string; port: number } }).connectionParameters;
     params.host = h.host;
     params.port = h.port;
+    // Until connect() has answered, nobody may be listening to this client's errors (pg.Pool
+    // listens from its callback on), and the server's next message can arrive in the same read as
+    // the end of the start-up (a FATAL from a shutdown): held here, and the connect fails with it.
+    let broken: Error | undefined;
+    const hold = (e: Error) => {
+      broken ??= e;
+    };
+    this.on('error', hold);
     try {
-      await super.connect();
-    } catch (e) {
-      this.hostSet.unreachable(h, e);
-      throw e;
-    }
-    let state: string | null;
-    // Nobody listens to this client's errors yet (the pool does once connect() has answered).
-    const ignore = () => undefined;
-    this.on('error', ignore);
-    try {
-      state = await readOnlyState(this, this.reported);
-    } catch (e) {
-      await this.end().catch(() => undefined);
-      throw e;
+      try {
+        await super.connect();
+      } catch (e) {
+        this.hostSet.unreachable(h, e);
+        throw e;
+      }
+      try {
+        const state = await readOnlyState(this, this.reported);
+        if (broken) throw broken;
+        if (state) {
+          this.hostSet.readOnly(h, state);
+          throw new ReadOnlyHostError(h, state);
+        }
+      } catch (e) {
+        await this.end().catch(() => undefined);
+        throw e;
+      }
     } finally {
-      this.off('error', ignore);
-    }
-    if (state) {
-      this.hostSet.readOnly(h, state);
-      await this.end().catch(() => undefined);
-      throw new ReadOnlyHostError(h, state);
+      this.off('error', hold);
     }
     h.clients.add(this);
     this.once('end', () => h.clients.delete(this));
