@@ -15,7 +15,7 @@
 // again. A host given up as read-only or refusing has its open connections closed, pooled ones
 // included, so that nothing keeps reading from a standby or waiting on a dead primary.
 import pg from 'pg';
-import { type DatabaseHost, type DatabaseHosts, describeHostError, hostLabel, noWritableHostMessage, parseDatabaseUrl } from '../../core/database-url.ts';
+import { type DatabaseHost, describeHostError, hostLabel, noWritableHostMessage, parseDatabaseUrl } from '../../core/database-url.ts';
 
 /** No host of the list is writable now: SQLSTATE 08001 (sqlclient_unable_to_establish_sqlconnection), which the store answers as STORE_UNAVAILABLE. */
 export class NoWritableHostError extends Error {
@@ -157,7 +157,6 @@ export class HostClient extends pg.Client {
 /** The hosts of one database URL and which of them is writable now. */
 export class PgHosts {
   readonly hosts: readonly Host[];
-  readonly parsed: DatabaseHosts;
   /** The host new connections go to; null: look through the list first. */
   private current: Host | null = null;
   /** The host last found writable: tried first when looking again. */
@@ -170,16 +169,11 @@ export class PgHosts {
     connectionString: string,
     private readonly opts: PgHostsOptions = {},
   ) {
-    this.parsed = parseDatabaseUrl(connectionString);
-    this.hosts = this.parsed.hosts.map((h) => ({ ...h, url: this.parsed.urlFor(h), clients: new Set<HostClient>() }));
+    const parsed = parseDatabaseUrl(connectionString);
+    this.hosts = parsed.hosts.map((h) => ({ ...h, url: parsed.urlFor(h), clients: new Set<HostClient>() }));
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 5000;
     // One host: nothing to choose. Its connections still check it is writable.
     if (this.hosts.length === 1) this.current = this.hosts[0]!;
-  }
-
-  /** The host new connections go to now, as `host:port` (null while none is known). */
-  get currentHost(): string | null {
-    return this.current && hostLabel(this.current);
   }
 
   /** A client, not yet connected, whose connect() goes to the writable host. `config` adds to the URL's settings. */
