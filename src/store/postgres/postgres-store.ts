@@ -52,11 +52,6 @@ export class PostgresStore implements Store {
     return this.c.pool;
   }
 
-  /** The connection string, for companions that need their own connection (LISTEN, leadership). */
-  get connectionString(): string {
-    return this.c.opts.connectionString;
-  }
-
   /** How companions connect (LISTEN, leadership): to the writable host, as the store does (hosts.ts). */
   get hosts(): PgHosts {
     return this.c.hosts;
