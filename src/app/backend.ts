@@ -30,8 +30,8 @@ export interface Backend {
 }
 
 interface BackendKind {
-  /** Opens and migrates the store. */
-  openStore(): Promise<Store>;
+  /** Opens the store (not yet migrated). */
+  openStore(opts: CoordinationOptions): Promise<Store>;
   /** Events and leadership over that store. */
   coordinate(store: Store, opts: CoordinationOptions): Promise<{ events: EventBus; leadership: Leadership }>;
 }
@@ -54,12 +54,19 @@ function sqlite(file: string): BackendKind {
   };
 }
 
+// Several hosts in the URL (a primary and its standbys): the store, the LISTEN connection and the
+// leader's session all connect through the store's PgHosts, to whichever host is writable, and
+// follow it through a failover (docs/operations.md "PostgreSQL standby and failover").
 function postgres(connectionString: string): BackendKind {
   let opened: import('../store/postgres/postgres-store.ts').PostgresStore | null = null;
   return {
-    async openStore() {
+    async openStore(opts) {
       const { PostgresStore } = await import('../store/postgres/postgres-store.ts');
-      opened = new PostgresStore({ connectionString });
+      const onError = opts.onError;
+      opened = new PostgresStore({
+        connectionString,
+        ...(onError ? { onHostChange: (message: string, detail: { host: string; state?: string }) => onError(Object.assign(new Error(message), detail), message) } : {}),
+      });
       return opened;
     },
     async coordinate(_store, opts) {
@@ -68,8 +75,9 @@ function postgres(connectionString: string): BackendKind {
       const nodeId = makeNodeId();
       const { PgEventBus } = await import('../events/pg-bus.ts');
       const { PgLeadership } = await import('../jobs/pg-leader.ts');
+      const newClient = (config: import('pg').ClientConfig) => store.hosts.client(config);
       const events = await PgEventBus.open({
-        connectionString,
+        newClient,
         pool: store.pool,
         nodeId,
         // Observations announced by reference by another node: read back, oldest first like the upload.
@@ -79,7 +87,7 @@ function postgres(connectionString: string): BackendKind {
         },
         ...(opts.onError ? { onError: opts.onError } : {}),
       });
-      const leadership = new PgLeadership({ connectionString, nodeId, ...(opts.leaderPollMs ? { pollMs: opts.leaderPollMs } : {}), ...(opts.onError ? { onError: opts.onError } : {}) });
+      const leadership = new PgLeadership({ newClient, nodeId, ...(opts.leaderPollMs ? { pollMs: opts.leaderPollMs } : {}), ...(opts.onError ? { onError: opts.onError } : {}) });
       return { events, leadership };
     },
   };
@@ -87,7 +95,7 @@ function postgres(connectionString: string): BackendKind {
 
 /** Opens and migrates the store only (one-shot commands: `reef account`, `reef provision`). */
 export async function openStore(where: BackendLocation): Promise<Store> {
-  const store = await choose(where).openStore();
+  const store = await choose(where).openStore({});
   await store.migrate();
   return store;
 }
@@ -98,7 +106,7 @@ export async function openStore(where: BackendLocation): Promise<Store> {
  */
 export async function openBackend(where: BackendLocation, opts: CoordinationOptions = {}): Promise<Backend> {
   const kind = choose(where);
-  const store = await kind.openStore();
+  const store = await kind.openStore(opts);
   try {
     await store.migrate();
     const { events, leadership } = await kind.coordinate(store, opts);

@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tlsSettingProblems, type TlsSettings } from './tls.ts';
+import { DatabaseUrlError, parseDatabaseUrl } from '../core/database-url.ts';
 
 export interface Config {
   http: {
@@ -25,7 +26,7 @@ export interface Config {
   /** HTTPS (and other TLS listeners): off unless a certificate or self-signing is asked for (src/config/tls.ts). */
   tls: TlsSettings;
   dataDir: string;
-  /** PostgreSQL connection string; unset means the embedded SQLite store in dataDir. */
+  /** PostgreSQL connection string, one host or several (src/core/database-url.ts); unset means the embedded SQLite store in dataDir. */
   databaseUrl: string | null;
   tokens: { ttlSeconds: number; secret: string | null; issuer: string };
   adminKey: string | null;
@@ -163,7 +164,12 @@ export const SETTINGS = [
   { env: 'REEF_TLS_KEY', flag: 'tls-key', def: '', doc: 'PEM private key file of REEF_TLS_CERT (not world-readable)' },
   { env: 'REEF_TLS_SELF_SIGNED', flag: 'tls-self-signed', def: 'false', doc: 'Serve HTTPS with a self-signed certificate made at first start in the data dir' },
   { env: 'REEF_DATA_DIR', flag: 'data-dir', def: './data', doc: 'Directory of the embedded SQLite store and generated keys' },
-  { env: 'REEF_DATABASE_URL', flag: 'database-url', def: '', doc: 'postgres:// URL; unset uses embedded SQLite' },
+  {
+    env: 'REEF_DATABASE_URL',
+    flag: 'database-url',
+    def: '',
+    doc: 'postgres:// URL, with several hosts for a primary and its standbys (postgres://u@h1:5432,h2:5432/db; the writable one is used); unset uses embedded SQLite',
+  },
   { env: 'REEF_TOKEN_TTL', flag: 'token-ttl', def: '3600', doc: 'Access-token lifetime in seconds' },
   { env: 'REEF_TOKEN_SECRET', flag: 'token-secret', def: '', doc: 'HMAC key for tokens (≥ 32 chars); unset generates one and keeps it in the store' },
   { env: 'REEF_ADMIN_KEY', flag: 'admin-key', def: '', doc: 'Key for operator endpoints (/api/admin/*); unset disables them' },
@@ -304,7 +310,16 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
   const port = int('REEF_HTTP_PORT', 0, 65535);
   const dataDir = path.resolve(str('REEF_DATA_DIR') || './data');
   const databaseUrl = str('REEF_DATABASE_URL') || null;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) problems.push('REEF_DATABASE_URL (--database-url) must start with postgres:// or postgresql://');
+  if (databaseUrl) {
+    // The host list is read here so that a malformed one stops the start; the store reads it again
+    // with the same function (src/core/database-url.ts) and picks the writable host.
+    try {
+      parseDatabaseUrl(databaseUrl);
+    } catch (e) {
+      if (!(e instanceof DatabaseUrlError)) throw e;
+      problems.push(`REEF_DATABASE_URL (--database-url) ${e.message}`);
+    }
+  }
   const ttl = int('REEF_TOKEN_TTL', 10, 30 * 86400);
   const secret = str('REEF_TOKEN_SECRET') || null;
   if (secret !== null && secret.length < 32) problems.push('REEF_TOKEN_SECRET (--token-secret) must be at least 32 characters');

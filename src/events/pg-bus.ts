@@ -3,7 +3,8 @@
 // the others; each node LISTENs on one dedicated connection and skips what it sent itself.
 //
 // Live updates are best effort, as on one node: while PostgreSQL is unreachable events are dropped,
-// and the listening connection comes back by itself. Stored observations are never affected.
+// and the listening connection comes back by itself, to the new primary after a failover.
+// Stored observations are never affected.
 //
 // A large upload is not copied into the notification: the observations are already stored (events
 // are published after the insert commits), so other nodes are told the device and time span and
@@ -16,13 +17,15 @@
 // connections, by application_name) when its listener connects and every few seconds after, and at
 // once from any message of another node: each listener says hello when it (re)connects.
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import { LocalEventBus, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
 import { observeEventLag } from '../metrics/metrics.ts';
 
 export const CHANNEL = 'reef_events';
 /** The application_name of every node's listening connection: how nodes find each other. */
 const LISTENER_NAME = 'reef-events';
+/** The longest wait between attempts to make the listening connection again: events are lost until it is back (a failover's new primary is found at the next attempt). */
+const MAX_BACKOFF_MS = 2000;
 /** How often a node that knows of others checks whether they are still there. */
 const PRESENCE_EVERY_MS = 5000;
 /** NOTIFY payloads must stay under 8000 bytes; a larger event travels through event_payloads (migration 2). */
@@ -61,7 +64,11 @@ interface Envelope {
 export type ObservationReader = (deviceId: string, from: number, to: number, count: number) => Promise<ObservationsEvent['observations']>;
 
 export interface PgEventBusOptions {
-  connectionString: string;
+  /**
+   * A client for the listening connection, not yet connected: the store's way of connecting
+   * (src/store/postgres/hosts.ts), so that it follows the writable host through a failover.
+   */
+  newClient: (config: pg.ClientConfig) => pg.Client;
   /** A pool of the same database for sending (the store's); the listener has its own connection. */
   pool: pg.Pool;
   /** Reads observations announced by reference (large uploads on another node). */
@@ -123,7 +130,7 @@ export class PgEventBus implements EventBus {
 
   private connect(): void {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.opts.connectionString, keepAlive: true, application_name: LISTENER_NAME });
+    const client = this.opts.newClient({ keepAlive: true, application_name: LISTENER_NAME });
     this.listener = client;
     let failed = false;
     const fail = (e: unknown) => {
@@ -136,7 +143,7 @@ export class PgEventBus implements EventBus {
         this.opts.onError?.(e, 'event listener connection lost; reconnecting');
         this.reconnectTimer = setTimeout(() => this.connect(), this.backoff);
         this.reconnectTimer.unref();
-        this.backoff = Math.min(this.backoff * 2, 5000);
+        this.backoff = Math.min(this.backoff * 2, MAX_BACKOFF_MS);
       }
     };
     client.on('error', fail);

@@ -4,12 +4,14 @@
 // pg_try_advisory_lock succeeds and its jobs start. The leader checks its session every poll; when
 // the check fails it stops its jobs at once, before any other node can have taken over plus one
 // poll, so two leaders overlap at most briefly — jobs are written to be idempotent (upserts).
-import pg from 'pg';
+// After a failover the session is made again on the new primary, whose lock is free.
+import type pg from 'pg';
 import { JobRunner } from './leader.ts';
 import { LOCK_LEADER } from '../store/postgres/migrations.ts';
 
 export interface PgLeadershipOptions {
-  connectionString: string;
+  /** A client for the leader's session, not yet connected: the store's way of connecting (hosts.ts). */
+  newClient: (config: pg.ClientConfig) => pg.Client;
   nodeId?: string;
   /** How often a follower tries for the lock and the leader checks its session. */
   pollMs?: number;
@@ -35,7 +37,7 @@ export class PgLeadership extends JobRunner {
   }
 
   private async connect(): Promise<pg.Client> {
-    const c = new pg.Client({ connectionString: this.opts.connectionString, keepAlive: true, keepAliveInitialDelayMillis: 5000, application_name: 'reef-leader' });
+    const c = this.opts.newClient({ keepAlive: true, keepAliveInitialDelayMillis: 5000, application_name: 'reef-leader' });
     c.on('error', (e) => void this.lost(c, e));
     await c.connect();
     return c;
@@ -55,11 +57,17 @@ export class PgLeadership extends JobRunner {
     try {
       if (!this.client) this.client = await this.connect();
       const c = this.client;
+      // Only on a writable host: a standby (or a primary gone read-only) takes advisory locks too,
+      // and a node left on it would lead beside the one on the new primary. Losing the session
+      // here sends the next connection to the writable host (hosts.ts).
       if (this.leader) {
-        await c.query('SELECT 1');
+        const r = await c.query("SELECT current_setting('transaction_read_only') AS ro");
+        if (r.rows[0]?.ro !== 'off') throw new Error('the leader session is on a read-only host');
       } else {
-        const r = await c.query('SELECT pg_try_advisory_lock($1) AS got', [LOCK_LEADER.toString()]);
-        if (r.rows[0]?.got === true && !this.closed) await this.setLeader(true);
+        const r = await c.query("SELECT CASE WHEN current_setting('transaction_read_only') = 'off' THEN pg_try_advisory_lock($1) END AS got", [LOCK_LEADER.toString()]);
+        const got = r.rows[0]?.got as boolean | null | undefined;
+        if (got === null) throw new Error('the leader session is on a read-only host');
+        if (got === true && !this.closed) await this.setLeader(true);
       }
     } catch (e) {
       if (this.client) await this.lost(this.client, e);

@@ -1,13 +1,16 @@
 // What every aggregate of the PostgreSQL store (accounts.ts, devices.ts, ...) shares: the pool and
 // its two ways of running SQL (q, tx), the cache of the observations' partitions (partitions.ts),
 // and the node's memory of device keys (pk, tier) that uploads and reads use without a round trip.
+// Every connection, pooled or not, goes to the writable host of the URL's list (hosts.ts).
 import pg from 'pg';
 import type { DeviceRef } from '../../core/types.ts';
 import { ReefError } from '../../core/errors.ts';
 import { translate } from './errors.ts';
+import { PgHosts } from './hosts.ts';
 import { PartitionMap, parseRangeBound } from './partitions.ts';
 
 export interface PostgresOptions {
+  /** One host or several (a primary and its standbys: src/core/database-url.ts); the writable one is used. */
   connectionString: string;
   /** Pool size per node (pg default 10). */
   maxConnections?: number;
@@ -15,6 +18,8 @@ export interface PostgresOptions {
   connectTimeoutMs?: number;
   /** Told about errors of idle pooled connections (a restart of PostgreSQL), which are otherwise harmless. */
   onIdleError?: (e: Error) => void;
+  /** Told when the writable host changes or is given up (several hosts). */
+  onHostChange?: (message: string, detail: { host: string; state?: string }) => void;
 }
 
 export type Row = Record<string, any>;
@@ -48,6 +53,9 @@ export function numArray(xs: ArrayLike<number | null>): string {
   return s + '}';
 }
 
+/** What the store's connections share (the host and the connect timeout come from PgHosts). */
+const BASE: pg.ClientConfig = { keepAlive: true, application_name: 'reef', types };
+
 /** Device keys (pk, tier) a node remembers (KnownKey); past this many it starts afresh. */
 const KNOWN_DEVICES = 100_000;
 
@@ -69,16 +77,20 @@ export class PostgresConnection {
   /** Device id → its key as last read (KnownKey). */
   readonly keys = new Map<string, KnownKey>();
 
+  /** The hosts of the URL and which is writable: how every connection is made. */
+  readonly hosts: PgHosts;
+
   constructor(readonly opts: PostgresOptions) {
-    this.pool = new pg.Pool({ ...this.clientConfig(), max: opts.maxConnections ?? 10, idleTimeoutMillis: 30_000 });
+    this.hosts = new PgHosts(opts.connectionString, { connectTimeoutMs: opts.connectTimeoutMs ?? 5000, ...(opts.onHostChange ? { onChange: opts.onHostChange } : {}) });
+    this.pool = this.hosts.pool({ ...BASE, max: opts.maxConnections ?? 10, idleTimeoutMillis: 30_000 });
     // An idle connection dies when PostgreSQL restarts; without a listener pg would throw it
     // out of the process. The pool drops it and opens a new one on the next request.
     this.pool.on('error', (e) => opts.onIdleError?.(e));
   }
 
-  /** How every connection of the store is made: the pool's and the pipelined writer's. */
-  clientConfig(): pg.ClientConfig {
-    return { connectionString: this.opts.connectionString, connectionTimeoutMillis: this.opts.connectTimeoutMs ?? 5000, keepAlive: true, application_name: 'reef', types };
+  /** A connection of the store's own besides the pool (the pipelined writer's), to the writable host; not yet connected. */
+  client(config: pg.ClientConfig = {}): pg.Client {
+    return this.hosts.client({ ...BASE, ...config });
   }
 
   /** `arrays`: each row as an array of its columns (pg's rowMode 'array'), not a keyed object. */

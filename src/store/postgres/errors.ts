@@ -18,7 +18,9 @@ export function isUnavailable(e: unknown): boolean {
   // 57P02 crash shutdown, 57P03 cannot connect now (starting up or shutting down); class 53
   // insufficient resources (too many connections, disk full); 57014 query cancelled (timeout);
   // 40001/40P01 serialization failure and deadlock, 55P03 lock not available: worth a retry.
-  if (/^08/.test(code) || /^57P0/.test(code) || /^53/.test(code) || code === '57014' || code === '40001' || code === '40P01' || code === '55P03') return true;
+  // 25006 read_only_sql_transaction: the host is a standby now (a failover); the next connection
+  // goes to the new primary (hosts.ts), and 08001 is hosts.ts's "no host is writable now".
+  if (/^08/.test(code) || /^57P0/.test(code) || /^53/.test(code) || code === '57014' || code === '40001' || code === '40P01' || code === '55P03' || code === '25006') return true;
   if (!code && PG_CONNECTION.test(msg)) return true;
   return false;
 }

@@ -7,6 +7,7 @@
 // holds what they share.
 import type pg from 'pg';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
+import { ReefError } from '../../core/errors.ts';
 import type { PackedObservations } from '../../core/observation-scan.ts';
 import type { Account, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type { AlarmQuery, BucketQuery, NewDevice, ObservationQuery, RaiseItem, SigningKey, SolutionObservationQuery, Store } from '../store.ts';
@@ -14,7 +15,8 @@ import { PostgresAccounts } from './accounts.ts';
 import { PostgresAlarms } from './alarms.ts';
 import { PostgresConnection, type PostgresOptions } from './connection.ts';
 import { PostgresDevices } from './devices.ts';
-import { translate } from './errors.ts';
+import { RETRY_AFTER_SECONDS, translate } from './errors.ts';
+import { NoWritableHostError, type PgHosts } from './hosts.ts';
 import { LOCK_MIGRATE, MIGRATIONS } from './migrations.ts';
 import { PostgresObservationReads } from './observations.ts';
 import { PostgresRetention } from './retention.ts';
@@ -50,12 +52,19 @@ export class PostgresStore implements Store {
     return this.c.pool;
   }
 
-  /** The connection string, for companions that need their own connection (LISTEN, leadership). */
-  get connectionString(): string {
-    return this.c.opts.connectionString;
+  /** How companions connect (LISTEN, leadership): to the writable host, as the store does (hosts.ts). */
+  get hosts(): PgHosts {
+    return this.c.hosts;
   }
 
   async migrate(): Promise<void> {
+    // At start-up, a list with no writable host stops the start naming what each host is.
+    try {
+      await this.c.hosts.search();
+    } catch (e) {
+      if (e instanceof NoWritableHostError) throw new ReefError('STORE_UNAVAILABLE', e.message, { retryAfter: RETRY_AFTER_SECONDS, cause: e });
+      throw e;
+    }
     let client: pg.PoolClient;
     try {
       client = await this.c.pool.connect();
@@ -63,6 +72,12 @@ export class PostgresStore implements Store {
       translate(e);
     }
     let broken: Error | undefined;
+    // A checked-out client has no pool listener: a connection ended under it (a restart, or the
+    // host given up: hosts.ts) fails the next statement instead of throwing out of the process.
+    const lost = (e: Error) => {
+      broken = e;
+    };
+    client.on('error', lost);
     try {
       // A session lock: a second node starting at the same moment waits here, then finds every
       // migration applied. Each migration commits with its version row, so a crash midway leaves
@@ -90,6 +105,7 @@ export class PostgresStore implements Store {
       broken = e as Error;
       translate(e);
     } finally {
+      client.off('error', lost);
       client.release(broken);
     }
     await this.c.loadPartitions();

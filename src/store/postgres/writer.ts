@@ -424,7 +424,7 @@ export class PostgresWriter {
    */
   private pipelined(): Promise<pg.Client> {
     if (this.writer) return this.writer;
-    const client = new pg.Client({ ...this.c.clientConfig(), pipeline: true });
+    const client = this.c.client({ pipeline: true });
     // Rejects with pg's own error: writeKnown tells a connection that cannot be had from others.
     const opened = (async () => {
       try {

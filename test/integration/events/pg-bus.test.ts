@@ -20,7 +20,7 @@ after(async () => {
   await db?.drop();
 });
 
-const open = () => PgEventBus.open({ connectionString: db.url, pool: store.pool, readObservations: async () => [] });
+const open = () => PgEventBus.open({ newClient: (c) => store.hosts.client(c), pool: store.pool, readObservations: async () => [] });
 const device = (deviceId: string): ReefEvent => ({ kind: 'device', groupId: 'G', solution: 'S', deviceId, action: 'created' });
 
 it('a node alone sends nothing; a node that arrives is known at once, and events reach it', async () => {
@@ -91,7 +91,7 @@ it('a node reads back the observations another node announces only when somethin
   const spans: [string, number, number, number][] = [];
   const a = await open();
   const b = await PgEventBus.open({
-    connectionString: db.url,
+    newClient: (c) => store.hosts.client(c),
     pool: store.pool,
     readObservations: async (deviceId, from, to, count) => {
       reads.push(deviceId);
