@@ -17,7 +17,7 @@
 // once from any message of another node: each listener says hello when it (re)connects.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { LocalEventBus, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
+import { LocalEventBus, markFromOtherNode, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
 
 export const CHANNEL = 'reef_events';
 /** The application_name of every node's listening connection: how nodes find each other. */
@@ -207,7 +207,7 @@ export class PgEventBus implements EventBus {
         this.opts.onError?.(err, 'reading a large event failed');
       }
     }
-    if (e) this.local.publish(e);
+    if (e) this.local.publish(markFromOtherNode(e));
   }
 
   publish(e: ReefEvent): void {
