@@ -87,6 +87,8 @@ export interface Config {
     recheckSeconds: number;
     /** What one client, address or account may hold of a node (docs/security.md "Limits"). */
     limits: MqttLimits;
+    /** redis:// or rediss:// URL of the MQTT state shared by the nodes (docs/mqtt.md "Several nodes"); null: in memory. */
+    redisUrl: string | null;
   };
   /** Alarms (src/alarms, docs/alarms.md). */
   alarms: {
@@ -262,6 +264,12 @@ export const SETTINGS = [
   { env: 'REEF_MQTT_SESSION_BYTES', flag: 'mqtt-session-bytes', def: '8388608', doc: 'Payload bytes a persistent MQTT session may hold for its client' },
   { env: 'REEF_MQTT_SESSION_EXPIRY', flag: 'mqtt-session-expiry', def: '7200', doc: 'Seconds a persistent MQTT session is kept after its client disconnects' },
   {
+    env: 'REEF_REDIS_URL',
+    flag: 'redis-url',
+    def: '',
+    doc: 'redis:// or rediss:// URL: MQTT sessions, retained messages and wills kept in Redis and messages shared by the nodes; unset keeps them in memory',
+  },
+  {
     env: 'REEF_ALARM_WEBHOOK_ALLOW_PRIVATE',
     flag: 'alarm-webhook-allow-private',
     def: 'false',
@@ -427,6 +435,8 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     }
     const host = str('REEF_MQTT_HOST');
     if (!host) problems.push('REEF_MQTT_HOST (--mqtt-host) must not be empty');
+    const redisUrl = str('REEF_REDIS_URL') || null;
+    if (redisUrl !== null && !redisUrlOk(redisUrl)) problems.push('REEF_REDIS_URL (--redis-url) must be a redis:// or rediss:// URL with a host, e.g. redis://127.0.0.1:6379/0');
     return {
       enabled: bool('REEF_MQTT'),
       host,
@@ -453,8 +463,20 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
         sessionBytes: int('REEF_MQTT_SESSION_BYTES', 0, 1 << 30),
         sessionExpiryMs: int('REEF_MQTT_SESSION_EXPIRY', 1, 30 * 86400) * 1000,
       },
+      redisUrl,
     };
   }
+}
+
+/** redis://[user:password@]host[:port][/db] or rediss:// (TLS): a host, and a database number if any. */
+function redisUrlOk(text: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    return false;
+  }
+  return (u.protocol === 'redis:' || u.protocol === 'rediss:') && u.hostname !== '' && /^(\/\d*)?$/.test(u.pathname) && !u.search && !u.hash;
 }
 
 /**

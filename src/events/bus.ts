@@ -50,6 +50,24 @@ export function spanOf(n: number, ts: (i: number) => number): ObservationSpan {
   return { from, to, count: n };
 }
 
+/** Set on an event that came from another node (src/events/pg-bus.ts); never serialized. */
+const FROM_OTHER_NODE = Symbol('reef.fromOtherNode');
+
+/** Marks an event received from another node. */
+export function markFromOtherNode<T extends object>(e: T): T {
+  Object.defineProperty(e, FROM_OTHER_NODE, { value: true });
+  return e;
+}
+
+/**
+ * Whether an event came from another node. A consumer whose own state is shared by the nodes (the
+ * MQTT broker on Redis, docs/mqtt.md "Several nodes") acts on the events of its node only: every
+ * node receives every event, and each acting on it would do it once per node.
+ */
+export function fromOtherNode(e: ReefEvent): boolean {
+  return (e as { [FROM_OTHER_NODE]?: boolean })[FROM_OTHER_NODE] === true;
+}
+
 export type Listener = (e: ReefEvent) => void;
 
 export type EventKind = ReefEvent['kind'];

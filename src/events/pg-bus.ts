@@ -18,8 +18,8 @@
 // once from any message of another node: each listener says hello when it (re)connects.
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { LocalEventBus, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
 import { observeEventLag } from '../metrics/metrics.ts';
+import { LocalEventBus, markFromOtherNode, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
 
 export const CHANNEL = 'reef_events';
 /** The application_name of every node's listening connection: how nodes find each other. */
@@ -218,7 +218,7 @@ export class PgEventBus implements EventBus {
       }
     }
     if (e && env.t) observeEventLag(env.t);
-    if (e) this.local.publish(e);
+    if (e) this.local.publish(markFromOtherNode(e));
   }
 
   publish(e: ReefEvent): void {

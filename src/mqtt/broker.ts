@@ -19,26 +19,29 @@
 //   the reason is published on `<tenantId>/errors/<clientId>` (closing would make a QoS 1 client
 //   re-send the same message forever); a store failure closes the connection without PUBACK, so the
 //   client sends the message again and the stored batch is de-duplicated (device, timestamp).
-import net from 'node:net';
-import tls from 'node:tls';
-import { randomUUID } from 'node:crypto';
+// - State: in this node's memory, or with REEF_REDIS_URL in Redis, shared by the nodes (redis.ts). A
+//   lost Redis moves the node to a fresh in-memory state and Redis back moves it back: each move is
+//   a new Aedes instance (a "generation") taking new connections while the previous one's clients
+//   are disconnected, to reconnect to it (docs/mqtt.md "Several nodes").
+import type { EventEmitter } from 'node:events';
+import type net from 'node:net';
 import { Aedes, type AedesPublishPacket, type AuthenticateError, type Client, type PublishPacket, type Subscription } from 'aedes';
 import type { Logger } from 'pino';
 import type { Authenticator } from '../auth/accounts.ts';
 import { ReefError, isReefError, type ErrorCode } from '../core/errors.ts';
 import type { EventBus, KitPayloadEvent } from '../events/bus.ts';
-import { errorBody } from '../http/errors.ts';
-import { findUploadDevice } from '../service/devices.ts';
-import { parseBatch, storeObservations } from '../service/observations.ts';
 import type { QuotaService } from '../service/quotas.ts';
 import type { Store } from '../store/store.ts';
 import type { MqttLimits } from '../config/config.ts';
-import { MAX_JSON_DEPTH, nestedDeeperThan } from '../http/content-types.ts';
 import { authenticateConnect, recheck, type Principal } from './auth.ts';
 import { ConnectionGate, connectionCap, openFileLimit } from './connections.ts';
 import { guardSocket, SlowReader } from './guard.ts';
-import { SessionStore } from './sessions.ts';
-import { alarmTopic, alertTopic, errorsTopic, ingestTarget, topicTenant } from './topics.ts';
+import { ingest, report } from './ingest.ts';
+import { openListeners, type Listening } from './listen.ts';
+import type { RedisLink, SharedEngines } from './redis.ts';
+import { RedisSessions } from './redis-sessions.ts';
+import { SessionStore, type SessionBook } from './sessions.ts';
+import { alarmTopic, alertTopic, ingestTarget, topicTenant } from './topics.ts';
 
 export interface BrokerOptions {
   host: string;
@@ -64,6 +67,10 @@ export interface BrokerOptions {
   limits: MqttLimits;
   /** The clock of session expiry (tests inject one). */
   now?: () => number;
+  /** redis:// URL of the state shared by the nodes (REEF_REDIS_URL); null or unset: in memory. */
+  redisUrl?: string | null;
+  /** Aedes' heartbeat between nodes (60 s); a dead node's wills are sent after three missed ones (tests shorten it). */
+  heartbeatMs?: number;
 }
 
 export interface BrokerDeps {
@@ -75,12 +82,7 @@ export interface BrokerDeps {
   log: Logger;
 }
 
-export interface Listening {
-  host: string;
-  port: number;
-  /** The port asked for, when another one was taken instead. */
-  wanted?: number;
-}
+export type { Listening } from './listen.ts';
 
 /** A connected client's identity and what it may see. */
 interface Session extends Principal {
@@ -98,11 +100,20 @@ const PUBLISH_OVERHEAD = 65_535 + 4;
 /** Where a refused message goes: '$' topics reach no wildcard subscriber (§4.7.2) and no one may subscribe to them here. */
 const DROPPED = '$reef/dropped';
 
+/** One Aedes instance and the state it runs on (see the header). */
+interface Generation {
+  aedes: Aedes;
+  stored: SessionBook;
+  /** The Redis engines, or null: this node's memory. */
+  engines: SharedEngines | null;
+  /** Being replaced: its clients are disconnected without their wills (they come back to the next one). */
+  retiring: boolean;
+}
+
 /** Failures of the server, not of the message: the connection closes without PUBACK and the client sends again. */
 const TRANSIENT: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['STORE_UNAVAILABLE', 'SERVER_BUSY', 'INTERNAL']);
 
 export class MqttBroker {
-  readonly aedes: Aedes;
   readonly stats = {
     connects: 0,
     connectsRefused: 0,
@@ -116,6 +127,8 @@ export class MqttBroker {
     oversizedPackets: 0,
     slowReadersCut: 0,
     connectsOverAccountCap: 0,
+    /** Moves to in-memory state because Redis was lost. */
+    redisLost: 0,
   };
   private readonly sessions = new WeakMap<Client, Session>();
   /** Connected clients per tenant (the per-account cap). */
@@ -123,7 +136,9 @@ export class MqttBroker {
   /** Clients that sent an empty client id with clean session 0 (refused: §3.1.3-8). */
   private readonly anonymousPersistent = new WeakSet<Client>();
   readonly gate: ConnectionGate;
-  readonly stored: SessionStore;
+  private gen!: Generation;
+  private redis: RedisLink | null = null;
+  private stopping = false;
   private servers: { server: net.Server; listening: Listening }[] = [];
   private sweep: NodeJS.Timeout | undefined;
   private readonly log: Logger;
@@ -139,8 +154,82 @@ export class MqttBroker {
       this.log.warn({ configured: l.maxConnections, cap }, 'REEF_MQTT_MAX_CONNECTIONS leaves too few open files for the rest of the node (ulimit -n): MQTT connections are capped lower');
     }
     this.gate = new ConnectionGate({ maxConnections: cap, maxPerAddress: l.maxPerAddress });
-    this.stored = new SessionStore(l, o.now ?? Date.now);
-    this.aedes = new Aedes({
+  }
+
+  /** The Aedes instance taking connections now. */
+  get aedes(): Aedes {
+    return this.gen.aedes;
+  }
+
+  /** The persistent sessions' bookkeeping of the state in use. */
+  get stored(): SessionBook {
+    return this.gen.stored;
+  }
+
+  /** Whether the state in use is Redis, shared by the nodes (false: this node's memory). */
+  get shared(): boolean {
+    return this.gen.engines !== null;
+  }
+
+  async start(): Promise<void> {
+    let engines: SharedEngines | null = null;
+    if (this.o.redisUrl) {
+      const { RedisLink, redisUrlForLog } = await import('./redis.ts');
+      this.redis = new RedisLink(this.o.redisUrl, this.log, Math.ceil(this.o.limits.sessionExpiryMs / 1000));
+      try {
+        engines = await this.redis.open();
+        this.log.info({ redis: redisUrlForLog(this.o.redisUrl) }, 'MQTT state in Redis, shared by the nodes');
+      } catch (err) {
+        // A node starts, and serves MQTT from memory, whether Redis is there or not.
+        this.stats.redisLost++;
+        this.log.warn({ err, redis: redisUrlForLog(this.o.redisUrl) }, 'Redis is unreachable: MQTT state stays in this node\'s memory until it answers (docs/mqtt.md "Several nodes")');
+      }
+    }
+    this.gen = await this.build(engines);
+    if (this.redis && !engines) void this.recover();
+    const l = this.o.limits;
+    // Later packets: the configured maximum, and never more than an ingest message needs.
+    const packet = Math.min(l.maxPacketBytes, this.o.maxPayloadBytes + PUBLISH_OVERHEAD);
+    const handle = (socket: net.Socket) => {
+      const conn = guardSocket(socket, { firstPacket: FIRST_PACKET_MAX, packet, queuedPackets: l.maxQueuedMessages, queuedBytes: l.maxQueuedBytes }, (e) => {
+        if (e instanceof SlowReader) this.stats.slowReadersCut++;
+        else this.stats.oversizedPackets++;
+        this.log.debug({ peer: socket.remoteAddress, err: e.message }, 'mqtt connection cut');
+      });
+      this.gen.aedes.handle(conn);
+    };
+    this.servers = await openListeners(this.o, this.gate, handle, this.log);
+    // One timer: authority re-checks every recheckMs; session expiry and the Redis health check every second.
+    let last = 0;
+    let checking = false;
+    this.sweep = setInterval(
+      () => {
+        const gen = this.gen;
+        void gen.stored.expire(this.connectedClients(gen)).catch((err: unknown) => this.log.debug({ err }, 'mqtt could not expire sessions'));
+        if (gen.engines && !checking) {
+          // A Redis that stopped answering (not only one that closed the connection) is lost too.
+          checking = true;
+          void gen.engines
+            .check()
+            .catch(() => undefined)
+            .finally(() => (checking = false));
+        }
+        if (Date.now() - last < this.o.recheckMs) return;
+        last = Date.now();
+        void this.recheckAll();
+      },
+      Math.min(1000, this.o.recheckMs),
+    );
+    this.sweep.unref();
+  }
+
+  /** An Aedes instance on the given state, with Reef's hooks, listening. */
+  private async build(engines: SharedEngines | null): Promise<Generation> {
+    const l = this.o.limits;
+    const now = this.o.now ?? Date.now;
+    const aedes = new Aedes({
+      ...(engines ? { persistence: engines.persistence, mq: engines.mq } : {}),
+      ...(this.o.heartbeatMs ? { heartbeatInterval: this.o.heartbeatMs } : {}),
       // A connection that has not sent its CONNECT in time is closed (Aedes' default is 30 s).
       connectTimeout: l.connectTimeoutMs,
       // Incoming QoS 2 messages awaiting PUBREL; one more closes the connection (3.1.1 has no code for it).
@@ -154,14 +243,16 @@ export class MqttBroker {
         if (!packet.keepalive || packet.keepalive > l.maxKeepAliveSeconds) packet.keepalive = l.maxKeepAliveSeconds;
         done(null, true);
       },
-      authenticate: (client, username, password, done) => this.onConnect(client, username, password, done),
+      authenticate: (client, username, password, done) => this.onConnect(gen, client, username, password, done),
       authorizeSubscribe: (client, sub, done) => this.onSubscribe(client, sub, done),
-      authorizePublish: (client, packet, done) => this.onPublish(client, packet, done),
+      authorizePublish: (client, packet, done) => this.onPublish(gen, client, packet, done),
       authorizeForward: (client, packet) => this.forward(client, packet),
     });
-    this.aedes.on('client', (c) => {
+    const stored: SessionBook = engines ? new RedisSessions(engines.db, l, now) : new SessionStore(l, now);
+    const gen: Generation = { aedes, stored, engines, retiring: false };
+    aedes.on('client', (c) => {
       this.stats.connects++;
-      this.stored.connected(c);
+      void Promise.resolve(stored.connected(c)).catch((err: unknown) => this.log.debug({ err }, 'mqtt could not record a connected session'));
       const s = this.sessions.get(c);
       if (s?.expiresAt !== undefined) {
         // A token connection ends when its token does (HTTP would refuse the next request): the
@@ -171,60 +262,73 @@ export class MqttBroker {
         s.expiry.unref();
       }
     });
-    this.aedes.on('clientDisconnect', (c) => {
+    aedes.on('clientDisconnect', (c) => {
       const tenantId = this.sessions.get(c)?.account.tenantId ?? c.id.slice(0, c.id.indexOf('/'));
-      this.stored.disconnected(c, tenantId);
+      void Promise.resolve(stored.disconnected(c, tenantId)).catch((err: unknown) => this.log.debug({ err }, 'mqtt could not record a session away'));
       this.forget(c);
     });
     // On a client error the session stays until 'clientDisconnect': the will (keep-alive timeout,
     // broken connection) is authorized with it, after the error.
-    this.aedes.on('clientError', (c, err) => this.log.debug({ clientId: c.id, err: err.message }, 'mqtt client error'));
-    this.aedes.on('connectionError', (c, err) => this.log.debug({ clientId: c?.id, err: err.message }, 'mqtt connection error'));
+    aedes.on('clientError', (c, err) => this.log.debug({ clientId: c.id, err: err.message }, 'mqtt client error'));
+    aedes.on('connectionError', (c, err) => this.log.debug({ clientId: c?.id, err: err.message }, 'mqtt connection error'));
+    // Aedes reports a failed persistence call (a message not queued, wills not swept) as a broker
+    // error: with Redis going away they come by the hundred, and the move to memory is logged once.
+    (aedes as unknown as EventEmitter).on('error', (err: Error) => this.log.debug({ err }, 'mqtt broker error'));
+    await aedes.listen();
+    stored.attach(aedes);
+    engines?.onLost((why) => void this.degrade(gen, why));
+    return gen;
   }
 
-  async start(): Promise<void> {
-    await this.aedes.listen();
-    this.stored.attach(this.aedes);
-    const l = this.o.limits;
-    // Later packets: the configured maximum, and never more than an ingest message needs.
-    const packet = Math.min(l.maxPacketBytes, this.o.maxPayloadBytes + PUBLISH_OVERHEAD);
-    const handle = (socket: net.Socket) => {
-      const conn = guardSocket(socket, { firstPacket: FIRST_PACKET_MAX, packet, queuedPackets: l.maxQueuedMessages, queuedBytes: l.maxQueuedBytes }, (e) => {
-        if (e instanceof SlowReader) this.stats.slowReadersCut++;
-        else this.stats.oversizedPackets++;
-        this.log.debug({ peer: socket.remoteAddress, err: e.message }, 'mqtt connection cut');
-      });
-      this.aedes.handle(conn);
-    };
-    const plain = net.createServer((socket) => {
-      if (this.gate.admit(socket)) handle(socket);
-    });
-    this.servers.push({ server: plain, listening: await listen(plain, this.o.host, this.o.port, this.o.portFallback) });
-    if (this.o.tls) {
-      const secure = tls.createServer({ cert: this.o.tls.cert, key: this.o.tls.key, minVersion: 'TLSv1.2', handshakeTimeout: l.connectTimeoutMs }, handle);
-      // Counted (and refused past a cap) as accepted, before any TLS work.
-      secure.on('connection', (raw: net.Socket) => this.gate.admit(raw));
-      // A failed or timed-out handshake (a plain client on the TLS port, a scanner, a silent
-      // connection) closes the connection: with this listener present Node leaves it open.
-      secure.on('tlsClientError', (e, socket) => {
-        this.log.debug({ err: e.message }, 'mqtt TLS handshake failed');
-        socket.destroy();
-      });
-      this.servers.push({ server: secure, listening: await listen(secure, this.o.host, this.o.tlsPort, this.o.tlsPortFallback) });
+  /** Clients connected to a generation (Aedes keeps this map; its types do not declare it). */
+  private connectedClients(gen: Generation): Client[] {
+    return Object.values((gen.aedes as unknown as { clients: Record<string, Client> }).clients);
+  }
+
+  /**
+   * Redis was lost: new connections go to a fresh in-memory state at once, and the clients of the
+   * Redis one are disconnected (they reconnect to it). Logged once per outage, not per message.
+   */
+  private async degrade(gen: Generation, why: string): Promise<void> {
+    if (gen !== this.gen || this.stopping) return;
+    this.stats.redisLost++;
+    this.log.warn({ why }, 'Redis is lost: MQTT state moves to this node\'s memory until Redis answers again; clients are reconnected (docs/mqtt.md "Several nodes")');
+    const next = await this.build(null);
+    this.gen = next;
+    this.retire(gen);
+    if (this.stopping) return this.retire(next);
+    void this.recover();
+  }
+
+  /** Waits for Redis to answer again, then moves new connections back to it and reconnects the in-memory clients. */
+  private async recover(): Promise<void> {
+    const redis = this.redis;
+    if (!redis) return;
+    while (!this.stopping && (await redis.reachable()) && !this.stopping) {
+      let engines: SharedEngines | null = null;
+      try {
+        engines = await redis.open();
+        const next = await this.build(engines);
+        if (this.stopping) return this.retire(next);
+        const old = this.gen;
+        this.gen = next;
+        this.retire(old);
+        this.log.info('Redis answers again: MQTT state is in Redis, shared by the nodes; clients are reconnected');
+        return;
+      } catch (err) {
+        engines?.destroy();
+        this.log.debug({ err }, 'Redis answered but the MQTT state could not be opened; waiting again');
+      }
     }
-    for (const s of this.servers) s.server.on('error', (e) => this.log.warn({ err: e }, 'mqtt listener error'));
-    // One timer: authority re-checks every recheckMs, session expiry every second.
-    let last = 0;
-    this.sweep = setInterval(
-      () => {
-        void this.stored.expire().catch((err: unknown) => this.log.warn({ err }, 'mqtt could not expire sessions'));
-        if (Date.now() - last < this.o.recheckMs) return;
-        last = Date.now();
-        void this.recheckAll();
-      },
-      Math.min(1000, this.o.recheckMs),
-    );
-    this.sweep.unref();
+  }
+
+  /** Disconnects a replaced generation's clients (without their wills) and closes it. */
+  private retire(gen: Generation): void {
+    gen.retiring = true;
+    for (const c of this.connectedClients(gen)) c.close();
+    gen.aedes.close(() => void gen.engines?.close());
+    // Redis gone: nothing would answer the goodbyes.
+    if (gen.engines && gen.engines !== this.gen.engines) gen.engines.destroy();
   }
 
   /** Where the plain listener listens. */
@@ -238,9 +342,13 @@ export class MqttBroker {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
+    this.redis?.stop();
     if (this.sweep) clearInterval(this.sweep);
     const closed = this.servers.map(({ server }) => new Promise<void>((r) => server.close(() => r())));
-    await new Promise<void>((r) => this.aedes.close(() => r()));
+    const gen = this.gen;
+    await new Promise<void>((r) => gen.aedes.close(() => r()));
+    await gen.engines?.close();
     await Promise.all(closed);
   }
 
@@ -266,54 +374,61 @@ export class MqttBroker {
 
   // ---- CONNECT -------------------------------------------------------------------------------------
 
-  private onConnect(client: Client, username: string | undefined, password: Buffer | undefined, done: (e: AuthenticateError | null, ok: boolean | null) => void): void {
+  private onConnect(gen: Generation, client: Client, username: string | undefined, password: Buffer | undefined, done: (e: AuthenticateError | null, ok: boolean | null) => void): void {
     const remote = (client.conn as { remoteAddress?: string }).remoteAddress;
     if (this.anonymousPersistent.has(client)) {
       this.stats.connectsRefused++;
       return done(refusal(2, 'an empty client id needs clean session 1'), false);
     }
     const clientId = client.id;
-    authenticateConnect(this.deps.auth, username, password, remote).then(
-      (p) => {
-        const tenant = p.account.tenantId;
-        // The broker keys the client by tenant and client id (a tenant id holds no '/'): a client id
-        // is the tenant's own, so a tenant's CONNECT can take over only its own client's session
-        // (§3.1.4-2), never hold or cut off another tenant's. The client never sees the key.
-        const key = `${tenant}/${clientId}`;
-        const mine = this.perAccount.get(tenant) ?? new Set<Client>();
-        const resumes = this.clients()[key] !== undefined || this.stored.isAway(key);
-        if (!resumes && mine.size + this.stored.awayOf(tenant) >= this.o.limits.maxPerAccount) {
+    authenticateConnect(this.deps.auth, username, password, remote)
+      .then(
+        async (p) => {
+          const tenant = p.account.tenantId;
+          // The broker keys the client by tenant and client id (a tenant id holds no '/'): a client id
+          // is the tenant's own, so a tenant's CONNECT can take over only its own client's session
+          // (§3.1.4-2), never hold or cut off another tenant's. The client never sees the key.
+          const key = `${tenant}/${clientId}`;
+          const mine = this.perAccount.get(tenant) ?? new Set<Client>();
+          // Sessions in Redis that cannot be read now (Redis going away) count as none.
+          const resumes = this.clients(gen)[key] !== undefined || (await Promise.resolve(gen.stored.isAway(key)).catch(() => false));
+          const away = resumes ? 0 : await Promise.resolve(gen.stored.awayOf(tenant)).catch(() => 0);
+          if (!resumes && mine.size + away >= this.o.limits.maxPerAccount) {
+            this.stats.connectsRefused++;
+            this.stats.connectsOverAccountCap++;
+            this.log.info({ clientId, tenantId: tenant }, 'mqtt connection refused: the account has as many connections and stored sessions as it may');
+            return done(refusal(3, 'this account has as many MQTT connections and stored sessions on this node as it may'), false);
+          }
+          client.id = key;
+          mine.add(client);
+          this.perAccount.set(tenant, mine);
+          client.conn.once('close', () => {
+            mine.delete(client);
+            if (!mine.size && this.perAccount.get(tenant) === mine) this.perAccount.delete(tenant);
+          });
+          this.sessions.set(client, { ...p, clientId, tenants: new Set() });
+          this.log.info({ clientId, tenantId: tenant, via: p.via }, 'mqtt client connected');
+          done(null, true);
+        },
+        (e: unknown) => {
           this.stats.connectsRefused++;
-          this.stats.connectsOverAccountCap++;
-          this.log.info({ clientId, tenantId: tenant }, 'mqtt connection refused: the account has as many connections and stored sessions as it may');
-          return done(refusal(3, 'this account has as many MQTT connections and stored sessions on this node as it may'), false);
-        }
-        client.id = key;
-        mine.add(client);
-        this.perAccount.set(tenant, mine);
-        client.conn.once('close', () => {
-          mine.delete(client);
-          if (!mine.size && this.perAccount.get(tenant) === mine) this.perAccount.delete(tenant);
-        });
-        this.sessions.set(client, { ...p, clientId, tenants: new Set() });
-        this.log.info({ clientId, tenantId: tenant, via: p.via }, 'mqtt client connected');
-        done(null, true);
-      },
-      (e: unknown) => {
-        this.stats.connectsRefused++;
-        if (!isReefError(e)) this.log.error({ err: e }, 'mqtt authentication failed');
-        else this.log.info({ clientId, code: e.code }, 'mqtt connection refused');
-        // CONNACK 0x04 bad user name or password; 0x05 not authorized (disabled); 0x03 server
-        // unavailable (the store, login shedding, the login throttle: try again later).
-        const code = !isReefError(e) || e.status >= 500 || e.code === 'RATE_LIMITED' ? 3 : e.code === 'ACCOUNT_DISABLED' ? 5 : 4;
-        done(refusal(code, isReefError(e) ? e.message : 'server unavailable'), false);
-      },
-    );
+          if (!isReefError(e)) this.log.error({ err: e }, 'mqtt authentication failed');
+          else this.log.info({ clientId, code: e.code }, 'mqtt connection refused');
+          // CONNACK 0x04 bad user name or password; 0x05 not authorized (disabled); 0x03 server
+          // unavailable (the store, login shedding, the login throttle: try again later).
+          const code = !isReefError(e) || e.status >= 500 || e.code === 'RATE_LIMITED' ? 3 : e.code === 'ACCOUNT_DISABLED' ? 5 : 4;
+          done(refusal(code, isReefError(e) ? e.message : 'server unavailable'), false);
+        },
+      )
+      .catch((err: unknown) => {
+        this.log.error({ err }, 'mqtt could not admit a client');
+        done(refusal(3, 'server unavailable'), false);
+      });
   }
 
   /** Connected clients by id (Aedes keeps this map; its types do not declare it). */
-  private clients(): Record<string, Client | undefined> {
-    return (this.aedes as unknown as { clients: Record<string, Client | undefined> }).clients;
+  private clients(gen = this.gen): Record<string, Client | undefined> {
+    return (gen.aedes as unknown as { clients: Record<string, Client | undefined> }).clients;
   }
 
   // ---- re-checks -----------------------------------------------------------------------------------
@@ -411,30 +526,59 @@ export class MqttBroker {
 
   // ---- PUBLISH ------------------------------------------------------------------------------------
 
-  private onPublish(client: Client | null, packet: PublishPacket, done: (e?: Error | null) => void): void {
-    if (!client) {
-      // A will left behind with no client to check: not delivered.
+  private onPublish(gen: Generation, client: Client | null, packet: PublishPacket, done: (e?: Error | null) => void): void {
+    const drop = () => {
       packet.topic = DROPPED;
       packet.retain = false;
       done(null);
+    };
+    if (gen.retiring && client) {
+      // The state is being replaced and this client disconnected to come back to the new one: its
+      // will is not sent (it is not gone), and a message is not acknowledged (it sends it again there).
+      if (packet === (client as { will?: unknown }).will) return drop();
+      return done(new Error('the broker is moving its MQTT state; send again'));
+    }
+    if (!client) {
+      // A will left behind by a node that died (Redis), found by this one: checked against the
+      // account as it is now, its tenant read from the broker-side client id. Anything else: not delivered.
+      const key = (packet as { clientId?: string }).clientId ?? '';
+      if (!gen.engines || key.indexOf('/') <= 0) return drop();
+      void this.orphanWill(key, packet).then(
+        () => done(null),
+        (e: unknown) => done(e as Error),
+      );
       return;
     }
-    void this.publish(client, packet).then(
-      () => done(null),
-      (e: unknown) => done(e as Error),
-    );
+    void this.current(client)
+      .then((s) => {
+        if (!s) throw new Error('connection closed');
+        return this.publish(s, packet);
+      })
+      .then(
+        () => done(null),
+        (e: unknown) => done(e as Error),
+      );
   }
 
-  private async publish(client: Client, packet: PublishPacket): Promise<void> {
-    const s = await this.current(client);
-    if (!s) throw new Error('connection closed');
+  private async orphanWill(key: string, packet: PublishPacket): Promise<void> {
+    const i = key.indexOf('/');
+    const account = await this.deps.auth.account(key.slice(0, i));
+    if (!account || account.disabled) {
+      packet.topic = DROPPED;
+      packet.retain = false;
+      return;
+    }
+    await this.publish({ account, via: 'secret', secretHash: account.secretHash, clientId: key.slice(i + 1), tenants: new Set() }, packet);
+  }
+
+  private async publish(s: Session, packet: PublishPacket): Promise<void> {
     const target = ingestTarget(packet.topic);
     try {
       if (!target) {
         throw new ReefError('FORBIDDEN', 'clients publish only observations, to <tenantId>/solutions/<solution>/devices/<deviceId>/observations', { field: 'topic' });
       }
       if (!(await this.inGroup(s, target.tenantId))) throw new ReefError('FORBIDDEN', 'the topic must start with your tenant id', { field: 'topic' });
-      const stored = await this.ingest(s, target.solution, target.deviceId, packet.payload as Buffer);
+      const stored = await ingest(this.deps, this.o, s.account, target.solution, target.deviceId, packet.payload as Buffer);
       this.stats.ingestStored++;
       this.stats.ingestObservations += stored;
       // Stored: acknowledged, and passed on to subscribers of the topic, never kept as retained.
@@ -443,7 +587,7 @@ export class MqttBroker {
       const err = isReefError(e) ? e : new ReefError('INTERNAL', 'something went wrong; the request id identifies it in our logs', { cause: e });
       if (!target) this.stats.publishesRefused++;
       else this.stats.ingestRefused++;
-      await this.report(s, packet.topic, err);
+      await report(this.aedes, this.log, s.account.tenantId, s.clientId, packet.topic, err);
       // Nothing was stored. A failure of ours closes the connection without acknowledgement (the
       // client sends again); a message that can never succeed is acknowledged and dropped.
       if (TRANSIENT.has(err.code)) throw err;
@@ -451,74 +595,8 @@ export class MqttBroker {
       packet.retain = false;
     }
   }
-
-  /** One ingest message, exactly as an HTTP upload of the same body (src/http/routes/observations.ts). */
-  private async ingest(s: Session, solution: string, deviceId: string, payload: Buffer): Promise<number> {
-    if (payload.length > this.o.maxPayloadBytes) throw new ReefError('PAYLOAD_TOO_LARGE', `the message is larger than ${this.o.maxPayloadBytes} bytes`);
-    const text = payload.toString('utf8');
-    // The HTTP body rule (src/http/content-types.ts): no Reef document nests deeper.
-    if (nestedDeeperThan(text, MAX_JSON_DEPTH)) throw new ReefError('VALIDATION_FAILED', `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`, { field: 'body' });
-    let body: unknown;
-    try {
-      // As Fastify does for HTTP bodies: a __proto__ key is refused, not merged into an object's prototype.
-      body = JSON.parse(text, (k, v: unknown) => {
-        if (k === '__proto__') throw new ReefError('VALIDATION_FAILED', 'the property __proto__ is not allowed');
-        return v;
-      });
-    } catch (e) {
-      if (isReefError(e)) throw e;
-      throw new ReefError('MALFORMED_JSON', 'the message is not valid JSON: send {"observations":[...]}');
-    }
-    const device = await findUploadDevice(this.deps.store, s.account, solution, deviceId);
-    const batch = parseBatch(body, this.o.maxObservations, this.o.maxObservationExtraBytes);
-    // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
-    return storeObservations(this.deps.store, this.deps.events, device, batch, this.deps.quotas, 'mqtt');
-  }
-
-  /**
-   * Why a message was refused, on the publisher's errors topic: the HTTP error body plus the topic.
-   * Resolves once it is written to the topic's subscribers (Aedes calls back after delivery), so a
-   * publisher subscribed to its errors topic receives the reason before the PUBACK.
-   */
-  private report(s: Session, topic: string, e: ReefError): Promise<void> {
-    const requestId = randomUUID();
-    const level = e.status >= 500 ? 'error' : 'info';
-    this.log[level]({ clientId: s.clientId, tenantId: s.account.tenantId, code: e.code, requestId, ...(e.status >= 500 ? { err: e.cause ?? e } : {}) }, `mqtt message refused: ${e.message}`);
-    const payload = Buffer.from(JSON.stringify({ ...errorBody(e, requestId), topic: topic.slice(0, 512) }));
-    return new Promise((resolve) => {
-      this.aedes.publish({ cmd: 'publish', topic: errorsTopic(s.account.tenantId, s.clientId), payload, qos: 1, retain: false, dup: false } as PublishPacket, () => resolve());
-    });
-  }
 }
 
 function refusal(returnCode: number, message: string): AuthenticateError {
   return Object.assign(new Error(message), { returnCode }) as AuthenticateError;
-}
-
-/**
- * Listens on `port`; when it is taken and `fallback` is set (the default port, not one the operator
- * chose), on the next free one of the following nine, else on any free port, and says so.
- */
-async function listen(server: net.Server, host: string, port: number, fallback: boolean): Promise<Listening> {
-  const tries = port === 0 || !fallback ? [port] : [...Array.from({ length: 10 }, (_, i) => port + i).filter((p) => p <= 65535), 0];
-  for (const p of tries) {
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const onError = (e: Error) => reject(e);
-        server.once('error', onError);
-        server.listen({ host, port: p }, () => {
-          server.off('error', onError);
-          resolve();
-        });
-      });
-      const a = server.address() as net.AddressInfo;
-      return { host, port: a.port, ...(a.port !== port && port !== 0 ? { wanted: port } : {}) };
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw e;
-      if (!fallback || p === tries[tries.length - 1]) {
-        throw new Error(`MQTT port ${port} on ${host} is taken (another broker?): set REEF_MQTT_PORT (--mqtt-port) to a free port, or REEF_MQTT=false`);
-      }
-    }
-  }
-  throw new Error('unreachable');
 }

@@ -1,7 +1,7 @@
 // The MQTT broker as a part of `reef serve`: listens beside HTTP, takes kit payloads from the event
 // bus (the gateway of any node puts them there) and prints how to connect. Wired by the composition
 // root (src/cli/serve.ts COMPONENTS); the gateway never sees this module.
-import type { KitPayloadEvent } from '../events/bus.ts';
+import { fromOtherNode, type KitPayloadEvent } from '../events/bus.ts';
 import { MqttBroker, type BrokerOptions, type Listening } from './broker.ts';
 import type { MqttDemo, MqttServices, ServeComponent } from './contracts.ts';
 import { mqttRoutes } from './routes.ts';
@@ -35,6 +35,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
         maxObservations: s.config.maxObservationsPerRequest,
         maxObservationExtraBytes: s.config.maxObservationExtraBytes,
         limits: m.limits,
+        redisUrl: m.redisUrl,
         ...extra,
       },
     );
@@ -48,7 +49,8 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
         await broker.start();
         unwatch = watchMqtt({ connections: () => broker.gate.open, accepted: () => broker.stats.connects, refused: () => broker.stats.connectsRefused });
         // Alarm events come from the node that evaluates (the leader) over the bus, so every node's
-        // broker publishes them; the topic names the device's owner, looked up once per device.
+        // broker publishes them (on Redis, the leader's alone: below); the topic names the device's
+        // owner, looked up once per device.
         const owners = new Map<string, string | null>();
         const owner = async (groupId: string, solution: string, deviceId: string): Promise<string | null> => {
           if (!owners.has(deviceId)) {
@@ -59,6 +61,12 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
         };
         off = s.events.subscribe(
           (e) => {
+            // Every node receives every kit payload and alarm from the event bus. On Redis one
+            // publish reaches every node's subscribers (and queues and retains once): the node the
+            // event comes from publishes it, the others leave it, or each subscriber would get it
+            // once per node. A node on its own memory (no Redis, or Redis lost) publishes them all
+            // to its own clients (docs/mqtt.md "Several nodes").
+            if (broker.shared && fromOtherNode(e)) return;
             if (e.kind === 'kit-payload') broker.publishKitPayload(e as KitPayloadEvent);
             else if (e.kind === 'alarm') {
               void owner(e.groupId, e.solution, e.deviceId).then(

@@ -9,7 +9,33 @@
 //   never with its payload, which was delivered when it arrived;
 // - a session whose client stays away `sessionExpiryMs` is forgotten: subscriptions, queue,
 //   incoming ids.
+// With REEF_REDIS_URL the same bounds are kept in Redis for all nodes (src/mqtt/redis-sessions.ts):
+// both keep the `SessionBook` below.
 import type { Aedes, Client } from 'aedes';
+
+export interface Held {
+  messages: number;
+  bytes: number;
+}
+
+/** What the broker asks of the persistent sessions' bookkeeping, in memory or in Redis. */
+export interface SessionBook {
+  readonly stats: { sessionDropped: number; sessionsExpired: number };
+  /** Takes over Aedes' persistence (after `aedes.listen()`, which makes it). */
+  attach(aedes: Aedes): void;
+  /** A client connected: its session, if it had one, is no longer away. */
+  connected(client: Client): void | Promise<void>;
+  /** A client went away: its persistent session expires unless it comes back. */
+  disconnected(client: Client, tenantId: string): void | Promise<void>;
+  /** Whether a persistent session of this broker-side client id is stored while its client is away. */
+  isAway(clientId: string): boolean | Promise<boolean>;
+  /** Stored sessions of a tenant whose clients are away. */
+  awayOf(tenantId: string): number | Promise<number>;
+  /** What one session holds now (tests, stats). */
+  held(clientId: string): Held | Promise<Held>;
+  /** Forgets the sessions that expired; `connected` are this node's clients (called every second). */
+  expire(connected: readonly Client[]): Promise<void>;
+}
 
 export interface SessionLimits {
   sessionMessages: number;
@@ -17,13 +43,13 @@ export interface SessionLimits {
   sessionExpiryMs: number;
 }
 
-interface Packetish {
+export interface Packetish {
   payload?: Buffer | string;
   messageId?: number;
 }
 
 /** Aedes' persistence methods this module wraps (promise form: Aedes calls them without callbacks). */
-interface Persistence {
+export interface Persistence {
   outgoingEnqueue(sub: { clientId: string }, packet: Packetish): Promise<void>;
   outgoingEnqueueCombi(subs: { clientId: string }[], packet: Packetish): Promise<void>;
   outgoingClearMessageId(client: { id: string }, packet: Packetish): Promise<Packetish | undefined>;
@@ -33,9 +59,9 @@ interface Persistence {
   cleanIncoming(client: { id: string }): Promise<void>;
 }
 
-const size = (p: Packetish) => (p.payload === undefined ? 0 : typeof p.payload === 'string' ? Buffer.byteLength(p.payload) : p.payload.length);
+export const size = (p: Packetish) => (p.payload === undefined ? 0 : typeof p.payload === 'string' ? Buffer.byteLength(p.payload) : p.payload.length);
 
-export class SessionStore {
+export class SessionStore implements SessionBook {
   readonly stats = { sessionDropped: 0, sessionsExpired: 0 };
   /** Messages and payload bytes queued per (broker-side) client id. */
   private readonly queues = new Map<string, { messages: number; bytes: number }>();
@@ -95,7 +121,7 @@ export class SessionStore {
   }
 
   /** What one session holds now (tests, stats). */
-  held(clientId: string): { messages: number; bytes: number } {
+  held(clientId: string): Held {
     return { ...(this.queues.get(clientId) ?? { messages: 0, bytes: 0 }) };
   }
 
@@ -131,7 +157,7 @@ export class SessionStore {
   }
 
   /** Forgets the sessions that expired (called by the broker's one-second sweep). */
-  async expire(): Promise<void> {
+  async expire(_connected: readonly Client[] = []): Promise<void> {
     const now = this.now();
     for (const [id, s] of this.away) {
       if (s.until > now) continue;

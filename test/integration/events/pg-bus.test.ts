@@ -2,7 +2,7 @@
 // of a node that arrives: events then flow both ways.
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
-import type { ReefEvent } from '../../../src/events/bus.ts';
+import { fromOtherNode, type ReefEvent } from '../../../src/events/bus.ts';
 import { PgEventBus } from '../../../src/events/pg-bus.ts';
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pg.ts';
@@ -39,9 +39,15 @@ it('a node alone sends nothing; a node that arrives is known at once, and events
       assert.equal(b.othersListening, true, 'the newcomer sees the node already there');
       // The newcomer's hello tells the first node without waiting for its next presence check.
       await waitFor('the first node to hear of the second', () => a.othersListening || null);
-      const got = new Promise<string>((resolve) => b.subscribe((e) => resolve((e as { deviceId: string }).deviceId)));
+      const got = new Promise<ReefEvent>((resolve) => b.subscribe(resolve));
+      const mine = new Promise<ReefEvent>((resolve) => a.subscribe(resolve));
       a.publish(device('d1'));
-      assert.equal(await got, 'd1');
+      const there = await got;
+      assert.equal((there as { deviceId: string }).deviceId, 'd1');
+      // Who acts on an event once for all nodes (MQTT on Redis) tells the two apart.
+      assert.equal(fromOtherNode(there), true, 'marked on the node that received it');
+      assert.equal(fromOtherNode(await mine), false, 'not on the node that published it');
+      assert.equal(JSON.stringify(there), JSON.stringify(device('d1')), 'the mark is not part of the event');
       const back = new Promise<string>((resolve) => a.subscribe((e) => resolve((e as { deviceId: string }).deviceId)));
       b.publish(device('d2'));
       assert.equal(await back, 'd2');

@@ -106,7 +106,7 @@ describe('MQTT connection caps', () => {
       const c = await connect(h, a.token, { clientId: `kept-${i}`, clean: false });
       await c.endAsync();
     }
-    await waitFor('20 sessions stored', () => h.mq.broker.stored.awayOf(a.tenantId) === 20);
+    await waitFor('20 sessions stored', async () => (await h.mq.broker.stored.awayOf(a.tenantId)) === 20);
     const refused = await connect(h, a.token, { clientId: 'one-more' }).then(
       (c) => c.endAsync().then(() => 0),
       (e: { code?: number }) => e.code,

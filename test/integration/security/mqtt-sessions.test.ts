@@ -91,7 +91,7 @@ describe('MQTT sessions and what they hold', () => {
     const a = await h.t.login('away-count');
     await leaveSession(a.token, a.tenantId, 'sensor-count');
     for (let i = 0; i < 20; i++) kitPayload(a.tenantId, `m${i}`);
-    await waitFor('the session holds its bound', () => h.mq.broker.stored.held(`${a.tenantId}/sensor-count`).messages === 5);
+    await waitFor('the session holds its bound', async () => (await h.mq.broker.stored.held(`${a.tenantId}/sensor-count`)).messages === 5);
     const back = await session(a.token, 'sensor-count');
     assert.equal(back.present, true);
     await waitFor('the queued messages', () => back.got.length === 5);
@@ -103,7 +103,7 @@ describe('MQTT sessions and what they hold', () => {
     const a = await h.t.login('away-bytes');
     await leaveSession(a.token, a.tenantId, 'sensor-bytes');
     for (let i = 0; i < 10; i++) kitPayload(a.tenantId, `${i}`.padEnd(4096, '.'));
-    await waitFor('two 4 KiB messages fit in 10 KiB', () => h.mq.broker.stored.held(`${a.tenantId}/sensor-bytes`).messages === 2);
+    await waitFor('two 4 KiB messages fit in 10 KiB', async () => (await h.mq.broker.stored.held(`${a.tenantId}/sensor-bytes`)).messages === 2);
     const back = await session(a.token, 'sensor-bytes');
     await waitFor('the queued messages', () => back.got.length === 2);
     assert.deepEqual(
@@ -117,10 +117,10 @@ describe('MQTT sessions and what they hold', () => {
     const a = await h.t.login('away-long');
     await leaveSession(a.token, a.tenantId, 'sensor-gone');
     kitPayload(a.tenantId, 'while away');
-    await waitFor('one message held', () => h.mq.broker.stored.held(`${a.tenantId}/sensor-gone`).messages === 1);
+    await waitFor('one message held', async () => (await h.mq.broker.stored.held(`${a.tenantId}/sensor-gone`)).messages === 1);
     clock.advance(61_000);
-    await waitFor('the session expires', () => !h.mq.broker.stored.isAway(`${a.tenantId}/sensor-gone`));
-    assert.equal(h.mq.broker.stored.held(`${a.tenantId}/sensor-gone`).messages, 0);
+    await waitFor('the session expires', async () => !(await h.mq.broker.stored.isAway(`${a.tenantId}/sensor-gone`)));
+    assert.equal((await h.mq.broker.stored.held(`${a.tenantId}/sensor-gone`)).messages, 0);
     const back = await session(a.token, 'sensor-gone');
     assert.equal(back.present, false, 'no session left');
     assert.deepEqual(back.got, []);

@@ -91,6 +91,7 @@ it('MQTT: on at 127.0.0.1:1883 by default, moving off a taken default port only,
         sessionBytes: 8 << 20,
         sessionExpiryMs: 7_200_000,
       },
+      redisUrl: null,
     },
   );
   // Every MQTT limit is checked with the rest, all problems together.
@@ -104,6 +105,12 @@ it('MQTT: on at 127.0.0.1:1883 by default, moving off a taken default port only,
       return true;
     },
   );
+  // The shared MQTT state: a redis:// or rediss:// URL with a host (and a database number), or unset.
+  assert.equal(loadConfig({ REEF_REDIS_URL: 'redis://:pw@10.0.0.5:6380/2' }, {}).mqtt.redisUrl, 'redis://:pw@10.0.0.5:6380/2');
+  assert.equal(loadConfig({}, { 'redis-url': 'rediss://cache.example.org' }).mqtt.redisUrl, 'rediss://cache.example.org');
+  for (const bad of ['http://127.0.0.1:6379', '127.0.0.1:6379', 'redis://', 'redis://host/db0', 'redis://host/0?x=1']) {
+    assert.throws(() => loadConfig({ REEF_REDIS_URL: bad }, {}), /REEF_REDIS_URL \(--redis-url\) must be a redis:\/\/ or rediss:\/\/ URL/, bad);
+  }
   // A port the operator chose is never moved, whether by variable or flag.
   assert.equal(loadConfig({ REEF_MQTT_PORT: '1883' }, {}).mqtt.portFallback, false);
   assert.equal(loadConfig({}, { 'mqtt-port': '2883' }).mqtt.portFallback, false);
