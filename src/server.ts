@@ -4,7 +4,7 @@ import { QuotaService } from './service/quotas.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { ConfigError, type Config } from './config/config.ts';
 import { Authenticator, createAccount } from './auth/accounts.ts';
 import { TokenService } from './auth/tokens.ts';
@@ -12,6 +12,9 @@ import { upkeepJob } from './jobs/upkeep.ts';
 import { buildApp } from './http/app.ts';
 import { TlsError, loadTls, type TlsMaterial } from './config/tls.ts';
 import { openBackend } from './app/backend.ts';
+import { createLogger } from './app/logger.ts';
+import { enableProcessMetrics, watchLeadership, watchStreams } from './metrics/metrics.ts';
+import { startMetricsListener } from './http/metrics.ts';
 import type { Component, ComponentFactory, DemoCredentials, Services } from './app/contracts.ts';
 
 // The contract types moved below the features (src/app/contracts.ts); re-exported for callers of
@@ -26,6 +29,8 @@ export interface RunningServer {
   components: Component[];
   /** The certificate served when HTTPS is on (url then starts https://). */
   tls: TlsMaterial | null;
+  /** The scrape listener's /metrics URL (REEF_METRICS_LISTEN), or null. */
+  metricsUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -36,7 +41,7 @@ export interface ServiceOptions {
 }
 
 export async function openServices(config: Config, log?: Logger, opts: Omit<ServiceOptions, 'log'> = {}): Promise<Services> {
-  const logger = log ?? pino({ level: config.logLevel, redact: ['*.clientSecret', '*.accessToken', 'req.headers.authorization'] });
+  const logger = log ?? (await createLogger(config));
   // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
   const { store, events, leadership } = await openBackend(config, { onError: (err, what) => logger.warn({ err }, what) });
   const tokens = new TokenService(store, config.tokens, opts.now);
@@ -101,6 +106,16 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
     ...(tls ? { https: { cert: tls.cert, key: tls.key } } : {}),
   });
   await app.listen({ host: config.http.host, port: config.http.port });
+  // Metrics (docs/operations.md "Metrics and logs"): process metrics, the readings taken at scrape
+  // time, and the scrape listener when one is configured.
+  enableProcessMetrics();
+  const unwatch = [watchStreams(() => app.streams.size), watchLeadership(() => services.leadership.isLeader())];
+  const scrapes = config.metrics.listen ? await startMetricsListener(config.metrics.listen.host, config.metrics.listen.port, config.metrics.token) : null;
+  if (scrapes) {
+    const open = !config.metrics.token && !/^(127\.|::1$|localhost$)/.test(config.metrics.listen!.host);
+    if (open) services.log.warn({ metrics: scrapes.url }, 'the metrics listener is on a non-loopback address without REEF_METRICS_TOKEN: whoever reaches it reads the metrics');
+    else services.log.info({ metrics: `${scrapes.url}/metrics` }, 'metrics listener');
+  }
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.http.port;
   const host = config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host;
@@ -114,9 +129,11 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
       // Stop producers first, then let in-flight HTTP requests finish, then close the store.
       for (const c of [...components].reverse()) await c.stop?.().catch((err) => services.log.error({ err }, `stopping ${c.name} failed`));
       await services.leadership.close();
+      await scrapes?.close();
+      for (const u of unwatch) u();
       await app.close();
       await services.events.close();
       await services.store.close();
     })());
-  return { app, services, url, demo, components, tls, close };
+  return { app, services, url, demo, components, tls, metricsUrl: scrapes ? `${scrapes.url}/metrics` : null, close };
 }

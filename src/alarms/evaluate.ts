@@ -1,5 +1,5 @@
 // The conditions of alarm rules as pure functions: does a reading break the rule, and is it far
-// enough back inside the normal range (hysteresis) to clear it. No I/O: src/alarms/engine.ts keeps
+// enough back inside the normal range (hysteresis) to clear it. No I/O: src/alarms/engine.ts (pairs.ts) keeps
 // the state between readings.
 import type { AlarmRuleSpec, TemperatureUnit } from '../core/alarms.ts';
 

@@ -12,6 +12,7 @@ import type { EventBus } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { type EgressPolicy, postWebhook } from './egress.ts';
 import { alarmToWire } from './rules.ts';
+import { countWebhookAttempt } from '../metrics/metrics.ts';
 
 /** What alarms need of an MQTT broker or client: fire-and-forget publishing (QoS 1 where it can). */
 export interface AlarmPublisher {
@@ -368,6 +369,7 @@ export class WebhookSender {
       out.status = 'dead';
       this.log.info({ delivery: d.id, url: d.url, attempts, error }, 'webhook delivery given up: kept as a dead letter');
     } else out.nextAt = t + Math.min(this.policy.baseDelayMs * 2 ** (attempts - 1), this.policy.maxDelayMs);
+    countWebhookAttempt(out.status === 'delivered' ? 'delivered' : out.status === 'dead' ? 'dead' : 'retry');
     try {
       await this.store.updateDelivery(out);
     } catch (err) {

@@ -42,6 +42,9 @@ export async function run(argv: string[]): Promise<number> {
   log.info({ url: server.url, store: server.services.store.kind }, 'reef is listening');
   const lines = [`Reef is running at ${server.url}  (store: ${server.services.store.kind === 'sqlite' ? config.dataDir : 'postgres'})`];
   lines.push(`  API docs:  ${server.url}/api/docs`);
+  // Where Prometheus scrapes this node (docs/operations.md "Metrics and logs").
+  const metrics = server.metricsUrl ?? (config.metrics.token ? `${server.url}/metrics` : null);
+  if (metrics) lines.push(`  Metrics:   ${metrics}${config.metrics.token ? '  (Authorization: Bearer <REEF_METRICS_TOKEN>)' : ''}`);
   if (server.tls) {
     lines.push(`  TLS certificate: ${server.tls.certFile}${server.tls.selfSigned ? ' (self-signed; give it to clients as their trusted certificate)' : ''}`);
     lines.push(`    SHA-256 fingerprint: ${server.tls.fingerprint256}, valid to ${server.tls.validTo}`);

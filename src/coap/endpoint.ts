@@ -1,23 +1,22 @@
-// A small CoAP endpoint over UDP (RFC 7252 §4, §5): Message ID allocation, CON
-// retransmission with exponential back-off (§4.2, §4.8), de-duplication of received CON/NON by
-// (peer, MID) for EXCHANGE_LIFETIME / NON_LIFETIME (§4.5), request/response matching by token
-// (§5.3.2), piggy-backed and separate responses, the RFC answers to malformed datagrams
-// (classifyDatagram), and a client-side observe (RFC 7641 §3). Used by the kit's network module,
-// by tests and by the gateway.
+// A small CoAP endpoint over UDP (RFC 7252 §4, §5): Message ID allocation, de-duplication of
+// received CON/NON by (peer, MID) for EXCHANGE_LIFETIME / NON_LIFETIME (§4.5, memory.ts), the server
+// side (a handler's piggy-backed or empty-ACK answers), and the RFC answers to malformed datagrams
+// (classifyDatagram). Its parts: retransmit.ts (CON retransmission with exponential back-off, §4.2,
+// §4.8), exchanges.ts (the client side: requests matched by token, §5.3.2, and observe, RFC 7641
+// §3), peers.ts (one Peer object per address and port), datagrams.ts (the socket). Used by the
+// kit's network module, by tests and by the gateway.
 import { EventEmitter } from 'node:events';
-import { Code, codeClass, isRequestCode, isResponseCode } from './codes.ts';
+import { Code, isRequestCode, isResponseCode } from './codes.ts';
 import { type Datagrams, openDatagrams } from './datagrams.ts';
-import { Deadlines } from './deadlines.ts';
-import { type MemoryRef, MessageMemory } from './memory.ts';
-import { PeerTokenMap, type TokenKey, tokenKey } from './peer-token-map.ts';
+import { type ExchangeCallback, Exchanges, type Observation, type RequestOptions, CoapTimeoutError } from './exchanges.ts';
+import { type MemoryRef, MessageMemory, RecentMap } from './memory.ts';
 import {
   ACK,
   classifyDatagram,
-  CoapMessage,
-  CoapOption,
+  type CoapMessage,
+  type CoapOption,
   CON,
   emptyMessage,
-  getUintOption,
   NON,
   parseMessage,
   responseTo,
@@ -25,24 +24,16 @@ import {
   serializeMessage,
   SUGGESTED_MAX_MESSAGE_SIZE,
   uintOption,
-  uriOptions,
 } from './message.ts';
 import { Option, RECOGNIZED_OPTIONS } from './options.ts';
-import { derivedTimes, DerivedTimes, initialTimeout, TransmissionParams, transmissionParams } from './timing.ts';
+import { type Peer, peerKey, PeerTable } from './peers.ts';
+import { type DeliveryResult, Retransmissions } from './retransmit.ts';
+import { derivedTimes, type DerivedTimes, type TransmissionParams, transmissionParams } from './timing.ts';
 
-export interface Peer {
-  address: string;
-  port: number;
-}
-
-/** A peer as the endpoint hands it out: one object per address and port, its key made once. */
-interface KnownPeer extends Peer {
-  readonly key: string;
-}
-
-export function peerKey(p: Peer): string {
-  return (p as Partial<KnownPeer>).key ?? `${p.address}|${p.port}`;
-}
+// The endpoint's vocabulary from its parts, exported with it (src/coap/index.ts exports this file).
+export { type Peer, peerKey } from './peers.ts';
+export type { DeliveryResult } from './retransmit.ts';
+export { type ExchangeCallback, type Observation, type RequestOptions, CoapResetError, CoapTimeoutError } from './exchanges.ts';
 
 export interface ResponseSpec {
   code: number;
@@ -58,9 +49,6 @@ export const DEFER: unique symbol = Symbol('defer');
  * promise of either, or DEFER after which it calls `reply` once with either.
  */
 export type RequestHandler = (req: CoapMessage, peer: Peer, reply: (r: ResponseSpec | undefined) => void) => ResponseSpec | undefined | Promise<ResponseSpec | undefined> | typeof DEFER;
-
-/** Called once with a request's response, or with the error that ended it. */
-export type ExchangeCallback = (err: Error | undefined, res?: CoapMessage) => void;
 
 export interface EndpointOptions {
   transmission?: Partial<TransmissionParams>;
@@ -81,35 +69,6 @@ export interface EndpointOptions {
   accept?: (peer: Peer) => boolean;
 }
 
-export interface RequestOptions {
-  method: number;
-  /** Path and query, e.g. "/snsr/arduino/temp?sens". */
-  uri?: string;
-  options?: CoapOption[];
-  payload?: Buffer;
-  /** CON (default) or NON. */
-  confirmable?: boolean;
-  /** Application deadline for the response (default: EXCHANGE_LIFETIME for CON, NON_LIFETIME for NON). */
-  timeoutMs?: number;
-  token?: Buffer;
-}
-
-export class CoapTimeoutError extends Error {
-  constructor(message = 'no response before the deadline') {
-    super(message);
-    this.name = 'CoapTimeoutError';
-  }
-}
-
-export class CoapResetError extends Error {
-  constructor(message = 'the peer answered RST') {
-    super(message);
-    this.name = 'CoapResetError';
-  }
-}
-
-export type DeliveryResult = 'ack' | 'reset' | 'timeout';
-
 export interface EndpointStats {
   received: number;
   sent: number;
@@ -121,76 +80,13 @@ export interface EndpointStats {
   filtered: number;
 }
 
-interface Transaction {
-  peer: Peer;
-  data: Buffer;
-  timer: NodeJS.Timeout | undefined;
-  timeout: number;
-  tries: number;
-  done: (r: DeliveryResult, ack?: CoapMessage) => void;
-}
-
-interface Pending {
-  /** Where it is among the pending: the peer's key and the token's (tokenKey). */
-  peerKey: string;
-  token: TokenKey;
-  peer: Peer;
-  done: ExchangeCallback;
-  /** Its application deadline, which runs until the first response (Deadlines). */
-  due: number;
-  lane: number;
-  /** Observe: keeps the token alive across notifications. */
-  onNotify?: (m: CoapMessage) => void;
-  answered: boolean;
-}
-
-export interface Observation {
-  token: Buffer;
-  /** The registration's first response. */
-  first: Promise<CoapMessage>;
-  /** Proactive cancellation (RFC 7641 §3.6): GET with Observe=1 and the same token. */
-  cancel(): Promise<CoapMessage | undefined>;
-  /** Forget the token locally; the next notification is answered RST (reactive cancellation). */
-  forget(): void;
-}
-
-/**
- * What an endpoint remembers for a while of the NON messages it sent (received ones: MessageMemory): the newest `capacity`
- * entries at least, twice that at most, in two generations of maps, the older dropped whole when
- * the newer reaches `capacity`. O(1)
- * per message, where evicting the oldest entry of one Map one at a time walks the deleted slots V8
- * keeps at its front. Entries carry their own expiry, checked by the reader.
- */
-class RecentMap<V> {
-  private current = new Map<string, V>();
-  private previous = new Map<string, V>();
-  constructor(private readonly capacity: number) {}
-
-  get(key: string): V | undefined {
-    return this.current.get(key) ?? this.previous.get(key);
-  }
-
-  set(key: string, value: V): void {
-    // An older entry of the key left in `previous` is shadowed by this one (get() looks here first)
-    // and dropped with it; removing it would cost a second hash lookup for every message.
-    this.current.set(key, value);
-    if (this.current.size >= this.capacity) {
-      this.previous = this.current;
-      this.current = new Map();
-    }
-  }
-
-  delete(key: string): void {
-    this.current.delete(key);
-    this.previous.delete(key);
-  }
-}
-
 export class CoapEndpoint extends EventEmitter {
   readonly socket: Datagrams;
   readonly params: TransmissionParams;
   readonly times: DerivedTimes;
   readonly stats: EndpointStats = { received: 0, sent: 0, retransmitted: 0, duplicates: 0, refused: 0, resets: 0, filtered: 0 };
+  /** Responses to requests, by code byte (RFC 7252 §3): the gateway's requests by code on /metrics. */
+  readonly responseCodes = new Uint32Array(256);
   private handler: RequestHandler | undefined;
   /** The last Message ID sent: a counter, from a random start. */
   private mid: number;
@@ -201,21 +97,16 @@ export class CoapEndpoint extends EventEmitter {
   private readonly traceFn: EndpointOptions['trace'];
   private readonly refusedFn: EndpointOptions['onRefused'];
   private readonly acceptFn: EndpointOptions['accept'];
-  private readonly transactions = new Map<string, Transaction>();
-  /** Requests waiting for a response, by peer and token (§5.3.2). */
-  private readonly pending = new PeerTokenMap<Pending>();
-  /** The application deadlines of requests waiting for their first response (one timer for all). */
-  private readonly deadlines = new Deadlines<Pending>((p) => {
-    if (this.pending.get(p.peerKey, p.token) === p) this.pending.delete(p.peerKey, p.token);
-    p.done(new CoapTimeoutError());
-  });
+  /** CON messages sent, until their ACK or RST (§4.2). */
+  private readonly retransmissions: Retransmissions;
+  /** Requests and observations waiting for responses (§5.3.2). */
+  private readonly exchanges: Exchanges;
   /** Received messages, for duplicates (§4.5). */
   private readonly seen: MessageMemory;
   /** MIDs of NON messages we sent recently (→ when they expire), so a RST to one can be reported (RFC 7641 §3.6). */
   private readonly sentNon: RecentMap<number>;
   private closed = false;
-  private readonly peers = new Map<string, Map<number, KnownPeer>>();
-  private peerCount = 0;
+  private readonly peers = new PeerTable();
 
   constructor(socket: Datagrams, opts: EndpointOptions = {}) {
     super();
@@ -232,8 +123,16 @@ export class CoapEndpoint extends EventEmitter {
     this.traceFn = opts.trace;
     this.refusedFn = opts.onRefused;
     this.acceptFn = opts.accept;
+    this.retransmissions = new Retransmissions({
+      params: this.params,
+      random: this.random,
+      write: (peer, data, msg) => this.write(peer, data, msg),
+      stats: this.stats,
+      closed: () => this.closed,
+    });
+    this.exchanges = new Exchanges(this);
     socket.listen(
-      (buf, address, port) => this.receive(buf, this.peerOf(address, port)),
+      (buf, address, port) => this.receive(buf, this.peers.of(address, port)),
       (e) => this.emit('error', e),
     );
   }
@@ -259,30 +158,6 @@ export class CoapEndpoint extends EventEmitter {
   /** The options this endpoint recognizes (RFC 7252 §5.4.1). */
   get recognizedOptions(): ReadonlySet<number> {
     return this.recognized;
-  }
-
-  /**
-   * The same Peer object for every datagram of an address and port, so the maps keyed by peer (the
-   * gateway's sessions, pending requests) hash a string made once, not one built per datagram.
-   * Bounded: past 65,536 peers (forged sources) it starts again.
-   */
-  private peerOf(address: string, port: number): Peer {
-    let ports = this.peers.get(address);
-    if (ports === undefined) {
-      if (this.peerCount >= 65_536) {
-        this.peers.clear();
-        this.peerCount = 0;
-      }
-      ports = new Map();
-      this.peers.set(address, ports);
-    }
-    let p = ports.get(port);
-    if (p === undefined) {
-      p = { address, port, key: `${address}|${port}` };
-      ports.set(port, p);
-      this.peerCount++;
-    }
-    return p;
   }
 
   /** Installs the server-side request handler. */
@@ -320,125 +195,30 @@ export class CoapEndpoint extends EventEmitter {
    * is exhausted. Resolves 'ack', 'reset' or 'timeout'.
    */
   sendCon(peer: Peer, msg: CoapMessage, o: { maxRetransmit?: number } = {}): Promise<{ result: DeliveryResult; ack?: CoapMessage }> {
-    const maxRetransmit = o.maxRetransmit ?? this.params.maxRetransmit;
     msg.type = CON;
-    const key = `${peerKey(peer)}|${msg.mid}`;
-    return new Promise((resolve) => {
-      const t: Transaction = {
-        peer,
-        data: serializeMessage(msg),
-        timer: undefined,
-        timeout: initialTimeout(this.params, this.random),
-        tries: 0,
-        done: (result, ack) => {
-          if (t.timer) clearTimeout(t.timer);
-          this.transactions.delete(key);
-          resolve(ack ? { result, ack } : { result });
-        },
-      };
-      this.transactions.get(key)?.done('timeout');
-      this.transactions.set(key, t);
-      const fire = (): void => {
-        if (this.closed) return t.done('timeout');
-        if (t.tries > maxRetransmit) return t.done('timeout');
-        if (t.tries > 0) this.stats.retransmitted++;
-        this.write(peer, t.data, t.tries === 0 ? msg : undefined);
-        t.tries++;
-        // After the last retransmission one more (doubled) timeout is waited for the ACK, which
-        // makes the whole span MAX_TRANSMIT_WAIT (§4.8.2).
-        t.timer = setTimeout(fire, t.timeout);
-        t.timeout *= 2;
-      };
-      fire();
-    });
+    return this.retransmissions.send(peer, `${peerKey(peer)}|${msg.mid}`, msg, serializeMessage(msg), o.maxRetransmit ?? this.params.maxRetransmit);
   }
 
   /** Client request; resolves with the response (piggy-backed or separate), matched by token. */
   request(peer: Peer, o: RequestOptions): Promise<CoapMessage> {
-    return new Promise((resolve, reject) => this.startRequest(peer, o, (e, m) => (e ? reject(e) : resolve(m!))));
+    return new Promise((resolve, reject) => this.exchanges.start(peer, o, (e, m) => (e ? reject(e) : resolve(m!))));
   }
 
   /** request() with a callback, called once, instead of a promise (a proxy's many forwards). */
   exchange(peer: Peer, o: RequestOptions, done: ExchangeCallback): void {
-    this.startRequest(peer, o, done);
+    this.exchanges.start(peer, o, done);
   }
 
   /** Registers an observation (RFC 7641 §3.1): GET with Observe=0; onNotify sees every later notification. */
   observe(peer: Peer, o: Omit<RequestOptions, 'method'> & { method?: number }, onNotify: (m: CoapMessage) => void): Observation {
-    const token = o.token ?? this.newToken();
-    const options = [...(o.options ?? []).filter((x) => x.number !== Option.OBSERVE), uintOption(Option.OBSERVE, 0)];
-    const promise = new Promise<CoapMessage>((resolve, reject) => this.startRequest(peer, { ...o, method: o.method ?? Code.GET, token, options }, (e, m) => (e ? reject(e) : resolve(m!)), onNotify));
-    const pk = peerKey(peer);
-    const tk = tokenKey(token);
-    const forget = (): void => {
-      const p = this.pending.get(pk, tk);
-      if (!p) return;
-      this.deadlines.remove(p);
-      this.pending.delete(pk, tk);
-    };
-    return {
-      token,
-      first: promise,
-      forget,
-      cancel: async () => {
-        forget();
-        const opts = [...(o.options ?? []).filter((x) => x.number !== Option.OBSERVE), uintOption(Option.OBSERVE, 1)];
-        try {
-          return await this.request(peer, { ...o, method: o.method ?? Code.GET, token, options: opts });
-        } catch {
-          return undefined;
-        }
-      },
-    };
-  }
-
-  private startRequest(peer: Peer, o: RequestOptions, done: ExchangeCallback, onNotify?: (m: CoapMessage) => void): void {
-    const token = o.token ?? this.newToken();
-    const confirmable = o.confirmable ?? true;
-    const msg: CoapMessage = {
-      type: confirmable ? CON : NON,
-      code: o.method,
-      mid: this.nextMid(),
-      token,
-      // Never written to afterwards, so a caller's array is used as it is (a proxy's cached Uri-* options).
-      options: o.uri !== undefined ? [...uriOptions(o.uri), ...(o.options ?? [])] : (o.options ?? []),
-      payload: o.payload ?? Buffer.alloc(0),
-    };
-    const pk = peerKey(peer);
-    const tk = tokenKey(token);
-    const p: Pending = { peerKey: pk, token: tk, peer, done, due: 0, lane: 0, answered: false };
-    if (onNotify) p.onNotify = onNotify;
-    const prior = this.pending.get(pk, tk);
-    this.pending.set(pk, tk, p);
-    if (prior) {
-      this.deadlines.remove(prior);
-      prior.done(new CoapResetError('superseded by a request with the same token'));
-    }
-    this.deadlines.add(p, o.timeoutMs ?? (confirmable ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
-    if (confirmable) {
-      void this.sendCon(peer, msg).then(({ result }) => {
-        const p = this.pending.get(pk, tk);
-        if (!p || p.answered) return;
-        if (result === 'reset') this.fail(p, new CoapResetError());
-        else if (result === 'timeout') this.fail(p, new CoapTimeoutError('no ACK after MAX_RETRANSMIT retransmissions'));
-      });
-    } else {
-      this.sendNon(peer, msg);
-    }
-  }
-
-  private fail(p: Pending, e: Error): void {
-    this.deadlines.remove(p);
-    this.pending.delete(p.peerKey, p.token);
-    p.done(e);
+    return this.exchanges.observe(peer, o, onNotify);
   }
 
   close(): Promise<void> {
     if (this.closed) return Promise.resolve();
     this.closed = true;
-    for (const t of this.transactions.values()) t.done('timeout');
-    for (const p of this.pending.values()) this.fail(p, new CoapTimeoutError('endpoint closed'));
-    this.deadlines.clear();
+    this.retransmissions.closeAll();
+    this.exchanges.failAll(() => new CoapTimeoutError('endpoint closed'));
     return this.socket.close();
   }
 
@@ -477,6 +257,7 @@ export class CoapEndpoint extends EventEmitter {
       // would otherwise draw a diagnostic many times its size.
       const room = buf.length - 4 - c.msg.token.length - 1;
       const diagnostic = room > 0 ? Buffer.from(c.diagnostic).subarray(0, room) : Buffer.alloc(0);
+      this.responseCodes[c.code]!++;
       return this.sendRaw(peer, { type: ACK, code: c.code, mid: c.msg.mid, token: c.msg.token, options: [], payload: diagnostic });
     }
     const m = c.msg;
@@ -512,9 +293,8 @@ export class CoapEndpoint extends EventEmitter {
       return this.sendRaw(peer, emptyMessage(RST, m.mid));
     }
     const key = `${peerKey(peer)}|${m.mid}`;
-    const t = this.transactions.get(key);
     if (m.type === RST) this.stats.resets++;
-    if (t) return t.done(m.type === ACK ? 'ack' : 'reset', m);
+    if (this.retransmissions.settle(key, m.type === ACK ? 'ack' : 'reset', m)) return;
     if (m.type === RST && (this.sentNon.get(key) ?? 0) > Date.now()) {
       this.sentNon.delete(key);
       this.emit('reset', m.mid, peer);
@@ -572,6 +352,7 @@ export class CoapEndpoint extends EventEmitter {
     } else {
       msg = responseTo(req, r.code, () => this.nextMid(), r.options, r.payload);
     }
+    if (r) this.responseCodes[r.code]!++;
     const data = serializeMessage(msg);
     // Only a duplicate CON is answered again (§4.5); a duplicate NON is ignored.
     if (req.type === CON) this.seen.setReply(entry, data);
@@ -585,9 +366,8 @@ export class CoapEndpoint extends EventEmitter {
 
   private receiveResponse(m: CoapMessage, peer: Peer): void {
     if (m.type === ACK) {
-      const t = this.transactions.get(`${peerKey(peer)}|${m.mid}`);
-      if (t) t.done('ack', m);
-      this.deliver(m, peer);
+      this.retransmissions.settle(`${peerKey(peer)}|${m.mid}`, 'ack', m);
+      this.exchanges.deliver(m, peer);
       return;
     }
     if (m.type === RST) return;
@@ -603,7 +383,7 @@ export class CoapEndpoint extends EventEmitter {
       return;
     }
     const entry = this.seen.remember(dkey, m.token, now + (m.type === CON ? this.times.exchangeLifetimeMs : this.times.nonLifetimeMs));
-    const known = this.deliver(m, peer);
+    const known = this.exchanges.deliver(m, peer);
     // §5.3.2: a separate response or notification nobody waits for is rejected with RST, which
     // also ends an unwanted observation (RFC 7641 §3.6); a wanted CON one is acknowledged.
     const reply = emptyMessage(known ? ACK : RST, m.mid);
@@ -611,22 +391,5 @@ export class CoapEndpoint extends EventEmitter {
     const data = serializeMessage(reply);
     this.seen.setReply(entry, data);
     this.write(peer, data, reply);
-  }
-
-  private deliver(m: CoapMessage, peer: Peer): boolean {
-    const pk = peerKey(peer);
-    const tk = tokenKey(m.token);
-    const p = this.pending.get(pk, tk);
-    if (!p) return false;
-    if (p.onNotify && p.answered) {
-      p.onNotify(m);
-      return true;
-    }
-    p.answered = true;
-    this.deadlines.remove(p);
-    // An observation stays registered while responses carry Observe and are successful (RFC 7641 §3.2).
-    if (!(p.onNotify && getUintOption(m, Option.OBSERVE) !== undefined && codeClass(m.code) === 2)) this.pending.delete(pk, tk);
-    p.done(undefined, m);
-    return true;
   }
 }

@@ -8,6 +8,7 @@
 //
 // The newest `max` messages are remembered, in a ring that starts small and doubles until `max`
 // (an idle kit's endpoint stays small); the oldest is forgotten when a new one needs its slot.
+// The few NON messages an endpoint sent and may see a RST to are kept apart, in a RecentMap.
 
 /** Where a remembered message is: its arrival number, valid while that slot still holds it. */
 export type MemoryRef = number;
@@ -198,4 +199,36 @@ function high(t: Buffer, n: number): number {
 
 function low(t: Buffer, n: number): number {
   return n <= 4 ? 0 : t.readUIntBE(4, n - 4) | 0;
+}
+
+/**
+ * What an endpoint remembers for a while of the NON messages it sent (received ones: MessageMemory): the newest `capacity`
+ * entries at least, twice that at most, in two generations of maps, the older dropped whole when
+ * the newer reaches `capacity`. O(1)
+ * per message, where evicting the oldest entry of one Map one at a time walks the deleted slots V8
+ * keeps at its front. Entries carry their own expiry, checked by the reader.
+ */
+export class RecentMap<V> {
+  private current = new Map<string, V>();
+  private previous = new Map<string, V>();
+  constructor(private readonly capacity: number) {}
+
+  get(key: string): V | undefined {
+    return this.current.get(key) ?? this.previous.get(key);
+  }
+
+  set(key: string, value: V): void {
+    // An older entry of the key left in `previous` is shadowed by this one (get() looks here first)
+    // and dropped with it; removing it would cost a second hash lookup for every message.
+    this.current.set(key, value);
+    if (this.current.size >= this.capacity) {
+      this.previous = this.current;
+      this.current = new Map();
+    }
+  }
+
+  delete(key: string): void {
+    this.current.delete(key);
+    this.previous.delete(key);
+  }
 }

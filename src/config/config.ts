@@ -31,6 +31,15 @@ export interface Config {
   tokens: { ttlSeconds: number; secret: string | null; issuer: string };
   adminKey: string | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Log lines as JSON, or pretty for people; auto: pretty when standard output is a terminal (src/app/logger.ts). */
+  logFormat: 'auto' | 'json' | 'pretty';
+  /** Who may scrape /metrics (src/http/metrics.ts, docs/operations.md "Metrics and logs"). */
+  metrics: {
+    /** Bearer token /metrics asks for; null: no /metrics on the HTTP port. */
+    token: string | null;
+    /** A listener of its own serving only /metrics; null: none. */
+    listen: { host: string; port: number } | null;
+  };
   /** Create the demo account (and its demo kit and simulation) on first start with an empty store. */
   demo: boolean;
   /** Login throttle and bounded password hashing (src/auth/throttle.ts, src/auth/secrets.ts). */
@@ -165,6 +174,19 @@ export const SETTINGS = [
   { env: 'REEF_TOKEN_SECRET', flag: 'token-secret', def: '', doc: 'HMAC key for tokens (≥ 32 chars); unset generates one and keeps it in the store' },
   { env: 'REEF_ADMIN_KEY', flag: 'admin-key', def: '', doc: 'Key for operator endpoints (/api/admin/*); unset disables them' },
   { env: 'REEF_LOG_LEVEL', flag: 'log-level', def: 'info', doc: 'fatal, error, warn, info, debug, trace or silent' },
+  { env: 'REEF_LOG_FORMAT', flag: 'log-format', def: 'auto', doc: 'json, pretty (for people), or auto: pretty when standard output is a terminal, JSON otherwise' },
+  {
+    env: 'REEF_METRICS_TOKEN',
+    flag: 'metrics-token',
+    def: '',
+    doc: 'Bearer token (≥ 16 chars) for GET /metrics (Prometheus text) on the HTTP port and on REEF_METRICS_LISTEN; unset: no /metrics on the HTTP port',
+  },
+  {
+    env: 'REEF_METRICS_LISTEN',
+    flag: 'metrics-listen',
+    def: '',
+    doc: 'host:port of a plain-HTTP listener serving only /metrics, e.g. 127.0.0.1:9464 (port 0 picks one); unset: none',
+  },
   { env: 'REEF_DEMO', flag: 'demo', def: 'true', doc: 'Create a demo account on first start with an empty store' },
   { env: 'REEF_TRUST_PROXY', flag: 'trust-proxy', def: 'false', doc: 'Trust X-Forwarded-* (behind a load balancer)' },
   { env: 'REEF_BODY_LIMIT', flag: 'body-limit', def: '16777216', doc: 'Largest request body in bytes' },
@@ -307,6 +329,11 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
   if (publicUrl !== null && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(publicUrl)) problems.push('REEF_PUBLIC_URL (--public-url) must be an http:// or https:// URL without query');
   const logLevel = str('REEF_LOG_LEVEL').toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`REEF_LOG_LEVEL (--log-level) must be one of ${LOG_LEVELS.join(', ')}`);
+  const logFormat = str('REEF_LOG_FORMAT').toLowerCase();
+  if (!['auto', 'json', 'pretty'].includes(logFormat)) problems.push('REEF_LOG_FORMAT (--log-format) must be auto, json or pretty');
+  const metricsToken = str('REEF_METRICS_TOKEN') || null;
+  if (metricsToken !== null && (metricsToken.length < 16 || /\s/.test(metricsToken))) problems.push('REEF_METRICS_TOKEN (--metrics-token) must be at least 16 characters, without spaces');
+  const metricsListen = parseListen(str('REEF_METRICS_LISTEN'), problems);
 
   const tlsCert = str('REEF_TLS_CERT');
   const tlsKey = str('REEF_TLS_KEY');
@@ -332,6 +359,8 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     tokens: { ttlSeconds: ttl, secret, issuer: 'reef' },
     adminKey,
     logLevel: logLevel as Config['logLevel'],
+    logFormat: logFormat as Config['logFormat'],
+    metrics: { token: metricsToken, listen: metricsListen },
     demo: bool('REEF_DEMO'),
     loginThrottle: {
       maxFailures: int('REEF_LOGIN_MAX_FAILURES', 1, 1_000_000),
@@ -445,6 +474,18 @@ export function openFilesLimit(): number {
 /** REEF_HTTP_MAX_CONNECTIONS=0: three quarters of the open-files limit, the rest kept for the store, MQTT and the gateway. */
 export function defaultMaxConnections(limit = openFilesLimit()): number {
   return Math.max(64, limit - Math.max(128, Math.floor(limit / 4)));
+}
+
+/** REEF_METRICS_LISTEN: `host:port` (`[v6]:port` for IPv6), or empty for none. */
+function parseListen(v: string, problems: string[]): { host: string; port: number } | null {
+  if (!v) return null;
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(v);
+  const port = m ? Number(m[3]) : -1;
+  if (!m || port > 65535) {
+    problems.push(`REEF_METRICS_LISTEN (--metrics-listen) must be host:port (e.g. 127.0.0.1:9464, [::1]:9464), got ${JSON.stringify(v)}`);
+    return null;
+  }
+  return { host: (m[1] ?? m[2])!, port };
 }
 
 /** `MAC=host:port,...` → fixed kit addresses; each bad entry is one problem. */

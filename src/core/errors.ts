@@ -25,6 +25,7 @@ export const ERRORS = {
   INVALID_CREDENTIALS: { status: 401, coap: '4.01', title: 'Client id or client secret is wrong' },
   ACCOUNT_DISABLED: { status: 401, coap: '4.01', title: 'The account is disabled' },
   SESSION_REQUIRED: { status: 401, coap: '4.01', title: 'No live gateway session from this address and port' },
+  METRICS_TOKEN_REQUIRED: { status: 401, title: 'The metrics endpoint needs the metrics token' },
   // 403
   ADMIN_KEY_REQUIRED: { status: 403, title: 'An operator call needs the admin key' },
   FORBIDDEN: { status: 403, coap: '4.03', title: 'The caller may not do this' },

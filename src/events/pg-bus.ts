@@ -19,6 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { LocalEventBus, spanOf, type EventBus, type EventKind, type Listener, type ObservationSpan, type ReefEvent } from './bus.ts';
+import { observeEventLag } from '../metrics/metrics.ts';
 
 export const CHANNEL = 'reef_events';
 /** The application_name of every node's listening connection: how nodes find each other. */
@@ -51,6 +52,8 @@ interface Envelope {
   n: string;
   /** A listener's hello on (re)connecting: nothing to deliver. */
   hello?: 1;
+  /** The sender's clock at publishing (ms; a large event's when it was stored): the event-bus lag on /metrics. */
+  t?: number;
   /** The event itself, the id of its row in event_payloads, or a reference to stored observations. */
   e?: ReefEvent;
   ref?: number;
@@ -214,6 +217,7 @@ export class PgEventBus implements EventBus {
         this.opts.onError?.(err, 'reading a large event failed');
       }
     }
+    if (e && env.t) observeEventLag(env.t);
     if (e) this.local.publish(e);
   }
 
@@ -228,10 +232,10 @@ export class PgEventBus implements EventBus {
       // An event published without a span (as a plain object) has its wire form to read it from.
       const { from, to, count } = span ?? spanOf(e.observations.length, (i) => Date.parse(e.observations[i]!.timestamp));
       const obs: ObservationsRef = { groupId: e.groupId, solution: e.solution, deviceId: e.deviceId, from, to, count };
-      this.queue.push(JSON.stringify({ n: this.nodeId, obs }));
+      this.queue.push(JSON.stringify({ n: this.nodeId, t: Date.now(), obs }));
     } else {
       const json = JSON.stringify(e);
-      this.queue.push(Buffer.byteLength(json) > MAX_INLINE ? json : `{"n":${JSON.stringify(this.nodeId)},"e":${json}}`);
+      this.queue.push(Buffer.byteLength(json) > MAX_INLINE ? json : `{"n":${JSON.stringify(this.nodeId)},"t":${Date.now()},"e":${json}}`);
     }
     if (!this.flushing) void this.flush();
   }
@@ -257,7 +261,7 @@ export class PgEventBus implements EventBus {
               large,
             ]);
             let k = 0;
-            envelopes = batch.map((s) => (isBare(s) ? JSON.stringify({ n: this.nodeId, ref: ids.rows[k++]!.id as number }) : s));
+            envelopes = batch.map((s) => (isBare(s) ? JSON.stringify({ n: this.nodeId, t: Date.now(), ref: ids.rows[k++]!.id as number }) : s));
             if (Date.now() - this.lastSweep > 60_000) {
               this.lastSweep = Date.now();
               await this.opts.pool.query('DELETE FROM event_payloads WHERE created_at < $1', [Date.now() - PAYLOAD_TTL_MS]);

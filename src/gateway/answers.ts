@@ -2,7 +2,7 @@
 // (src/core/errors.ts: each entry's CoAP code, RFC 7252 §5.9), so the gateway and the HTTP bridge
 // say the same thing for the same failure; a 5.03 carries Max-Age as its retry delay
 // (RFC 7252 §5.9.3.4), as Retry-After does over HTTP.
-import { CoapResetError, CoapTimeoutError, codeClass, codeFromString, Option, uintOption, type CoapMessage, type ResponseSpec } from '../coap/index.ts';
+import { CoapResetError, CoapTimeoutError, codeClass, codeFromString, Option, serializeMessage, uintOption, type CoapMessage, type ResponseSpec } from '../coap/index.ts';
 import { ReefError, type ErrorCode } from '../core/errors.ts';
 
 /** A response with a short diagnostic payload (RFC 7252 §5.5.2), cut to `max` bytes. */
@@ -21,6 +21,17 @@ export function failure(e: ReefError, max = 96): ResponseSpec {
 /** The same, from a catalogue code and a message. */
 export function refuse(code: ErrorCode, message: string, max = 96): ResponseSpec {
   return failure(new ReefError(code, message), max);
+}
+
+/**
+ * The answer to a catalogue error for a peer that may have no session (`known` false): never larger
+ * than the request that caused it, so the gateway cannot be used to amplify traffic toward a spoofed address.
+ */
+export function boundedFailure(req: CoapMessage, e: ReefError, known: boolean): ResponseSpec {
+  if (known) return failure(e);
+  // The header, token and payload marker are fixed; options (a Max-Age) and the diagnostic share the rest.
+  const budget = serializeMessage(req).length - (4 + req.token.length) - 1 - (e.retryAfter !== undefined ? 3 : 0);
+  return failure(e, Math.max(0, budget));
 }
 
 /** A failed exchange with a kit as a catalogue error: no answer by the deadline (5.04), RST or unreachable (5.02). */

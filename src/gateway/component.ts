@@ -6,6 +6,7 @@ import type { Component, ComponentFactory, Services } from '../app/contracts.ts'
 import { Gateway, type GatewayOptions } from './gateway.ts';
 import { kitStatusRoutes } from './kit-status-routes.ts';
 import type { KitPayloadSink } from './readings.ts';
+import { watchGateway } from '../metrics/metrics.ts';
 
 export interface GatewayComponent extends Component {
   gateway: Gateway;
@@ -45,6 +46,7 @@ export function gatewayComponent(over: Partial<GatewayOptions> = {}): GatewayFac
         ...over,
       },
     );
+    let unwatch: (() => void) | undefined;
     const c: GatewayComponent = {
       name: 'gateway',
       gateway,
@@ -59,10 +61,12 @@ export function gatewayComponent(over: Partial<GatewayOptions> = {}): GatewayFac
       },
       async start() {
         await gateway.start();
+        unwatch = watchGateway({ sessions: () => gateway.sessions.size, kits: () => gateway.kits.size, responseCodes: gateway.front.responseCodes });
         const a = gateway.address();
         log.info({ udp: `${a.address}:${a.port}` }, 'CoAP gateway listening');
       },
       async stop() {
+        unwatch?.();
         await gateway.stop();
       },
     };

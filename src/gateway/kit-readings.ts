@@ -13,6 +13,11 @@ import { readingObservation, sensorObservation, sensorTypeOf, tryReading, trySen
 /** The kit's temperature resource below its prefix. */
 export const TEMP_PATH = ['arduino', 'temp'];
 
+/** The kit's temperature resource (any prefix): its payloads are readings. */
+export function isTempPath(path: string[]): boolean {
+  return path.length >= 2 && path[path.length - 2] === TEMP_PATH[0] && path[path.length - 1] === TEMP_PATH[1];
+}
+
 export interface KitReadingsDeps {
   kits: KitDirectory;
   clock: ClockKeeper;

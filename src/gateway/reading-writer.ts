@@ -88,6 +88,7 @@ export class ReadingWriter {
             this.d.events,
             items.map((i) => ({ device: i.device, batch: [i.record] })),
             this.d.quota,
+            'gateway',
           ),
         );
         for (const i of items) {

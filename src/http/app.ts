@@ -14,6 +14,8 @@ import type { QuotaService } from '../service/quotas.ts';
 import { requireAccount } from './auth-hook.ts';
 import { installBodyParsers } from './content-types.ts';
 import { StreamRegistry } from './sse.ts';
+import { observeHttp } from '../metrics/metrics.ts';
+import { metricsRoute } from './metrics.ts';
 import { ConnectionGuard } from './connections.ts';
 import { clientError, frameworkError, installErrorHandling, sendError } from './errors.ts';
 import * as schemas from './schemas.ts';
@@ -117,6 +119,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Every response by route pattern and status (docs/operations.md "Metrics and logs"): the
+  // pattern, never the URL, whose ids are tenant data.
+  app.addHook('onResponse', (request, reply, done) => {
+    observeHttp(request.method, request.routeOptions.url, reply.statusCode, reply.elapsedTime);
+    done();
+  });
   // Live event streams: bounded per account and node, slow readers cut, authority re-checked.
   const streams = new StreamRegistry(config.streams, auth, deps.now);
   app.decorate('streams', streams);
@@ -157,6 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   await app.register(healthRoutes, { store });
+  metricsRoute(app, config.metrics.token);
   await app.register(tokenRoutes, { auth });
   await app.register(async (api) => {
     requireAccount(api, auth);

@@ -472,7 +472,7 @@ export class MqttBroker {
     const device = await findUploadDevice(this.deps.store, s.account, solution, deviceId);
     const batch = parseBatch(body, this.o.maxObservations, this.o.maxObservationExtraBytes);
     // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
-    return storeObservations(this.deps.store, this.deps.events, device, batch, this.deps.quotas);
+    return storeObservations(this.deps.store, this.deps.events, device, batch, this.deps.quotas, 'mqtt');
   }
 
   /**

@@ -6,6 +6,7 @@ import { MqttBroker, type BrokerOptions, type Listening } from './broker.ts';
 import type { MqttDemo, MqttServices, ServeComponent } from './contracts.ts';
 import { mqttRoutes } from './routes.ts';
 import { mqttTlsMaterial } from './tls.ts';
+import { watchMqtt } from '../metrics/metrics.ts';
 
 export interface MqttComponent extends ServeComponent {
   broker: MqttBroker;
@@ -38,12 +39,14 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
       },
     );
     let off: (() => void) | undefined;
+    let unwatch: (() => void) | undefined;
     const c: MqttComponent = {
       name: 'mqtt',
       broker,
       apiPlugin: mqttRoutes(() => ({ plain: broker.address(), tls: broker.tlsAddress() }), s.config.http),
       async start() {
         await broker.start();
+        unwatch = watchMqtt({ connections: () => broker.gate.open, accepted: () => broker.stats.connects, refused: () => broker.stats.connectsRefused });
         // Alarm events come from the node that evaluates (the leader) over the bus, so every node's
         // broker publishes them; the topic names the device's owner, looked up once per device.
         const owners = new Map<string, string | null>();
@@ -72,6 +75,7 @@ export function mqttComponent(extra: Partial<BrokerOptions> = {}): MqttFactory {
       },
       async stop() {
         off?.();
+        unwatch?.();
         await broker.stop();
       },
       banner() {

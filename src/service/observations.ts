@@ -9,6 +9,7 @@ import { pageJson } from '../core/observation-json.ts';
 import { unpackObservations, type PackedObservations } from '../core/observation-scan.ts';
 import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
 import { kitCelsius } from './kit-units.ts';
+import { countStored, type ObservationPath } from '../metrics/metrics.ts';
 
 /**
  * Validates every observation before anything is stored, so one bad entry rejects the batch.
@@ -92,19 +93,32 @@ function listeningHere(events: EventBus): boolean {
  * here (before, every upload of a node with a neighbour made its 1,000 records for nothing; the
  * profile of two nodes in bench:ingest).
  */
-export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations, quota?: ObservationQuota): Promise<number> {
+export async function storeObservations(
+  store: Store,
+  events: EventBus | null,
+  device: DeviceRef,
+  batch: ObservationRecord[] | PackedObservations,
+  quota?: ObservationQuota,
+  path?: ObservationPath,
+): Promise<number> {
   // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
   if (device.mac) batch = await kitCelsius(store, device.id, Array.isArray(batch) ? batch : unpackObservations(batch));
-  if (!quota) return storeUncounted(store, events, device, batch);
+  if (!quota) return counted(path, await storeUncounted(store, events, device, batch));
   // The device's owner pays for what is stored on it, whoever in its group writes.
   const settle = await quota.reserveObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
   let written = 0;
   try {
     written = await storeUncounted(store, events, device, batch);
-    return written;
+    return counted(path, written);
   } finally {
     settle(written);
   }
+}
+
+/** Observations stored, for /metrics by the path they came in on (docs/operations.md "Metrics and logs"). */
+function counted(path: ObservationPath | undefined, written: number): number {
+  countStored(path, written);
+  return written;
 }
 
 async function storeUncounted(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
@@ -135,7 +149,13 @@ export interface ObservationQuota {
  * quota has its batches skipped (the others are stored), and when that leaves nothing to store the
  * quota error is thrown. Returns the ids of devices skipped: deleted, or over their owner's quota.
  */
-export async function storeObservationsMany(store: Store, events: EventBus | null, given: { device: DeviceRef; batch: ObservationRecord[] }[], quota?: ObservationQuota): Promise<string[]> {
+export async function storeObservationsMany(
+  store: Store,
+  events: EventBus | null,
+  given: { device: DeviceRef; batch: ObservationRecord[] }[],
+  quota?: ObservationQuota,
+  path?: ObservationPath,
+): Promise<string[]> {
   // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
   let items = given;
   for (let i = 0; i < items.length; i++) {
@@ -171,7 +191,13 @@ export async function storeObservationsMany(store: Store, events: EventBus | nul
   try {
     const { missing } = await store.insertObservationsMany(items.map((i) => ({ deviceId: i.device.id, batch: i.batch })));
     gone = new Set(missing);
-    for (const { device, batch } of items) if (!gone.has(device.id)) publishStored(events, device, batch);
+    let stored = 0;
+    for (const { device, batch } of items) {
+      if (gone.has(device.id)) continue;
+      publishStored(events, device, batch);
+      stored += batch.length;
+    }
+    countStored(path, stored);
     for (const s of settles) {
       let written = 0;
       for (const i of items) if (i.device.tenantId === s.tenantId && !gone.has(i.device.id)) written += i.batch.length;

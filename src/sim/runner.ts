@@ -237,7 +237,7 @@ export class SimulationRun {
         }
         try {
           // The one store path of every producer; bulk history is not fanned out as live events.
-          await storeObservations(this.deps.store, live ? this.deps.events : null, this.records[i]!, batch, this.deps.quota);
+          await storeObservations(this.deps.store, live ? this.deps.events : null, this.records[i]!, batch, this.deps.quota, 'simulation');
         } catch (err) {
           if (isReefError(err) && err.code === 'DEVICE_NOT_FOUND') {
             this.markRemoved(i);
@@ -250,7 +250,7 @@ export class SimulationRun {
         lastYield = performance.now();
       }
       if (tick.length && !this.stopping) {
-        const gone = new Set(await storeObservationsMany(this.deps.store, this.deps.events, tick, this.deps.quota));
+        const gone = new Set(await storeObservationsMany(this.deps.store, this.deps.events, tick, this.deps.quota, 'simulation'));
         for (const t of tick) {
           if (gone.has(t.device.id)) this.markRemoved(t.i);
           else onDevice?.(n);

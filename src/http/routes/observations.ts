@@ -94,7 +94,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const body = request.body;
       const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest, config.maxObservationExtraBytes);
       // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
-      const stored = await storeObservations(store, events, device, batch, quotas);
+      const stored = await storeObservations(store, events, device, batch, quotas, 'http');
       return reply.code(201).send({ stored });
     },
   );

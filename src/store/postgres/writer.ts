@@ -10,6 +10,7 @@ import { type InsertResult, type ManyInsertResult, manyResult } from '../store.t
 import { numArray, textArray, type PostgresConnection } from './connection.ts';
 import { COPY_BATCH, copyAndCommitMessage, copyInAndCommit, type CopyRows, jsonbExtras, sendCopy } from './copy.ts';
 import { isUnavailable, translate } from './errors.ts';
+import { writeGroupStarted } from '../../metrics/metrics.ts';
 
 // Concurrent uploads are written in groups, one transaction per group (group commit: one WAL
 // flush for many batches), each batch still settling on its own. A group is three statements.
@@ -307,7 +308,9 @@ export class PostgresWriter {
       this.pending = rest;
       this.writers++;
       for (const id of inGroup) this.busy.add(id);
+      const timer = writeGroupStarted('postgres', group.length);
       void this.writeGroup(group).finally(() => {
+        timer();
         this.writers--;
         for (const id of inGroup) this.busy.delete(id);
         if (!this.writers && !this.pending.length) for (const r of this.drained.splice(0)) r();

@@ -11,6 +11,7 @@ import { blockStatements, storeBatch, type BlockStatements } from './blocks.ts';
 import type { SqliteContext, SqliteOptions } from './context.ts';
 import type { FromWriter, ToWriter } from './writer-thread.ts';
 import { translated } from './errors.ts';
+import { writeGroupStarted } from '../../metrics/metrics.ts';
 
 interface Queued {
   deviceId: string;
@@ -71,6 +72,8 @@ export class SqliteWriter {
    * committing and the one it takes next; further batches wait in `queued`.
    */
   private inFlight: Queued[][] = [];
+  /** Each in-flight group's metrics timer (docs/operations.md "Metrics and logs"), in the same order. */
+  private timers: (() => void)[] = [];
   private drained: (() => void)[] = [];
   private queued: Queued[] = [];
 
@@ -141,6 +144,7 @@ export class SqliteWriter {
     }
     const items = this.queued;
     this.queued = [];
+    const timer = writeGroupStarted('sqlite', items.length);
     const outcome = (it: Queued): InsertResult | ReefError => {
       const pk = this.devicePk.get(it.deviceId) as number | undefined;
       if (pk === undefined) return new ReefError('DEVICE_NOT_FOUND');
@@ -155,6 +159,7 @@ export class SqliteWriter {
     } catch (e) {
       if (items.length === 1) items[0]!.reject(translated(e));
     }
+    timer();
     if (results) items.forEach((it, i) => settle(it, results![i]!));
     else if (items.length > 1) {
       for (const it of items) {
@@ -177,6 +182,7 @@ export class SqliteWriter {
     while (n < this.queued.length && (n === 0 || rows + rowsOf(this.queued[n]!.batch) <= GROUP_ROWS)) rows += rowsOf(this.queued[n++]!.batch);
     const items = this.queued.splice(0, n);
     this.inFlight.push(items);
+    this.timers.push(writeGroupStarted('sqlite', items.length));
     const batches = items.map((it) => packBatch(it.deviceId, it.batch));
     w.ref();
     w.postMessage(
@@ -190,6 +196,7 @@ export class SqliteWriter {
     w.on('message', (m: FromWriter) => {
       if (!('results' in m)) return;
       const items = this.inFlight.shift()!;
+      this.timers.shift()?.();
       m.results.forEach((r, i) => {
         const it = items[i]!;
         if (typeof r !== 'number') it.reject(translated(Object.assign(new Error(r.message), { code: r.code })));
@@ -209,6 +216,7 @@ export class SqliteWriter {
       if (this.thread !== w) return; // closed on purpose, or already handled
       this.thread = null;
       this.opts = { ...this.opts, writerThread: false };
+      this.timers = [];
       this.inFlight
         .splice(0)
         .flat()

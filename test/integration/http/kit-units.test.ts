@@ -48,7 +48,7 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       const { groupId } = (await server.services.store.getAccountByClientId(clientId))!;
       return (await server.services.store.getDevice(groupId, 'sandbox', id))!;
     }
-    /** What the gateway's readings bridge stores for a kit reading (src/gateway/gateway.ts). */
+    /** What the gateway's readings bridge stores for a kit reading (src/gateway/kit-readings.ts). */
     async function bridge(kit: DeviceRecord, epoch: number, value: number, unit: 'C' | 'F'): Promise<void> {
       const record = readingObservation({ epoch, value, unit }, epoch * 1000, kit.mac!);
       assert.deepEqual(await storeObservationsMany(server.services.store, server.services.events, [{ device: kit, batch: [record] }]), []);

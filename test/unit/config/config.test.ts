@@ -118,3 +118,25 @@ it('MQTT: on at 127.0.0.1:1883 by default, moving off a taken default port only,
   );
   assert.throws(() => loadConfig({ REEF_MQTT_TLS_CERT: '/nonexistent/cert.pem', REEF_MQTT_TLS_KEY: '/nonexistent/key.pem' }, {}), /no such file "\/nonexistent\/cert.pem"/);
 });
+
+it('metrics: nothing served by default; a token of 16 characters or more; a listen address as host:port', () => {
+  const d = loadConfig({}, {});
+  assert.deepEqual(d.metrics, { token: null, listen: null });
+  assert.equal(d.logFormat, 'auto');
+  const c = loadConfig({ REEF_METRICS_TOKEN: 'a-scrape-token-of-32-characters!', REEF_METRICS_LISTEN: '127.0.0.1:9464', REEF_LOG_FORMAT: 'JSON' }, { 'metrics-listen': '[::1]:0' });
+  assert.deepEqual(c.metrics, { token: 'a-scrape-token-of-32-characters!', listen: { host: '::1', port: 0 } });
+  assert.equal(c.logFormat, 'json');
+  assert.deepEqual(loadConfig({ REEF_METRICS_LISTEN: 'localhost:9464' }, {}).metrics.listen, { host: 'localhost', port: 9464 });
+  assert.throws(
+    () => loadConfig({ REEF_METRICS_TOKEN: 'short', REEF_LOG_FORMAT: 'xml' }, { 'metrics-listen': '9464' }),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.equal(e.problems.length, 3, e.message);
+      assert.match(e.message, /REEF_METRICS_TOKEN/);
+      assert.match(e.message, /REEF_METRICS_LISTEN .*"9464"/);
+      assert.match(e.message, /REEF_LOG_FORMAT/);
+      return true;
+    },
+  );
+  assert.throws(() => loadConfig({ REEF_METRICS_LISTEN: '127.0.0.1:70000' }, {}), /REEF_METRICS_LISTEN/);
+});
