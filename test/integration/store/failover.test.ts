@@ -233,6 +233,12 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
         `a node gave the primary up on a refused write:\n${n.log.join('')}`,
       );
     await assertStored(pgc.primary.url(), uploads);
+    // The leader's session went with the host's other connections: one node leads again.
+    await waitFor(
+      'one node to lead again, its lock on the primary',
+      async () => (await leaderSessions(pgc.primary.url())).length === 1 && nodes.filter((n) => n.node.services.leadership.isLeader()).length === 1,
+      30_000,
+    );
   });
 
   it('the primary killed and the standby promoted: 503 with Retry-After until then, 201 after; every 201 is on the new primary; events and leadership resume', async (t) => {
