@@ -20,11 +20,15 @@ function mqttUrl(node: ReefNode): string {
   return m[1]!;
 }
 
-/** A persistent-session client (clean session 0) with a fixed client id; resolves with its CONNACK's session-present flag. */
-async function persistent(url: string, token: string, clientId: string): Promise<{ c: MqttClient; present: boolean }> {
+/**
+ * A persistent-session client (clean session 0) with a fixed client id: its CONNACK's session-present
+ * flag, and what it receives from the first packet on (queued messages follow the CONNACK at once).
+ */
+async function persistent(url: string, token: string, clientId: string): Promise<{ c: MqttClient; present: boolean; got: ReturnType<typeof inbox> }> {
   const c = mqtt.connect(url, { username: 'notused', password: token, clientId, clean: false, protocolVersion: 4, reconnectPeriod: 0 });
+  const got = inbox(c);
   const present = await new Promise<boolean>((resolve, reject) => c.once('connect', (connack) => resolve(connack.sessionPresent)).once('error', reject));
-  return { c, present };
+  return { c, present, got };
 }
 
 describe('MQTT sessions outlive a killed node (Redis)', () => {
@@ -71,7 +75,7 @@ describe('MQTT sessions outlive a killed node (Redis)', () => {
     const first = await persistent(mqttUrl(a), token, 'field-router');
     clients.push(first.c);
     assert.equal(first.present, false);
-    const live = inbox(first.c);
+    const live = first.got;
     await first.c.subscribeAsync(`${tenantId}/solutions/+/devices/+/observations`, { qos: 1 });
     const pub = mqtt.connect(mqttUrl(b), { username: 'notused', password: token, protocolVersion: 4, reconnectPeriod: 0 });
     clients.push(pub);
@@ -94,7 +98,7 @@ describe('MQTT sessions outlive a killed node (Redis)', () => {
     // The subscriber comes back through B with the same client id: its session, and the message.
     const back = await persistent(mqttUrl(b), token, 'field-router');
     clients.push(back.c);
-    const got = inbox(back.c);
+    const got = back.got;
     assert.equal(back.present, true, 'the session held by the dead node is found on B');
     await waitFor('the message queued while A was dead', () => got.length >= 1);
     assert.equal(got[0]!.topic, topic);
