@@ -124,6 +124,12 @@ describe('MQTT state in Redis, shared by two nodes', () => {
     await s.endAsync();
     await waitFor('the session is away', () => bMq.broker.stored.isAway(`${carol.tenantId}/${clientId}`));
     assert.equal(await a.mq.broker.stored.awayOf(carol.tenantId), 1, 'both nodes count it for the account');
+    // A witness on B sees each payload once it has been queued and passed on (the session, back at
+    // once, could otherwise get one both from its queue and live, as QoS 1 allows).
+    const witness = await connect({ url: bUrl }, carol.token);
+    clients.push(witness);
+    const seen = inbox(witness);
+    await witness.subscribeAsync(`${carol.tenantId}/alert/+/+`, { qos: 1 });
     // Twelve payloads, queued in turn by A and B (each node's own, as if from its gateway).
     for (let i = 0; i < 12; i++) {
       const node = i % 2 ? bMq.broker : a.mq.broker;
@@ -131,6 +137,7 @@ describe('MQTT state in Redis, shared by two nodes', () => {
       await waitFor('queued', async () => i >= 5 || (await a.mq.broker.stored.held(`${carol.tenantId}/${clientId}`)).messages === i + 1);
     }
     await waitFor('seven dropped', () => a.mq.broker.stored.stats.sessionDropped + bMq.broker.stored.stats.sessionDropped === 7);
+    await waitFor('all twelve passed on', () => seen.length === 12);
     assert.equal((await bMq.broker.stored.held(`${carol.tenantId}/${clientId}`)).messages, 5, 'REEF_MQTT_SESSION_MESSAGES for the session, not per node');
     const back = mqtt.connect(bUrl, { username: 'notused', password: carol.token, clientId, clean: false, protocolVersion: 4, reconnectPeriod: 0 });
     clients.push(back);
