@@ -122,8 +122,9 @@ describe('MQTT state in Redis, shared by two nodes', () => {
     await new Promise((resolve, reject) => s.once('connect', resolve).once('error', reject));
     await s.subscribeAsync(`${carol.tenantId}/alert/+/+`, { qos: 1 });
     await s.endAsync();
-    await waitFor('the session is away', () => bMq.broker.stored.isAway(`${carol.tenantId}/${clientId}`));
-    assert.equal(await a.mq.broker.stored.awayOf(carol.tenantId), 1, 'both nodes count it for the account');
+    await waitFor('the session is away, counted for the account on both nodes', async () => (await bMq.broker.stored.awayOf(carol.tenantId)) === 1);
+    assert.equal(await a.mq.broker.stored.awayOf(carol.tenantId), 1);
+    assert.equal(await bMq.broker.stored.isAway(`${carol.tenantId}/${clientId}`), true);
     // A witness on B sees each payload once it has been queued and passed on (the session, back at
     // once, could otherwise get one both from its queue and live, as QoS 1 allows).
     const witness = await connect({ url: bUrl }, carol.token);
