@@ -19,10 +19,9 @@
 //   the reason is published on `<tenantId>/errors/<clientId>` (closing would make a QoS 1 client
 //   re-send the same message forever); a store failure closes the connection without PUBACK, so the
 //   client sends the message again and the stored batch is de-duplicated (device, timestamp).
-// - State: in this node's memory, or with REEF_REDIS_URL in Redis, shared by the nodes (redis.ts). A
-//   lost Redis moves the node to a fresh in-memory state and Redis back moves it back: each move is
-//   a new Aedes instance (a "generation") taking new connections while the previous one's clients
-//   are disconnected, to reconnect to it (docs/mqtt.md "Several nodes").
+// - State: in this node's memory, or with REEF_REDIS_URL in Redis, shared by the nodes (redis.ts,
+//   generations.ts): a lost Redis moves the node to a fresh in-memory state and Redis back moves it
+//   back, each state on an Aedes instance of its own (docs/mqtt.md "Several nodes").
 import type { EventEmitter } from 'node:events';
 import type net from 'node:net';
 import { Aedes, type AedesPublishPacket, type AuthenticateError, type Client, type PublishPacket, type Subscription } from 'aedes';
@@ -38,7 +37,8 @@ import { ConnectionGate, connectionCap, openFileLimit } from './connections.ts';
 import { guardSocket, SlowReader } from './guard.ts';
 import { ingest, report } from './ingest.ts';
 import { openListeners, type Listening } from './listen.ts';
-import type { RedisLink, SharedEngines } from './redis.ts';
+import { connectedClients, StateKeeper, type Generation } from './generations.ts';
+import type { SharedEngines } from './redis.ts';
 import { RedisSessions } from './redis-sessions.ts';
 import { SessionStore, type SessionBook } from './sessions.ts';
 import { alarmTopic, alertTopic, ingestTarget, topicTenant } from './topics.ts';
@@ -100,16 +100,6 @@ const PUBLISH_OVERHEAD = 65_535 + 4;
 /** Where a refused message goes: '$' topics reach no wildcard subscriber (§4.7.2) and no one may subscribe to them here. */
 const DROPPED = '$reef/dropped';
 
-/** One Aedes instance and the state it runs on (see the header). */
-interface Generation {
-  aedes: Aedes;
-  stored: SessionBook;
-  /** The Redis engines, or null: this node's memory. */
-  engines: SharedEngines | null;
-  /** Being replaced: its clients are disconnected without their wills (they come back to the next one). */
-  retiring: boolean;
-}
-
 /** Failures of the server, not of the message: the connection closes without PUBACK and the client sends again. */
 const TRANSIENT: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['STORE_UNAVAILABLE', 'SERVER_BUSY', 'INTERNAL']);
 
@@ -136,9 +126,7 @@ export class MqttBroker {
   /** Clients that sent an empty client id with clean session 0 (refused: §3.1.3-8). */
   private readonly anonymousPersistent = new WeakSet<Client>();
   readonly gate: ConnectionGate;
-  private gen!: Generation;
-  private redis: RedisLink | null = null;
-  private stopping = false;
+  private readonly keeper: StateKeeper;
   private servers: { server: net.Server; listening: Listening }[] = [];
   private sweep: NodeJS.Timeout | undefined;
   private readonly log: Logger;
@@ -154,6 +142,15 @@ export class MqttBroker {
       this.log.warn({ configured: l.maxConnections, cap }, 'REEF_MQTT_MAX_CONNECTIONS leaves too few open files for the rest of the node (ulimit -n): MQTT connections are capped lower');
     }
     this.gate = new ConnectionGate({ maxConnections: cap, maxPerAddress: l.maxPerAddress });
+    this.keeper = new StateKeeper(
+      this.log,
+      (engines) => this.build(engines),
+      () => this.stats.redisLost++,
+    );
+  }
+
+  private get gen(): Generation {
+    return this.keeper.gen;
   }
 
   /** The Aedes instance taking connections now. */
@@ -172,21 +169,7 @@ export class MqttBroker {
   }
 
   async start(): Promise<void> {
-    let engines: SharedEngines | null = null;
-    if (this.o.redisUrl) {
-      const { RedisLink, redisUrlForLog } = await import('./redis.ts');
-      this.redis = new RedisLink(this.o.redisUrl, this.log, Math.ceil(this.o.limits.sessionExpiryMs / 1000));
-      try {
-        engines = await this.redis.open();
-        this.log.info({ redis: redisUrlForLog(this.o.redisUrl) }, 'MQTT state in Redis, shared by the nodes');
-      } catch (err) {
-        // A node starts, and serves MQTT from memory, whether Redis is there or not.
-        this.stats.redisLost++;
-        this.log.warn({ err, redis: redisUrlForLog(this.o.redisUrl) }, 'Redis is unreachable: MQTT state stays in this node\'s memory until it answers (docs/mqtt.md "Several nodes")');
-      }
-    }
-    this.gen = await this.build(engines);
-    if (this.redis && !engines) void this.recover();
+    await this.keeper.start(this.o.redisUrl ?? null, Math.ceil(this.o.limits.sessionExpiryMs / 1000));
     const l = this.o.limits;
     // Later packets: the configured maximum, and never more than an ingest message needs.
     const packet = Math.min(l.maxPacketBytes, this.o.maxPayloadBytes + PUBLISH_OVERHEAD);
@@ -205,7 +188,7 @@ export class MqttBroker {
     this.sweep = setInterval(
       () => {
         const gen = this.gen;
-        void gen.stored.expire(this.connectedClients(gen)).catch((err: unknown) => this.log.debug({ err }, 'mqtt could not expire sessions'));
+        void gen.stored.expire(connectedClients(gen)).catch((err: unknown) => this.log.debug({ err }, 'mqtt could not expire sessions'));
         if (gen.engines && !checking) {
           // A Redis that stopped answering (not only one that closed the connection) is lost too.
           checking = true;
@@ -276,59 +259,8 @@ export class MqttBroker {
     (aedes as unknown as EventEmitter).on('error', (err: Error) => this.log.debug({ err }, 'mqtt broker error'));
     await aedes.listen();
     stored.attach(aedes);
-    engines?.onLost((why) => void this.degrade(gen, why));
+    engines?.onLost((why) => void this.keeper.degrade(gen, why));
     return gen;
-  }
-
-  /** Clients connected to a generation (Aedes keeps this map; its types do not declare it). */
-  private connectedClients(gen: Generation): Client[] {
-    return Object.values((gen.aedes as unknown as { clients: Record<string, Client> }).clients);
-  }
-
-  /**
-   * Redis was lost: new connections go to a fresh in-memory state at once, and the clients of the
-   * Redis one are disconnected (they reconnect to it). Logged once per outage, not per message.
-   */
-  private async degrade(gen: Generation, why: string): Promise<void> {
-    if (gen !== this.gen || this.stopping) return;
-    this.stats.redisLost++;
-    this.log.warn({ why }, 'Redis is lost: MQTT state moves to this node\'s memory until Redis answers again; clients are reconnected (docs/mqtt.md "Several nodes")');
-    const next = await this.build(null);
-    this.gen = next;
-    this.retire(gen);
-    if (this.stopping) return this.retire(next);
-    void this.recover();
-  }
-
-  /** Waits for Redis to answer again, then moves new connections back to it and reconnects the in-memory clients. */
-  private async recover(): Promise<void> {
-    const redis = this.redis;
-    if (!redis) return;
-    while (!this.stopping && (await redis.reachable()) && !this.stopping) {
-      let engines: SharedEngines | null = null;
-      try {
-        engines = await redis.open();
-        const next = await this.build(engines);
-        if (this.stopping) return this.retire(next);
-        const old = this.gen;
-        this.gen = next;
-        this.retire(old);
-        this.log.info('Redis answers again: MQTT state is in Redis, shared by the nodes; clients are reconnected');
-        return;
-      } catch (err) {
-        engines?.destroy();
-        this.log.debug({ err }, 'Redis answered but the MQTT state could not be opened; waiting again');
-      }
-    }
-  }
-
-  /** Disconnects a replaced generation's clients (without their wills) and closes it. */
-  private retire(gen: Generation): void {
-    gen.retiring = true;
-    for (const c of this.connectedClients(gen)) c.close();
-    gen.aedes.close(() => void gen.engines?.close());
-    // Redis gone: nothing would answer the goodbyes.
-    if (gen.engines && gen.engines !== this.gen.engines) gen.engines.destroy();
   }
 
   /** Where the plain listener listens. */
@@ -342,13 +274,9 @@ export class MqttBroker {
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    this.redis?.stop();
     if (this.sweep) clearInterval(this.sweep);
     const closed = this.servers.map(({ server }) => new Promise<void>((r) => server.close(() => r())));
-    const gen = this.gen;
-    await new Promise<void>((r) => gen.aedes.close(() => r()));
-    await gen.engines?.close();
+    await this.keeper.stop();
     await Promise.all(closed);
   }
 

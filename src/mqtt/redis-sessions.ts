@@ -139,6 +139,7 @@ export class RedisSessions implements SessionBook {
       .exec();
   }
 
+  /** Whether a session is stored: its client away, or connected to some node (taking it over resumes it too). */
   async isAway(clientId: string): Promise<boolean> {
     return (await this.db.zscore(SESSIONS, clientId)) !== null;
   }

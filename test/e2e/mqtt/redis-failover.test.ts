@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import mqtt, { type MqttClient } from 'mqtt';
 import { createAccount } from '../../../src/auth/accounts.ts';
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
-import { inbox } from '../../helpers/mqtt.ts';
+import { connect, inbox } from '../../helpers/mqtt.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pg.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis.ts';
 import { json, startNode, waitFor, type ReefNode } from '../scale/reef-node.ts';
@@ -92,8 +92,15 @@ describe('MQTT sessions outlive a killed node (Redis)', () => {
     await gone;
     first.c.end(true);
 
-    // Meanwhile, a QoS 1 message through B: acknowledged once stored (and queued for the session).
+    // Meanwhile, a QoS 1 message through B. Aedes acknowledges a QoS 1 PUBLISH before it queues and
+    // passes it on: a witness subscribed on B shows it has gone through (else the subscriber, back
+    // at once, could get it both from its queue and live, as QoS 1 allows).
+    const witness = await connect({ url: mqttUrl(b) }, token);
+    clients.push(witness);
+    const seen = inbox(witness);
+    await witness.subscribeAsync(topic, { qos: 1 });
     await pub.publishAsync(topic, body('2026-06-01T00:01:00Z', 2), { qos: 1 });
+    await waitFor('the message passed on by B', () => seen.length === 1);
 
     // The subscriber comes back through B with the same client id: its session, and the message.
     const back = await persistent(mqttUrl(b), token, 'field-router');

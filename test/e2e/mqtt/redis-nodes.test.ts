@@ -5,7 +5,10 @@
 // other tenant; an ingest message published on B reaches a subscriber on A once; and a persistent
 // session's bounds hold in Redis.
 import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
+import { Aedes } from 'aedes';
+import { Redis } from 'ioredis';
 import mqtt, { type MqttClient } from 'mqtt';
 import { testConfig } from '../../../src/config/config.ts';
 import { mqttComponent, type MqttComponent } from '../../../src/mqtt/component.ts';
@@ -32,7 +35,8 @@ describe('MQTT state in Redis, shared by two nodes', () => {
     redis = await startRedis();
     const mqttConfig = { redisUrl: redis.url, limits };
     a = await startMqtt({ gateway: true, config: { databaseUrl: db.url }, mqtt: mqttConfig });
-    const factory = mqttComponent();
+    // B sends the wills of nodes silent for three of its heartbeats: 200 ms here (60 s by default).
+    const factory = mqttComponent({ heartbeatMs: 200 });
     b = await startTestServer({ databaseUrl: db.url, mqtt: { ...a.t.services.config.mqtt, port: 0 } }, [factory]);
     bMq = factory.last!;
     bUrl = `mqtt://127.0.0.1:${bMq.broker.address().port}`;
@@ -122,8 +126,15 @@ describe('MQTT state in Redis, shared by two nodes', () => {
     await new Promise((resolve, reject) => s.once('connect', resolve).once('error', reject));
     await s.subscribeAsync(`${carol.tenantId}/alert/+/+`, { qos: 1 });
     await s.endAsync();
-    await waitFor('the session is away', () => bMq.broker.stored.isAway(`${carol.tenantId}/${clientId}`));
-    assert.equal(await a.mq.broker.stored.awayOf(carol.tenantId), 1, 'both nodes count it for the account');
+    await waitFor('the session is away, counted for the account on both nodes', async () => (await bMq.broker.stored.awayOf(carol.tenantId)) === 1);
+    assert.equal(await a.mq.broker.stored.awayOf(carol.tenantId), 1);
+    assert.equal(await bMq.broker.stored.isAway(`${carol.tenantId}/${clientId}`), true);
+    // A witness on B sees each payload once it has been queued and passed on (the session, back at
+    // once, could otherwise get one both from its queue and live, as QoS 1 allows).
+    const witness = await connect({ url: bUrl }, carol.token);
+    clients.push(witness);
+    const seen = inbox(witness);
+    await witness.subscribeAsync(`${carol.tenantId}/alert/+/+`, { qos: 1 });
     // Twelve payloads, queued in turn by A and B (each node's own, as if from its gateway).
     for (let i = 0; i < 12; i++) {
       const node = i % 2 ? bMq.broker : a.mq.broker;
@@ -131,6 +142,7 @@ describe('MQTT state in Redis, shared by two nodes', () => {
       await waitFor('queued', async () => i >= 5 || (await a.mq.broker.stored.held(`${carol.tenantId}/${clientId}`)).messages === i + 1);
     }
     await waitFor('seven dropped', () => a.mq.broker.stored.stats.sessionDropped + bMq.broker.stored.stats.sessionDropped === 7);
+    await waitFor('all twelve passed on', () => seen.length === 12);
     assert.equal((await bMq.broker.stored.held(`${carol.tenantId}/${clientId}`)).messages, 5, 'REEF_MQTT_SESSION_MESSAGES for the session, not per node');
     const back = mqtt.connect(bUrl, { username: 'notused', password: carol.token, clientId, clean: false, protocolVersion: 4, reconnectPeriod: 0 });
     clients.push(back);
@@ -141,5 +153,43 @@ describe('MQTT state in Redis, shared by two nodes', () => {
     await until(() => got.length === 5, 'the queued messages');
     assert.deepEqual(got, ['m0', 'm1', 'm2', 'm3', 'm4']);
     await waitFor('acknowledged messages leave the queue', async () => (await a.mq.broker.stored.held(`${carol.tenantId}/${clientId}`)).messages === 0);
+  });
+
+  it("sends the will a dead node left in Redis, as its client's message, checked against its account", async () => {
+    const dave = await a.t.login('dave');
+    const erin = await a.t.login('erin');
+    const device = async (token: string) => ((await (await a.t.request('POST', '/api/solutions/plant/devices', { token, body: { deviceType: 'Thermo' } })).json()) as { id: string }).id;
+    const daveTopic = `${dave.tenantId}/solutions/plant/devices/${await device(dave.token)}/observations`;
+    const erinTopic = `${erin.tenantId}/solutions/plant/devices/${await device(erin.token)}/observations`;
+    const onA = await connect(a, dave.token);
+    const erinOnA = await connect(a, erin.token);
+    clients.push(onA, erinOnA);
+    const got = inbox(onA);
+    const erinGot = inbox(erinOnA);
+    await onA.subscribeAsync(daveTopic, { qos: 1 });
+    await erinOnA.subscribeAsync(erinTopic, { qos: 1 });
+
+    // A node on the same Redis held two of dave's clients with wills (one aimed at erin's device),
+    // then died: it never beats again and hands nothing over.
+    const require = createRequire(import.meta.url);
+    const conns = [new Redis(redis.url), new Redis(redis.url), new Redis(redis.url)];
+    const ghost = new Aedes({
+      persistence: require('aedes-persistence-redis')({ conn: conns[0] }),
+      mq: require('mqemitter-redis')({ subConn: conns[1], pubConn: conns[2], matchEmptyLevels: true }),
+    });
+    await ghost.listen();
+    const store = (ghost as unknown as { persistence: { putWill(c: { id: string }, p: object): Promise<void> } }).persistence;
+    const will = '{"observations":[{"timestamp":"2026-08-01T00:00:00Z","temperature":-3.5}]}';
+    await store.putWill({ id: `${dave.tenantId}/gone-router` }, { cmd: 'publish', topic: daveTopic, payload: Buffer.from(will), qos: 1, retain: false });
+    await store.putWill({ id: `${dave.tenantId}/gone-rogue` }, { cmd: 'publish', topic: erinTopic, payload: Buffer.from(will), qos: 1, retain: false });
+    for (const t of ['_heartbeatInterval', '_clearWillInterval']) clearInterval((ghost as unknown as Record<string, NodeJS.Timeout>)[t]);
+    for (const c of conns) c.disconnect();
+
+    await until(() => got.length === 1, "the will reaches dave's subscriber on A");
+    assert.equal(got[0]!.payload.toString(), will);
+    const stored = await a.t.request('GET', `/api/solutions/plant/devices/${daveTopic.split('/')[4]}/observations`, { token: dave.token });
+    assert.deepEqual(((await stored.json()) as { observations: unknown[] }).observations, [{ timestamp: '2026-08-01T00:00:00.000Z', temperature: -3.5 }]);
+    await waitFor('both wills taken from Redis', async () => (await redis.client().llen('will')) === 0);
+    assert.equal(erinGot.length, 0, "a will aimed at another tenant's device is not delivered");
   });
 });
