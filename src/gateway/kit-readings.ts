@@ -1,7 +1,8 @@
 // Kit readings on their way out of the gateway (docs/coap.md "Readings into the platform"): each one
 // of a sandbox kit is stored as an observation of its device (through ReadingWriter, in one write
-// with the other kits' readings) and handed raw to the payload sink (the MQTT bubble-up), which also
-// sees the answers to clients' GETs of a temperature.
+// with the other kits' readings) and then handed raw to the payload sink (the MQTT bubble-up), which
+// also sees the answers to clients' GETs of a temperature. Store first, then bubble: a subscriber
+// that uploads the figure it got finds the reading stored, and its unit with it (docs/mqtt.md).
 import type { Logger } from 'pino';
 import { getUintOption, Option, type CoapMessage } from '../coap/index.ts';
 import { SANDBOX, type DeviceRecord } from '../core/types.ts';
@@ -84,9 +85,9 @@ export class KitReadings {
     void this.d.device(mac).then(
       (d) => {
         if (!d || d.solution !== SANDBOX) return;
-        // The raw payload bubbles up whether or not the store takes the reading.
-        this.bubble(mac, m, { path: [kit?.prefix ?? 'snsr', ...TEMP_PATH], device: d });
-        this.d.writer.queue({ device: d, record: readingObservation(r, at, mac, this.d.maxClockSkewMs), mac });
+        // The raw payload bubbles up once the write is over, whether or not the store took the reading.
+        const written = () => this.bubble(mac, m, { path: [kit?.prefix ?? 'snsr', ...TEMP_PATH], device: d });
+        this.d.writer.queue({ device: d, record: readingObservation(r, at, mac, this.d.maxClockSkewMs), mac, written });
       },
       (e: unknown) => {
         this.d.stats.storeErrors++;
@@ -103,8 +104,8 @@ export class KitReadings {
     void this.d.device(mac).then(
       (d) => {
         if (!d || d.solution !== SANDBOX) return;
-        this.bubble(mac, m, { sensor: type, device: d });
-        this.d.writer.queue({ device: d, record: sensorObservation(type, r, at, mac), mac, sensor: type });
+        const written = () => this.bubble(mac, m, { sensor: type, device: d });
+        this.d.writer.queue({ device: d, record: sensorObservation(type, r, at, mac), mac, sensor: type, written });
       },
       (e: unknown) => {
         this.d.stats.storeErrors++;

@@ -17,6 +17,8 @@ export interface PendingReading {
   mac: string;
   /** The added sensor's type, for an added sensor's reading. */
   sensor?: string;
+  /** Called once the write that held this reading is over, stored or not (see kit-readings.ts). */
+  written?: () => void;
 }
 
 /** The gateway's counters the writer keeps. */
@@ -100,6 +102,7 @@ export class ReadingWriter {
         this.d.stats.storeErrors += items.length;
         this.d.log.warn({ err: e, readings: items.length, mac: items[0]?.mac }, 'gateway could not store readings');
       }
+      for (const i of items) i.written?.();
     }
   }
 }
