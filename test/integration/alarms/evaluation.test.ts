@@ -246,14 +246,22 @@ describe('silence', () => {
   });
 
   it('a solution-wide silence rule watches every device, also one that never reported', async () => {
-    const { token } = await s.login('quietall');
+    const { token, tenantId } = await s.login('quietall');
+    // Devices are stamped with the real time (not the test's clock): this test starts its clock at
+    // the real now, not at T0, which earlier tests may have left minutes behind.
+    const start = Date.now();
+    s.clock.now = start;
     const dev = await newDevice(s, token);
-    s.clock.now = T0;
     await createRule(s, token, { condition: 'silence', silence: '10m' });
     const late = await newDevice(s, token);
-    await send(token, dev, at(s, 1, 4));
-    // dev reported at minute 1; late never did (counted from its creation, seconds after T0).
-    s.clock.now = T0 + 10 * MIN + 30_000;
+    s.clock.now = start + 2 * MIN + 1000;
+    await upload(s, token, dev, [{ timestamp: iso(start + 2 * MIN), temperature: 4 }]);
+    await s.settle();
+    // Ten minutes after late was made (it never reported); dev reported less than ten minutes before.
+    const store = s.services.store;
+    const groupId = (await store.getAccountByTenantId(tenantId))!.groupId;
+    const created = (await store.getDevice(groupId, 'StudioSimulation', late))!.createdAt;
+    s.clock.now = created + 10 * MIN + 1000;
     await s.parts.engine.checkSilence();
     assert.deepEqual(
       (await alarms(s, token)).map((a) => a.deviceId),
