@@ -131,7 +131,10 @@ export async function startServer(config: Config, opts: ServiceOptions & { compo
       await services.leadership.close();
       await scrapes?.close();
       for (const u of unwatch) u();
-      await app.close();
+      // Node's close() ends only the connections idle at that moment: one whose request finishes
+      // later would stay open for the keep-alive timeout (72 s) and hold the close until then.
+      const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
+      await app.close().finally(() => clearInterval(sweep));
       await services.events.close();
       await services.store.close();
     })());
