@@ -55,10 +55,12 @@ if (stray.length) {
   process.exit(1);
 }
 
-const files = tiers
-  .flatMap((t) => walk(path.join(root, 'test', t), []))
-  .filter((f) => !filters.length || filters.some((x) => f.includes(x)))
-  .sort();
+// The slowest tier first (e2e, then integration, then unit): files start in this order, and a long
+// browser or CLI file started last would end the run alone while the other slots stand idle.
+const files = [...tiers]
+  .reverse()
+  .flatMap((t) => walk(path.join(root, 'test', t), []).sort())
+  .filter((f) => !filters.length || filters.some((x) => f.includes(x)));
 if (!files.length) {
   console.error('no test files matched');
   process.exit(1);
