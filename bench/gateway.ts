@@ -53,7 +53,7 @@ import { Fleet } from '../src/device/fleet.ts';
 import { Gateway, proxyUri } from '../src/gateway/gateway.ts';
 import { openServices } from '../src/server.ts';
 import { provisionKit } from '../src/service/devices.ts';
-import type { ObservationRecord } from '../src/core/types.ts';
+import { recordsOf, type ObservationBatch } from '../src/core/observation-batch.ts';
 import { arg, callgrindTotal, cpuBudget, cpuTimes, median, percentileOf, type CpuBudget } from './lib.ts';
 
 const INSTRUCTIONS = process.argv.includes('--instructions');
@@ -310,8 +310,8 @@ async function main(): Promise<void> {
     store[name] = async (...a: unknown[]) => {
       const r = await orig(...a);
       const t = wallMs();
-      const batches = name === 'insertObservations' ? [a[1] as ObservationRecord[]] : (a[0] as { batch: ObservationRecord[] }[]).map((x) => x.batch);
-      for (const b of batches) for (const o of b) if (typeof o.extra?.mac === 'string') stored.set(`${o.extra.mac}|${Math.floor(o.ts / 1000)}`, t);
+      const batches = name === 'insertObservations' ? [a[1] as ObservationBatch] : (a[0] as { batch: ObservationBatch }[]).map((x) => x.batch);
+      for (const b of batches) for (const o of recordsOf(b)) if (typeof o.extra?.mac === 'string') stored.set(`${o.extra.mac}|${Math.floor(o.ts / 1000)}`, t);
       return r;
     };
   }

@@ -14,6 +14,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { periodEnd, periodStart, widthOf } from '../src/store/postgres/partitions.ts';
 import { createTestDatabase, PG_ADMIN_URL, type TestDatabase } from '../test/helpers/pg.ts';
 import { cpuBudget, cpuSeconds, median, reefCli, request, serve, threadCpu, threadSplit, type CpuBudget, type Served } from './lib.ts';
+import { batchOf } from '../src/core/observation-batch.ts';
 
 export interface PgBatch {
   device: number;
@@ -189,7 +190,7 @@ export async function throughStore(plan: PgBatch[], o: { devices: number; concur
       Array.from({ length: o.concurrency }, async () => {
         while (next < batches.length) {
           const b = batches[next++]!;
-          await store.insertObservations(b.id, b.rows);
+          await store.insertObservations(b.id, batchOf(b.rows));
         }
       }),
     );

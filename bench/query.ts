@@ -16,6 +16,7 @@ import { createAccount } from '../src/auth/accounts.ts';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
 import type { Store } from '../src/store/store.ts';
 import { ROOT, arg, fmt, latency, load, machine, request, serve } from './lib.ts';
+import { batchOf } from '../src/core/observation-batch.ts';
 
 const DEVICES = Number(arg('devices', '10000'));
 const PER_DEVICE = Number(arg('per-device', '1000'));
@@ -52,7 +53,7 @@ for (let d = 0; d < DEVICES; d++) {
     domainInfo: { location: { latitude: 40 + (d % 100) / 10, longitude: (d % 360) - 180 } },
   });
   const rows = Array.from({ length: PER_DEVICE }, (_, i) => ({ ts: T0 + i * 10_000, temperature: Math.round((15 + 10 * Math.sin((i + d) / 100)) * 10000) / 10000, extra: null }));
-  await store.insertObservations(id, rows);
+  await store.insertObservations(id, batchOf(rows));
 }
 for (let k = 0; k < SANDBOX_KITS; k++) {
   await store.createDevice({

@@ -27,6 +27,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { createAccount, type NewCredentials } from '../src/auth/accounts.ts';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
+import { batchOf } from '../src/core/observation-batch.ts';
 import { blockStatements, insertBlocks } from '../src/store/sqlite/blocks.ts';
 import { arg, cpuSeconds, fmt, ingestPlan, machine, percentile, request, serve, type IngestBatch, type Served } from './lib.ts';
 
@@ -177,7 +178,9 @@ async function grow(f: Fleet, devices: number, rows: number, label: string): Pro
   const s2 = new SqliteStore({ file: dbFile(f.dir), synchronous: 'NORMAL' });
   await s2.migrate();
   for (let i = 0; i < fresh.length; i += 1000) {
-    await s2.insertObservationsMany(fresh.slice(i, i + 1000).map((deviceId, k) => ({ deviceId, batch: [{ ts: T0 + history * 1000, temperature: temperature(history, pks[i + k]!), extra: null }] })));
+    await s2.insertObservationsMany(
+      fresh.slice(i, i + 1000).map((deviceId, k) => ({ deviceId, batch: batchOf([{ ts: T0 + history * 1000, temperature: temperature(history, pks[i + k]!), extra: null }]) })),
+    );
   }
   await s2.close();
   return (performance.now() - t) / 1000;

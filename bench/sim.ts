@@ -17,6 +17,7 @@ import { LocalEventBus } from '../src/events/bus.ts';
 import { SimulationManager } from '../src/sim/simulations.ts';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.ts';
 import { percentile } from './lib.ts';
+import { batchOf } from '../src/core/observation-batch.ts';
 
 const args = process.argv.slice(2);
 const opt = (name: string, def: number) => {
@@ -159,7 +160,7 @@ async function backfill(dir: string) {
   }
   const b0 = performance.now();
   let stored = 0;
-  for (let i = 0; i < baseDevices; i++) stored += (await store.insertObservations(ids[i]!, batches[i]!)).written;
+  for (let i = 0; i < baseDevices; i++) stored += (await store.insertObservations(ids[i]!, batchOf(batches[i]!))).written;
   const baseSeconds = (performance.now() - b0) / 1000;
   const dbBytes = fs.statSync(path.join(dir, 'reef.db')).size;
   await store.close();

@@ -3,11 +3,12 @@
 // summary (extremes and steepest changes) settle every rule a batch cannot break without judging
 // each reading. Pure: engine.ts holds the plans and judges what is left reading by reading.
 import type { AlarmRuleRecord, AlarmRuleSpec } from '../core/alarms.ts';
-import type { Observation, ObservationRecord } from '../core/types.ts';
+import type { ObservationBatch } from '../core/observation-batch.ts';
+import type { Observation } from '../core/types.ts';
 import type { Pair } from './pairs.ts';
 
-/** A stored batch: its records when published in this process, else its wire form. */
-export type Batch = { records: ObservationRecord[]; wire: null } | { records: null; wire: Observation[] };
+/** A stored batch: the store's batch when published in this process, else its wire form. */
+export type Batch = { batch: ObservationBatch; wire: null } | { batch: null; wire: Observation[] };
 
 /** A batch's temperatures in one pass: extremes and steepest changes (°C, °C per minute). */
 export interface Summary {
@@ -23,12 +24,15 @@ export interface Summary {
 }
 
 /** The reading's other fields, where rules read a field by path and a reading may name its unit. */
-export function bagOf(records: ObservationRecord[] | null, wire: Observation[] | null, i: number): Record<string, unknown> | null {
-  return records ? records[i]!.extra : wire![i]!;
+export function bagOf(batch: ObservationBatch | null, wire: Observation[] | null, i: number): Record<string, unknown> | null {
+  return batch ? (batch.extra?.[i] ?? null) : wire![i]!;
 }
 
-export function temperatureOf(records: ObservationRecord[] | null, wire: Observation[] | null, i: number): number | null {
-  if (records) return records[i]!.temperature;
+export function temperatureOf(batch: ObservationBatch | null, wire: Observation[] | null, i: number): number | null {
+  if (batch) {
+    const t = batch.temperature[i]!;
+    return Number.isNaN(t) ? null : t;
+  }
   const t = wire![i]!.temperature;
   return typeof t === 'number' ? t : null;
 }
@@ -38,7 +42,7 @@ export function temperatureOf(records: ObservationRecord[] | null, wire: Observa
  * own unit (then every rule is judged reading by reading). Readings without a temperature are left
  * out, and a repeated timestamp counts once, as the per-reading path does.
  */
-export function summarize(n: number, order: number[] | null, tss: Float64Array, records: ObservationRecord[] | null, wire: Observation[] | null): Summary | null {
+export function summarize(n: number, order: number[] | null, tss: Float64Array, batch: ObservationBatch | null, wire: Observation[] | null): Summary | null {
   let count = 0;
   let firstTs = 0;
   let firstV = 0;
@@ -51,11 +55,11 @@ export function summarize(n: number, order: number[] | null, tss: Float64Array, 
   for (let j = 0; j < n; j++) {
     const i = order ? order[j]! : j;
     let t: number | null;
-    if (records) {
-      const rec = records[i]!;
-      t = rec.temperature;
-      if (t === null) continue;
-      if (rec.extra !== null && rec.extra.unit !== undefined) return null;
+    if (batch) {
+      t = batch.temperature[i]!;
+      if (Number.isNaN(t)) continue;
+      const x = batch.extra?.[i];
+      if (x && x.unit !== undefined) return null;
     } else {
       const w = wire![i]!;
       t = typeof w.temperature === 'number' ? w.temperature : null;

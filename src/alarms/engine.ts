@@ -15,7 +15,7 @@
 // quiet devices.
 import type { Logger } from 'pino';
 import type { AlarmReading, AlarmRuleRecord } from '../core/alarms.ts';
-import type { ObservationRecord } from '../core/types.ts';
+import type { ObservationBatch } from '../core/observation-batch.ts';
 import type { EventBus, EventKind, ReefEvent } from '../events/bus.ts';
 import type { Store } from '../store/store.ts';
 import { bagOf, EPS, plan, settled, summarize, temperatureOf, type Batch, type Plan } from './batch-plan.ts';
@@ -126,10 +126,10 @@ export class AlarmEngine {
     if (e.kind === 'observations') {
       if (!this.loading && !this.reloading && !this.rules.mayWatch(e.groupId, e.solution, e.deviceId)) return;
       const at = this.o.now();
-      // In-process publishers attach the stored records (src/service/observations.ts): numbers, no
+      // In-process publishers attach the stored batch (src/service/observations.ts): numbers, no
       // wire form to build or parse. Events from other nodes carry the wire form only.
-      const records = (e as { records?: ObservationRecord[] }).records;
-      const batch: Batch = records ? { records, wire: null } : { records: null, wire: e.observations };
+      const stored = (e as { batch?: ObservationBatch }).batch;
+      const batch: Batch = stored ? { batch: stored, wire: null } : { batch: null, wire: e.observations };
       this.enqueue(() => this.observe(e.groupId, e.solution, e.deviceId, batch, at), e.groupId);
     } else if (e.kind === 'alarm-rule') {
       // Listen at once: an upload right after the rule was created must be evaluated.
@@ -305,8 +305,8 @@ export class AlarmEngine {
     const pl = await this.planFor(groupId, solution, deviceId);
     if (!pl) return;
     this.silence.seen(deviceId, at);
-    const { records, wire } = batch;
-    const n = records ? records.length : wire!.length;
+    const { batch: stored, wire } = batch;
+    const n = stored ? stored.ts.length : wire!.length;
     if (!n) return;
     countAlarmEvaluation();
     const { rules, pairs } = pl;
@@ -316,7 +316,7 @@ export class AlarmEngine {
     const tss = this.scratch;
     let ordered = true;
     for (let i = 0; i < n; i++) {
-      tss[i] = records ? records[i]!.ts : Date.parse(wire![i]!.timestamp);
+      tss[i] = stored ? stored.ts[i]! : Date.parse(wire![i]!.timestamp);
       if (i && tss[i]! < tss[i - 1]!) ordered = false;
     }
     const order: number[] | null = ordered ? null : Array.from({ length: n }, (_, i) => i).sort((x, y) => tss[x]! - tss[y]!);
@@ -326,13 +326,13 @@ export class AlarmEngine {
         const r = rules[k]!;
         const p = pairs[k]!;
         if (r.spec.condition !== 'silence' || p.phase !== 'raised') continue;
-        const bag = bagOf(records, wire, newest);
-        const v = r.spec.field === 'temperature' ? temperatureOf(records, wire, newest) : readField(bag ?? {}, r.spec.field);
+        const bag = bagOf(stored, wire, newest);
+        const v = r.spec.field === 'temperature' ? temperatureOf(stored, wire, newest) : readField(bag ?? {}, r.spec.field);
         await this.writer.clear(r, deviceId, p, v === null ? null : this.reading(r, tss[newest]!, v, bag), 'an observation arrived');
       }
     }
     const cutoff = at - this.o.lateMs;
-    const sum = tss[order ? order[0]! : 0]! >= cutoff ? summarize(n, order, tss, records, wire) : null;
+    const sum = tss[order ? order[0]! : 0]! >= cutoff ? summarize(n, order, tss, stored, wire) : null;
     // A batch inside the device's tightest limits settles every rule at one comparison per limit;
     // otherwise each rule is checked against the batch's extremes, and only a rule that some
     // reading could break is judged reading by reading (with the same outcome as judging all).
@@ -353,8 +353,8 @@ export class AlarmEngine {
         this.skippedLate++;
         continue;
       }
-      const temp = temperatureOf(records, wire, i);
-      const bag = bagOf(records, wire, i);
+      const temp = temperatureOf(stored, wire, i);
+      const bag = bagOf(stored, wire, i);
       for (const k of live) {
         const step = this.evaluate(rules[k]!, pairs[k]!, deviceId, ts, temp, bag);
         if (step) await step;

@@ -12,30 +12,12 @@
 // errors included. So a body read here is one parseBatch would accept, and the numbers are those
 // JSON.parse would give (test/unit/core/observation-scan.test.ts compares both on many bodies).
 import { ISO_DIGITS, isoFields, timeOfDay } from './validate.ts';
-import type { ObservationRecord } from './types.ts';
-
-/** One device's batch as numbers: temperature NaN where there is none (null). */
-export interface PackedObservations {
-  ts: Float64Array<ArrayBuffer>;
-  temperature: Float64Array<ArrayBuffer>;
-  /** Index of the newest observation (the last one of the greatest timestamp). */
-  newest: number;
-}
+import type { ObservationBatch } from './observation-batch.ts';
 
 /** The body of an upload read by scanUpload: the route's schema sees an empty list and passes it. */
 export class ScannedUpload {
   readonly observations: never[] = [];
-  constructor(readonly packed: PackedObservations) {}
-}
-
-/** The records a packed batch stands for (what parseBatch would have returned). */
-export function unpackObservations(p: PackedObservations): ObservationRecord[] {
-  const out: ObservationRecord[] = new Array(p.ts.length);
-  for (let i = 0; i < p.ts.length; i++) {
-    const t = p.temperature[i]!;
-    out[i] = { ts: p.ts[i]!, temperature: Number.isNaN(t) ? null : t, extra: null };
-  }
-  return out;
+  constructor(readonly batch: ObservationBatch) {}
 }
 
 const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
@@ -195,18 +177,18 @@ function number(s: Uint8Array, p: number): number {
 }
 
 /**
- * The packed batch of an upload body of the common shape (its bytes, or its text), or null: the
+ * The batch of an upload body of the common shape (its bytes, or its text), or null: the
  * caller then parses it the general way. `max` is the most observations a request may carry
  * (more: null, so the general path answers TOO_MANY_OBSERVATIONS).
  */
-export function scanUpload(body: Uint8Array | string, max: number): PackedObservations | null {
+export function scanUpload(body: Uint8Array | string, max: number): ObservationBatch | null {
   // One kind of array for the scan (a Buffer is a subclass: its own shape would make the reads
   // below polymorphic).
   const s = typeof body === 'string' ? new Uint8Array(Buffer.from(body)) : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
   return scanBytes(s, max);
 }
 
-function scanBytes(s: Uint8Array, max: number): PackedObservations | null {
+function scanBytes(s: Uint8Array, max: number): ObservationBatch | null {
   const dv = new DataView(s.buffer, s.byteOffset, s.byteLength);
   let p = ws(s, 0);
   if (s[p] !== 123) return null;
@@ -301,5 +283,5 @@ function scanBytes(s: Uint8Array, max: number): PackedObservations | null {
   if (s[p] !== 125) return null;
   p = ws(s, p + 1);
   if (p !== s.length) return null;
-  return { ts: tsBuf.slice(0, n), temperature: tBuf.slice(0, n), newest };
+  return { ts: tsBuf.slice(0, n), temperature: tBuf.slice(0, n), extra: null, newest };
 }

@@ -80,12 +80,6 @@ export interface EventBus {
   readonly idle?: boolean;
   /** As `idle`, for events of one kind (subscribers that asked for other kinds only do not count). */
   idleFor?(kind: EventKind): boolean;
-  /**
-   * Whether no subscriber in this process takes a kind, whatever other nodes do. Only a bus that
-   * crosses nodes has it (without it, every listener is local): an upload whose only listeners
-   * are other nodes tells them its time span and builds nothing else (src/service/observations.ts).
-   */
-  localIdleFor?(kind: EventKind): boolean;
   publish(e: ReefEvent): void;
   /**
    * Returns the unsubscribe function. With `kinds`, only events of those kinds are delivered, and

@@ -104,10 +104,6 @@ export class PgEventBus implements EventBus {
     return !this.others && this.local.idleFor(kind);
   }
 
-  localIdleFor(kind: EventKind): boolean {
-    return this.local.idleFor(kind);
-  }
-
   /** Whether events are sent to other nodes now (false: no other node's listener is connected). */
   get othersListening(): boolean {
     return this.others;

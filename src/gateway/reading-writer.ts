@@ -3,6 +3,7 @@
 // of every other kit that notified meanwhile, in one write.
 import type { Logger } from 'pino';
 import type { DeviceRecord, ObservationRecord } from '../core/types.ts';
+import { batchOf } from '../core/observation-batch.ts';
 import type { EventBus } from '../events/bus.ts';
 import { storeObservationsMany, type ObservationQuota } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
@@ -88,7 +89,7 @@ export class ReadingWriter {
           await storeObservationsMany(
             this.d.store,
             this.d.events,
-            items.map((i) => ({ device: i.device, batch: [i.record] })),
+            items.map((i) => ({ device: i.device, batch: batchOf([i.record]) })),
             this.d.quota,
             'gateway',
           ),

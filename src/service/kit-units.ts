@@ -3,6 +3,7 @@
 // `unit`, `rawValue` and `rawUnit`; an original client (the Java CoAP and MQTT clients) uploads the
 // kit's own figure as the kit reports it, °F when the kit is in F, without a unit. Such an upload
 // is converted here, once for every writer, and keeps its figure as `rawValue`/`rawUnit`.
+import type { ObservationBatch } from '../core/observation-batch.ts';
 import type { ObservationRecord } from '../core/types.ts';
 import type { Store } from '../store/store.ts';
 
@@ -44,28 +45,28 @@ function normalised(x: Record<string, unknown> | null): boolean {
  * °C temperature); the unit of the kit's last stored reading that names one; else the kit's
  * default, °F. Reads the store only for figures without a unit of their own.
  */
-export async function kitCelsius(store: Store, deviceId: string, batch: ObservationRecord[]): Promise<ObservationRecord[]> {
-  let unknown: ObservationRecord[] | null = null;
+export async function kitCelsius(store: Store, deviceId: string, batch: ObservationBatch): Promise<ObservationBatch> {
+  const { ts, temperature, extra } = batch;
+  const n = ts.length;
+  let from = Number.POSITIVE_INFINITY;
+  let to = Number.NEGATIVE_INFINITY;
   let changes = false;
-  for (const r of batch) {
-    if (r.temperature === null || normalised(r.extra)) continue;
+  let unknown = 0;
+  for (let i = 0; i < n; i++) {
+    const x = extra?.[i] ?? null;
+    if (Number.isNaN(temperature[i]!) || normalised(x)) continue;
     changes = true;
-    if (unitOf(r.extra?.unit) !== undefined) continue;
-    unknown ??= [];
-    unknown.push(r);
+    if (unitOf(x?.unit) !== undefined) continue;
+    unknown++;
+    from = Math.min(from, ts[i]!);
+    to = Math.max(to, ts[i]!);
   }
   if (!changes) return batch;
   let atSameInstant: Map<number, ObservationRecord> | null = null;
   let lastUnit: TemperatureUnit | undefined;
   if (unknown) {
-    let from = Number.POSITIVE_INFINITY;
-    let to = Number.NEGATIVE_INFINITY;
-    for (const r of unknown) {
-      from = Math.min(from, r.ts);
-      to = Math.max(to, r.ts);
-    }
     atSameInstant = new Map();
-    const stored = await store.queryObservations(deviceId, { from, to: to + 1, limit: Math.min(unknown.length * 4, 10_000) });
+    const stored = await store.queryObservations(deviceId, { from, to: to + 1, limit: Math.min(unknown * 4, 10_000) });
     for (const s of stored.observations) atSameInstant.set(s.ts, s);
     const newest = await store.queryObservations(deviceId, { limit: LAST_UNIT_ROWS });
     for (const s of newest.observations) {
@@ -73,11 +74,20 @@ export async function kitCelsius(store: Store, deviceId: string, batch: Observat
       if (lastUnit) break;
     }
   }
-  return batch.map((r) => {
-    if (r.temperature === null || normalised(r.extra)) return r;
-    const unit = unitOf(r.extra?.unit) ?? sameReadingUnit(atSameInstant?.get(r.ts), r.temperature) ?? lastUnit ?? KIT_DEFAULT_UNIT;
-    return { ts: r.ts, temperature: toCelsius(r.temperature, unit), extra: { ...r.extra, unit: 'C', rawValue: r.temperature, rawUnit: unit } };
-  });
+  const out: ObservationBatch = { ts, temperature: new Float64Array(n), extra: new Array(n), newest: batch.newest };
+  for (let i = 0; i < n; i++) {
+    const t = temperature[i]!;
+    const x = extra?.[i] ?? null;
+    if (Number.isNaN(t) || normalised(x)) {
+      out.temperature[i] = t;
+      out.extra![i] = x;
+      continue;
+    }
+    const unit = unitOf(x?.unit) ?? sameReadingUnit(atSameInstant?.get(ts[i]!), t) ?? lastUnit ?? KIT_DEFAULT_UNIT;
+    out.temperature[i] = toCelsius(t, unit);
+    out.extra![i] = { ...x, unit: 'C', rawValue: t, rawUnit: unit };
+  }
+  return out;
 }
 
 /** The unit of `value` when it is the stored reading's own figure (or its °C temperature). */

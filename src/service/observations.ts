@@ -2,11 +2,11 @@
 // store path every producer uses (HTTP uploads, the gateway's kit readings, simulations), and the
 // read side (latest of all, one device's range with keyset paging, per-bucket aggregates).
 import { ReefError } from '../core/errors.ts';
-import { toWireObservation, type DeviceRecord, type DeviceRef, type Observation, type ObservationRecord } from '../core/types.ts';
+import type { DeviceRecord, DeviceRef, Observation, ObservationRecord } from '../core/types.ts';
 import { duration, isoTimestamp, temperature } from '../core/validate.ts';
 import { spanOf, type EventBus, type ObservationSpan } from '../events/bus.ts';
 import { pageJson } from '../core/observation-json.ts';
-import { unpackObservations, type PackedObservations } from '../core/observation-scan.ts';
+import { wireOf, type ObservationBatch } from '../core/observation-batch.ts';
 import type { ObservationQuery, SolutionCursor, Store } from '../store/store.ts';
 import { kitCelsius } from './kit-units.ts';
 import { countStored, type ObservationPath } from '../metrics/metrics.ts';
@@ -16,14 +16,15 @@ import { countStored, type ObservationPath } from '../metrics/metrics.ts';
  * timestamp: ISO-8601 with zone, stored at millisecond precision (the dedupe key with the device).
  * temperature: number or numeric string, stored as a number. Other fields: kept verbatim.
  */
-export function parseBatch(body: unknown, max: number, maxExtraBytes: number): ObservationRecord[] {
+export function parseBatch(body: unknown, max: number, maxExtraBytes: number): ObservationBatch {
   const list = (body as { observations?: unknown } | null)?.observations;
   if (!Array.isArray(list)) throw new ReefError('VALIDATION_FAILED', 'the body must be {"observations": [...]}', { field: 'observations' });
   if (list.length > max) {
     throw new ReefError('TOO_MANY_OBSERVATIONS', `at most ${max} observations per request, got ${list.length}; split the upload`, { field: 'observations' });
   }
-  const out: ObservationRecord[] = new Array(list.length);
-  for (let i = 0; i < list.length; i++) {
+  const n = list.length;
+  const out: ObservationBatch = { ts: new Float64Array(n), temperature: new Float64Array(n), extra: null, newest: 0 };
+  for (let i = 0; i < n; i++) {
     const o = list[i] as Record<string, unknown>;
     if (typeof o !== 'object' || o === null || Array.isArray(o)) {
       throw new ReefError('VALIDATION_FAILED', `observations[${i}] must be an object`, { field: `observations/${i}` });
@@ -42,7 +43,10 @@ export function parseBatch(body: unknown, max: number, maxExtraBytes: number): O
     if (extra !== null && jsonLongerThan(extra, maxExtraBytes)) {
       throw new ReefError('VALIDATION_FAILED', `observations[${i}] has more than ${maxExtraBytes} bytes of fields besides timestamp and temperature`, { field: `observations/${i}` });
     }
-    out[i] = { ts, temperature: t, extra };
+    out.ts[i] = ts;
+    out.temperature[i] = t ?? NaN;
+    if (extra) (out.extra ??= new Array<Record<string, unknown> | null>(n).fill(null))[i] = extra;
+    if (ts >= out.ts[out.newest]!) out.newest = i;
   }
   return out;
 }
@@ -79,33 +83,16 @@ function listening(events: EventBus | null): events is EventBus {
   return events !== null && !(events.idleFor ? events.idleFor('observations') : events.idle);
 }
 
-/** Whether a subscriber in this process may take stored observations (without localIdleFor every listener is local). */
-function listeningHere(events: EventBus): boolean {
-  return events.localIdleFor ? !events.localIdleFor('observations') : true;
-}
-
 /**
- * Stores one device's batch: records, or a packed batch from the upload scanner
- * (src/core/observation-scan.ts), which the store takes as it is. A packed batch's records are
- * made only for live listeners in this process — before the insert, as the store may move the
- * packed numbers to its writer thread (SQLite). When the only listeners are other nodes (PostgreSQL
- * with several nodes), they are told the batch's time span and read the rows back: no record is made
- * here (before, every upload of a node with a neighbour made its 1,000 records for nothing; the
- * profile of two nodes in bench:ingest).
+ * Stores one device's batch, whichever producer made it (src/core/observation-batch.ts), and
+ * publishes it: no record or wire form is made here; a live event builds what its reader asks for.
  */
-export async function storeObservations(
-  store: Store,
-  events: EventBus | null,
-  device: DeviceRef,
-  batch: ObservationRecord[] | PackedObservations,
-  quota?: ObservationQuota,
-  path?: ObservationPath,
-): Promise<number> {
+export async function storeObservations(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationBatch, quota?: ObservationQuota, path?: ObservationPath): Promise<number> {
   // A dev kit's series is kept in °C whoever writes it (src/service/kit-units.ts).
-  if (device.mac) batch = await kitCelsius(store, device.id, Array.isArray(batch) ? batch : unpackObservations(batch));
+  if (device.mac) batch = await kitCelsius(store, device.id, batch);
   if (!quota) return counted(path, await storeUncounted(store, events, device, batch));
   // The device's owner pays for what is stored on it, whoever in its group writes.
-  const settle = await quota.reserveObservations(device.tenantId, Array.isArray(batch) ? batch.length : batch.ts.length);
+  const settle = await quota.reserveObservations(device.tenantId, batch.ts.length);
   let written = 0;
   try {
     written = await storeUncounted(store, events, device, batch);
@@ -121,17 +108,9 @@ function counted(path: ObservationPath | undefined, written: number): number {
   return written;
 }
 
-async function storeUncounted(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationRecord[] | PackedObservations): Promise<number> {
-  if (Array.isArray(batch)) {
-    const { written } = await store.insertObservations(device.id, batch);
-    publishStored(events, device, batch);
-    return written;
-  }
-  if (!listening(events)) return (await store.insertPackedObservations(device.id, batch)).written;
-  const records = listeningHere(events) ? unpackObservations(batch) : null;
-  const { written } = await store.insertPackedObservations(device.id, batch);
-  if (records) publishStored(events, device, records);
-  else publishSpan(events, device, batch);
+async function storeUncounted(store: Store, events: EventBus | null, device: DeviceRef, batch: ObservationBatch): Promise<number> {
+  const { written } = await store.insertObservations(device.id, batch);
+  publishStored(events, device, batch);
   return written;
 }
 
@@ -152,7 +131,7 @@ export interface ObservationQuota {
 export async function storeObservationsMany(
   store: Store,
   events: EventBus | null,
-  given: { device: DeviceRef; batch: ObservationRecord[] }[],
+  given: { device: DeviceRef; batch: ObservationBatch }[],
   quota?: ObservationQuota,
   path?: ObservationPath,
 ): Promise<string[]> {
@@ -170,7 +149,7 @@ export async function storeObservationsMany(
   const settles: { tenantId: string; settle: (written: number) => void }[] = [];
   if (quota) {
     const byTenant = new Map<string, number>();
-    for (const i of items) byTenant.set(i.device.tenantId, (byTenant.get(i.device.tenantId) ?? 0) + i.batch.length);
+    for (const i of items) byTenant.set(i.device.tenantId, (byTenant.get(i.device.tenantId) ?? 0) + i.batch.ts.length);
     let first: unknown;
     const over = new Set<string>();
     for (const [tenantId, n] of byTenant) {
@@ -195,12 +174,12 @@ export async function storeObservationsMany(
     for (const { device, batch } of items) {
       if (gone.has(device.id)) continue;
       publishStored(events, device, batch);
-      stored += batch.length;
+      stored += batch.ts.length;
     }
     countStored(path, stored);
     for (const s of settles) {
       let written = 0;
-      for (const i of items) if (i.device.tenantId === s.tenantId && !gone.has(i.device.id)) written += i.batch.length;
+      for (const i of items) if (i.device.tenantId === s.tenantId && !gone.has(i.device.id)) written += i.batch.ts.length;
       s.settle(written);
     }
     return [...gone, ...refused];
@@ -211,40 +190,13 @@ export async function storeObservationsMany(
 
 /**
  * A stored batch as a live event; nothing is built when nobody can be listening. The wire form is
- * built on first use (an SSE stream, another node), and the stored records ride along, unserialized
- * (not enumerable), for in-process consumers that want numbers: alarm evaluation (src/alarms); so
- * does the batch's time span, for other nodes.
+ * built on first use (an SSE stream, another node); the batch itself rides along, unserialized (not
+ * enumerable), for in-process consumers that want numbers: alarm evaluation (src/alarms); so does
+ * its time span, for other nodes.
  */
-function publishStored(events: EventBus | null, device: DeviceRef, batch: ObservationRecord[]): void {
-  if (!listening(events) || !batch.length) return;
-  publishObservations(
-    events,
-    device,
-    () => batch.map(toWireObservation),
-    () => spanOf(batch.length, (i) => batch[i]!.ts),
-    batch,
-  );
-}
-
-/**
- * A stored packed batch whose only listeners are other nodes: its time span, computed from the
- * numbers. Records and wire form are built only if a subscriber here appeared while the batch was
- * being stored and reads them; the packed numbers are still there, as only SQLite's writer takes
- * them, and a bus that crosses nodes runs on PostgreSQL.
- */
-function publishSpan(events: EventBus, device: DeviceRef, batch: PackedObservations): void {
+function publishStored(events: EventBus | null, device: DeviceRef, batch: ObservationBatch): void {
   const n = batch.ts.length;
-  if (!n) return;
-  publishObservations(
-    events,
-    device,
-    () => unpackObservations(batch).map(toWireObservation),
-    () => spanOf(n, (i) => batch.ts[i]!),
-  );
-}
-
-/** An observations event whose wire form and span are made on first read; records and span ride along, not enumerable. */
-function publishObservations(events: EventBus, device: DeviceRef, makeWire: () => Observation[], makeSpan: () => ObservationSpan, records?: ObservationRecord[]): void {
+  if (!listening(events) || !n) return;
   let wire: Observation[] | undefined;
   let span: ObservationSpan | undefined;
   const e = {
@@ -253,14 +205,14 @@ function publishObservations(events: EventBus, device: DeviceRef, makeWire: () =
     solution: device.solution,
     deviceId: device.id,
     get observations(): Observation[] {
-      if (!wire) wire = makeWire();
+      if (!wire) wire = wireOf(batch);
       return wire;
     },
   };
-  if (records) Object.defineProperty(e, 'records', { value: records, enumerable: false });
+  Object.defineProperty(e, 'batch', { value: batch, enumerable: false });
   Object.defineProperty(e, 'span', {
     get: () => {
-      if (!span) span = makeSpan();
+      if (!span) span = spanOf(n, (i) => batch.ts[i]!);
       return span;
     },
     enumerable: false,

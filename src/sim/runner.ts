@@ -5,7 +5,8 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { isReefError } from '../core/errors.ts';
-import { DEVICE_TYPE_VIRTUAL, STUDIO_SIMULATION, type DeviceRecord, type ObservationRecord } from '../core/types.ts';
+import { DEVICE_TYPE_VIRTUAL, STUDIO_SIMULATION, type DeviceRecord } from '../core/types.ts';
+import type { ObservationBatch } from '../core/observation-batch.ts';
 import type { EventBus } from '../events/bus.ts';
 import { storeObservations, storeObservationsMany, type ObservationQuota } from '../service/observations.ts';
 import type { Store } from '../store/store.ts';
@@ -221,15 +222,17 @@ export class SimulationRun {
       const n = countIn(g, phaseOf(g, s), from, to);
       // Live ticks write every device of the slot in one store call (one commit on SQLite): a
       // commit per device would make the disk's fsync rate the simulation's limit.
-      const tick: { device: DeviceRecord; batch: ObservationRecord[]; i: number }[] = [];
+      const tick: { device: DeviceRecord; batch: ObservationBatch; i: number }[] = [];
       for (let i = s; i < g.devices; i += g.slots) {
         if (this.stopping) return false;
         if (this.removed.has(i)) continue;
         const m = this.models[i]!;
-        const batch: ObservationRecord[] = new Array(n);
+        // On the grid, ascending: the newest is the last.
+        const batch: ObservationBatch = { ts: new Float64Array(n), temperature: new Float64Array(n), extra: null, newest: Math.max(n - 1, 0) };
         for (let k = 0; k < n; k++) {
           const ts = first + k * I;
-          batch[k] = { ts, temperature: temperatureAt(m, ts), extra: null };
+          batch.ts[k] = ts;
+          batch.temperature[k] = temperatureAt(m, ts);
         }
         if (live) {
           tick.push({ device: this.records[i]!, batch, i });

@@ -4,7 +4,7 @@
 // connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceRef, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';
-import type { PackedObservations } from '../core/observation-scan.ts';
+import type { ObservationBatch } from '../core/observation-batch.ts';
 import { ReefError } from '../core/errors.ts';
 
 export interface NewDevice {
@@ -263,20 +263,17 @@ export interface Store {
   /**
    * Stores a batch for one device in one transaction: all or nothing. An observation with the same
    * device and timestamp as a stored one replaces it (last write wins), so a re-sent batch never
-   * duplicates. Keeps the device's latest observation current in the same transaction.
+   * duplicates (within the batch too: of a repeated timestamp the later observation wins). Keeps
+   * the device's latest observation current in the same transaction. The batch is left as it was
+   * given (the caller publishes it after).
    */
-  insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult>;
-  /**
-   * insertObservations of a packed batch (the upload scanner's numbers, no free fields), with the
-   * same rules, without a record per row. The batch's arrays may be moved to another thread.
-   */
-  insertPackedObservations(deviceId: string, batch: PackedObservations): Promise<InsertResult>;
+  insertObservations(deviceId: string, batch: ObservationBatch): Promise<InsertResult>;
   /**
    * Several devices' batches at once, with insertObservations' rules per device (each batch all or
    * nothing); devices that do not exist are skipped and reported. The batches go through the same
    * group writer as uploads, queued together so that they share commits (docs/storage.md).
    */
-  insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult>;
+  insertObservationsMany(items: { deviceId: string; batch: ObservationBatch }[]): Promise<ManyInsertResult>;
   /** The latest observation of every device of the solution that has one. */
   latestObservations(groupId: string, solution: string): Promise<{ deviceId: string; observation: ObservationRecord }[]>;
   /**

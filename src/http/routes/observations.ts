@@ -72,8 +72,8 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       // other body is parsed as JSON and checked by the schema and parseBatch, as before.
       config: {
         scanBody: (bytes: Uint8Array) => {
-          const packed = scanUpload(bytes, config.maxObservationsPerRequest);
-          return packed ? new ScannedUpload(packed) : undefined;
+          const batch = scanUpload(bytes, config.maxObservationsPerRequest);
+          return batch ? new ScannedUpload(batch) : undefined;
         },
       },
       schema: {
@@ -92,7 +92,7 @@ export async function observationRoutes(app: FastifyInstance, opts: { store: Sto
       const { solution, id } = request.params as { solution: string; id: string };
       const device = await findUploadDevice(store, request.account, solution, id);
       const body = request.body;
-      const batch = body instanceof ScannedUpload ? body.packed : parseBatch(body, config.maxObservationsPerRequest, config.maxObservationExtraBytes);
+      const batch = body instanceof ScannedUpload ? body.batch : parseBatch(body, config.maxObservationsPerRequest, config.maxObservationExtraBytes);
       // Reserved against the device owner's quota before the store commits (src/service/quotas.ts).
       const stored = await storeObservations(store, events, device, batch, quotas, 'http');
       return reply.code(201).send({ stored });

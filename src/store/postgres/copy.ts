@@ -3,7 +3,6 @@
 // query that starts it, and sent with the transaction's end in one round trip (CopyAndCommit).
 // Pure encoding and pg protocol handling: which batches go by COPY is writer.ts's decision.
 import pg from 'pg';
-import type { ObservationRecord } from '../../core/types.ts';
 
 /**
  * The group's COPY, with a marker row (FLUSH_TUPLE) after every FLUSH_EVERY rows. A COPY into a
@@ -35,10 +34,10 @@ const COPY_HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff,
 const COPY_TRAILER = Buffer.from([0xff, 0xff]);
 const TWO_32 = 4_294_967_296;
 
-/** Each record's free fields in jsonb's binary form (a version byte, then the JSON text); null when no record has any. */
-export function jsonbExtras(rows: readonly ObservationRecord[]): (Buffer | null)[] | null {
-  if (!rows.some((r) => r.extra)) return null;
-  return rows.map((r) => (r.extra ? Buffer.from(`\x01${JSON.stringify(r.extra)}`, 'utf8') : null));
+/** Each row's free fields in jsonb's binary form (a version byte, then the JSON text); null when no row has any. */
+export function jsonbExtras(extras: readonly (Record<string, unknown> | null)[]): (Buffer | null)[] | null {
+  if (!extras.some((x) => x)) return null;
+  return extras.map((x) => (x ? Buffer.from(`\x01${JSON.stringify(x)}`, 'utf8') : null));
 }
 
 /** One batch's rows in a group's COPY: its device's key, timestamps, temperatures and free fields. */
@@ -46,13 +45,13 @@ export interface CopyRows {
   pk: number;
   tier: number;
   ts: ArrayLike<number>;
-  /** null (records) or NaN (the upload scanner's numbers) where there is no temperature. */
-  temps: ArrayLike<number | null>;
+  /** NaN where there is no temperature. */
+  temps: ArrayLike<number>;
   /** Each row's jsonb, or null when no row has free fields. */
   extras: readonly (Buffer | null)[] | null;
 }
 
-const noTemperature = (x: number | null | undefined) => x === null || x === undefined || Number.isNaN(x);
+const noTemperature = (x: number | undefined) => x === undefined || Number.isNaN(x);
 
 /** The bytes of a batch's COPY binary tuples: 50 a row (field count, four length-prefixed fixed fields, the extra's length), less 8 without a temperature, plus the extra. */
 function tupleBytes(r: CopyRows): number {

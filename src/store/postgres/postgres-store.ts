@@ -8,7 +8,7 @@
 import type pg from 'pg';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import { ReefError } from '../../core/errors.ts';
-import type { PackedObservations } from '../../core/observation-scan.ts';
+import type { ObservationBatch } from '../../core/observation-batch.ts';
 import type { Account, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type { AlarmQuery, BucketQuery, NewDevice, ObservationQuery, RaiseItem, SigningKey, SolutionObservationQuery, Store } from '../store.ts';
 import { PostgresAccounts } from './accounts.ts';
@@ -222,13 +222,10 @@ export class PostgresStore implements Store {
   }
 
   // ---- writer.ts, observations.ts, retention.ts -----------------------------------------------
-  insertObservations(deviceId: string, batch: ObservationRecord[]) {
+  insertObservations(deviceId: string, batch: ObservationBatch) {
     return this.writer.insertObservations(deviceId, batch);
   }
-  insertPackedObservations(deviceId: string, batch: PackedObservations) {
-    return this.writer.insertPackedObservations(deviceId, batch);
-  }
-  insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]) {
+  insertObservationsMany(items: { deviceId: string; batch: ObservationBatch }[]) {
     return this.writer.insertObservationsMany(items);
   }
   latestObservations(groupId: string, solution: string) {

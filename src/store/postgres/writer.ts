@@ -4,8 +4,8 @@
 // whose keys the node knows go in one round trip on a pipelined connection of their own.
 import pg from 'pg';
 import { ReefError } from '../../core/errors.ts';
-import { unpackObservations, type PackedObservations } from '../../core/observation-scan.ts';
-import type { DeviceRef, ObservationRecord } from '../../core/types.ts';
+import { lastWins, type ObservationBatch } from '../../core/observation-batch.ts';
+import type { DeviceRef } from '../../core/types.ts';
 import { type InsertResult, type ManyInsertResult, manyResult } from '../store.ts';
 import { numArray, textArray, type PostgresConnection } from './connection.ts';
 import { COPY_BATCH, copyAndCommitMessage, copyInAndCommit, type CopyRows, jsonbExtras, sendCopy } from './copy.ts';
@@ -109,10 +109,7 @@ const GROUP_BATCHES = 64;
 const MIN_EXTRA_GROUP = 2;
 const GROUP_ROWS = 100_000;
 
-/**
- * A batch waiting for its group: its rows (repeated timestamps collapsed) as records, or as the
- * upload scanner's numbers (no free fields, timestamps strictly ascending), and what the head needs.
- */
+/** A batch waiting for its group: its rows (repeated timestamps collapsed), and what the head needs. */
 interface Pending {
   deviceId: string;
   /**
@@ -120,14 +117,9 @@ interface Pending {
    * read): the batch is written to no device of another group or solution. Undefined when unknown.
    */
   owner: DeviceRef | undefined;
-  rows: ObservationRecord[] | null;
+  batch: ObservationBatch;
   /** The caller's count (before repeated timestamps were collapsed). */
   written: number;
-  ts: ArrayLike<number> & Iterable<number>;
-  /** Temperatures: null (records) or NaN (packed) where there is none. */
-  temps: ArrayLike<number | null>;
-  /** The rows' free-form fields as a JSON list, '[]' when none has any. */
-  extras: string;
   from: number;
   to: number;
   newestTs: number;
@@ -144,9 +136,15 @@ SELECT $1::bigint, u.ts, u.t, NULLIF(u.x, 'null'::jsonb), $2::int
 FROM ROWS FROM (unnest($3::bigint[]), unnest($4::float8[]), jsonb_array_elements($5::jsonb)) AS u(ts, t, x)
 ON CONFLICT (device_pk, ts, tier) DO UPDATE SET temperature = excluded.temperature, extra = excluded.extra`;
 
-/** A waiting batch's rows for the group's COPY, under its device's key. */
+/** A waiting batch's rows for the group's COPY, under its device's key: the typed arrays as they are. */
 function copyRowsOf(p: Pending, key: { pk: number; tier: number }): CopyRows {
-  return { pk: key.pk, tier: key.tier, ts: p.ts, temps: p.temps, extras: p.rows && jsonbExtras(p.rows) };
+  const b = p.batch;
+  return { pk: key.pk, tier: key.tier, ts: b.ts, temps: b.temperature, extras: b.extra && jsonbExtras(b.extra) };
+}
+
+/** A batch's free-form fields as MERGE_BATCH's JSON list; ROWS FROM pads a shorter function with NULLs, so '[]' when none has any. */
+function mergeExtras(b: ObservationBatch): string {
+  return b.extra ? JSON.stringify(b.extra) : '[]';
 }
 
 /**
@@ -169,7 +167,7 @@ function headArgs(c: pg.ClientBase, group: Pending[], second: readonly number[],
 
 /** Every timestamp of a group, for the partitions it needs. */
 function* groupTimestamps(group: Pending[]): Generator<number> {
-  for (const p of group) yield* p.ts;
+  for (const p of group) yield* p.batch.ts;
 }
 
 /** A COPY met a row already stored (a concurrent upload of the same device and time span). */
@@ -188,87 +186,39 @@ export class PostgresWriter {
     await writer?.then((c) => c.end()).catch(() => {});
   }
 
-  async insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult> {
-    if (!batch.length) {
+  /**
+   * Queues one device's batch for a group. ON CONFLICT cannot touch one row twice in a statement,
+   * nor COPY add one twice: repeated timestamps are collapsed first, the later one winning, as when
+   * the rows are written one after another. The typed arrays go into the COPY as they are.
+   */
+  async insertObservations(deviceId: string, given: ObservationBatch): Promise<InsertResult> {
+    const written = given.ts.length;
+    if (!written) {
       await this.c.devicePk(deviceId); // DEVICE_NOT_FOUND as for any batch; nothing to write
       return { written: 0 };
     }
-    // ON CONFLICT cannot touch one row twice in a statement, nor COPY add one twice: collapse
-    // repeated timestamps first, the later one winning, as when the rows are written one after another.
-    let rows = batch;
-    let ascending = true;
-    for (let i = 1; i < batch.length && ascending; i++) ascending = batch[i]!.ts > batch[i - 1]!.ts;
-    if (!ascending) {
-      // Only an unordered batch can repeat a timestamp.
-      const seen = new Map<number, number>();
-      for (let i = 0; i < batch.length; i++) seen.set(batch[i]!.ts, i);
-      if (seen.size < batch.length) rows = [...seen.values()].sort((a, b) => a - b).map((i) => batch[i]!);
+    const batch = lastWins(given);
+    const { ts, temperature, extra, newest } = batch;
+    let from = ts[0]!;
+    let to = from;
+    for (let i = 1; i < ts.length; i++) {
+      const t = ts[i]!;
+      if (t < from) from = t;
+      if (t > to) to = t;
     }
-    let newest = rows[0]!;
-    let anyExtra = false;
-    let from = newest.ts;
-    let to = newest.ts;
-    const ts: number[] = new Array(rows.length);
-    const temps: (number | null)[] = new Array(rows.length);
-    for (let i = 0; i < rows.length; i++) {
-      const o = rows[i]!;
-      ts[i] = o.ts;
-      temps[i] = o.temperature;
-      if (o.extra) anyExtra = true;
-      if (o.ts >= newest.ts) newest = o;
-      if (o.ts < from) from = o.ts;
-      if (o.ts > to) to = o.ts;
-    }
-    // ROWS FROM pads a shorter function with NULLs: with no free-form fields, send an empty list.
-    const extras = anyExtra ? JSON.stringify(rows.map((o) => o.extra ?? null)) : '[]';
-    const newestX = newest.extra ? JSON.stringify(newest.extra) : null;
+    const t = temperature[newest]!;
+    const x = extra?.[newest];
     return new Promise((resolve, reject) => {
       this.pending.push({
         deviceId,
         owner: this.c.keys.get(deviceId)?.ref,
-        rows,
-        written: batch.length,
-        ts,
-        temps,
-        extras,
+        batch,
+        written,
         from,
         to,
-        newestTs: newest.ts,
-        newestT: newest.temperature,
-        newestX,
-        resolve,
-        reject,
-      });
-      this.pump();
-    });
-  }
-
-  /**
-   * The upload scanner's numbers as they are: the COPY tuples are written straight from the typed
-   * arrays (no record, no JSON per row). A batch whose timestamps do not strictly ascend (it may
-   * repeat one) takes insertObservations' way, which collapses repeats.
-   */
-  insertPackedObservations(deviceId: string, batch: PackedObservations): Promise<InsertResult> {
-    const { ts, temperature } = batch;
-    const n = ts.length;
-    let ascending = n > 0;
-    for (let i = 1; i < n && ascending; i++) ascending = ts[i]! > ts[i - 1]!;
-    if (!ascending) return this.insertObservations(deviceId, unpackObservations(batch));
-    const t = temperature[n - 1]!;
-    return new Promise((resolve, reject) => {
-      this.pending.push({
-        deviceId,
-        owner: this.c.keys.get(deviceId)?.ref,
-        rows: null,
-        written: n,
-        ts,
-        temps: temperature,
-        extras: '[]',
-        from: ts[0]!,
-        to: ts[n - 1]!,
-        newestTs: ts[n - 1]!,
+        newestTs: ts[newest]!,
         newestT: Number.isNaN(t) ? null : t,
-        newestX: null,
+        newestX: x ? JSON.stringify(x) : null,
         resolve,
         reject,
       });
@@ -300,7 +250,7 @@ export class PostgresWriter {
         if (group.length < GROUP_BATCHES && rows < GROUP_ROWS && !this.busy.has(p.deviceId) && !inGroup.has(p.deviceId)) {
           group.push(p);
           inGroup.add(p.deviceId);
-          rows += p.ts.length;
+          rows += p.batch.ts.length;
         } else rest.push(p);
       }
       if (!group.length) return; // every waiting batch's device is in flight: its group's end pumps again
@@ -476,7 +426,7 @@ export class PostgresWriter {
           const p = group[d.i - 1]!;
           found[d.i - 1] = d;
           this.c.knowKey(p.deviceId, d.pk, d.tier);
-          if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.ts), numArray(p.temps), p.extras] });
+          if (merge || d.taken) await c.query({ name: 'insert-merge', text: MERGE_BATCH, values: [d.pk, d.tier, numArray(p.batch.ts), numArray(p.batch.temperature), mergeExtras(p.batch)] });
           else batches.push(copyRowsOf(p, d));
         }
         if (batches.length) await copyInAndCommit(c, batches);
@@ -495,14 +445,14 @@ export class PostgresWriter {
       if (!d || this.c.parts.hasTier(d.tier)) continue;
       try {
         await this.c.loadPartitions();
-        await this.c.ensureRanges(this.c.parts.missing(group[i]!.ts, Date.now()).filter((m) => m.tier === d.tier));
+        await this.c.ensureRanges(this.c.parts.missing(group[i]!.batch.ts, Date.now()).filter((m) => m.tier === d.tier));
       } catch {
         // The rows are stored (in the tier's default partition); upkeep makes the partitions.
       }
     }
   }
 
-  async insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
+  async insertObservationsMany(items: { deviceId: string; batch: ObservationBatch }[]): Promise<ManyInsertResult> {
     // Queued together, so they share groups (and commits) as far as one batch per device allows.
     return manyResult(items, await Promise.allSettled(items.map((it) => this.insertObservations(it.deviceId, it.batch))));
   }

@@ -8,7 +8,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../../core/alarms.ts';
 import { observationJson } from '../../core/observation-json.ts';
-import type { PackedObservations } from '../../core/observation-scan.ts';
+import type { ObservationBatch } from '../../core/observation-batch.ts';
 import type { Account, DomainInfo, ObservationRecord } from '../../core/types.ts';
 import type { AlarmQuery, BucketQuery, NewDevice, ObservationQuery, RaiseItem, SigningKey, SolutionObservationQuery, Store } from '../store.ts';
 import { SqliteAccounts } from './accounts.ts';
@@ -208,13 +208,10 @@ export class SqliteStore implements Store, SqliteContext {
   }
 
   // ---- writer.ts, observations.ts, retention.ts -----------------------------------------------
-  insertObservations(deviceId: string, batch: ObservationRecord[]) {
+  insertObservations(deviceId: string, batch: ObservationBatch) {
     return this.writes!.insertObservations(deviceId, batch);
   }
-  insertPackedObservations(deviceId: string, batch: PackedObservations) {
-    return this.writes!.insertPackedObservations(deviceId, batch);
-  }
-  insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]) {
+  insertObservationsMany(items: { deviceId: string; batch: ObservationBatch }[]) {
     return this.writes!.insertObservationsMany(items);
   }
   latestObservations(groupId: string, solution: string) {

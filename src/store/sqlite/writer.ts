@@ -3,9 +3,8 @@
 // connection) for a database file, or on this thread for ':memory:' or after the thread failed.
 import { Worker } from 'node:worker_threads';
 import { ReefError } from '../../core/errors.ts';
-import { observationJson, observationJsonText } from '../../core/observation-json.ts';
-import type { PackedObservations } from '../../core/observation-scan.ts';
-import type { ObservationRecord } from '../../core/types.ts';
+import { observationJsonText } from '../../core/observation-json.ts';
+import type { ObservationBatch } from '../../core/observation-batch.ts';
 import { type InsertResult, type ManyInsertResult, manyResult } from '../store.ts';
 import { blockStatements, storeBatch, type BlockStatements } from './blocks.ts';
 import type { SqliteContext, SqliteOptions } from './context.ts';
@@ -15,35 +14,29 @@ import { writeGroupStarted } from '../../metrics/metrics.ts';
 
 interface Queued {
   deviceId: string;
-  /** Records, or the upload scanner's numbers (insertPackedObservations). */
-  batch: ObservationRecord[] | PackedObservations;
+  batch: ObservationBatch;
   resolve: (r: InsertResult) => void;
   reject: (e: unknown) => void;
 }
 
-const rowsOf = (b: ObservationRecord[] | PackedObservations) => (Array.isArray(b) ? b.length : b.ts.length);
-
-/** A batch as the writer thread takes it: numbers in typed arrays (moved, not copied), latest rendered. */
-function packBatch(deviceId: string, batch: ObservationRecord[] | PackedObservations) {
-  if (!Array.isArray(batch)) {
-    // Already numbers (the upload scanner's): nothing to copy, and no free fields.
-    const { ts, temperature, newest } = batch;
-    const t = temperature[newest]!;
-    return { deviceId, ts, temperature, extra: null, newest, wire: ts.length ? observationJsonText(ts[newest]!, Number.isNaN(t) ? null : t, null) : '' };
-  }
-  const n = batch.length;
-  const ts = new Float64Array(n);
-  const temperature = new Float64Array(n);
+/**
+ * A batch as the writer thread takes it: the numbers as they are, free fields as JSON text, the
+ * newest rendered. The typed arrays are copied by postMessage, not moved: the caller still
+ * publishes the batch once it is stored (a copy of 16 bytes an observation).
+ */
+function handed(deviceId: string, batch: ObservationBatch) {
+  const { ts, temperature, newest } = batch;
+  const n = ts.length;
   let extra: (string | null)[] | null = null;
-  let newest = 0;
-  for (let i = 0; i < n; i++) {
-    const o = batch[i]!;
-    ts[i] = o.ts;
-    temperature[i] = o.temperature ?? NaN; // validated finite, so NaN can only mean "none"
-    if (o.extra) (extra ??= new Array<string | null>(n).fill(null))[i] = JSON.stringify(o.extra);
-    if (o.ts >= batch[newest]!.ts) newest = i;
+  if (batch.extra) {
+    extra = new Array<string | null>(n);
+    for (let i = 0; i < n; i++) {
+      const x = batch.extra[i];
+      extra[i] = x ? JSON.stringify(x) : null;
+    }
   }
-  return { deviceId, ts, temperature, extra, newest, wire: n ? observationJson(batch[newest]!) : '' };
+  const t = temperature[newest]!;
+  return { deviceId, ts, temperature, extra, newest, wire: n ? observationJsonText(ts[newest]!, Number.isNaN(t) ? null : t, extra?.[newest] ?? null) : '' };
 }
 
 /**
@@ -116,16 +109,7 @@ export class SqliteWriter {
    * batch stays all or nothing, and one failing batch never fails the others (the group is retried
    * one by one). Without the thread, every other store call first writes what is queued (flushInline).
    */
-  insertObservations(deviceId: string, batch: ObservationRecord[]): Promise<InsertResult> {
-    return this.enqueue(deviceId, batch);
-  }
-
-  /** The upload scanner's numbers go to the writer thread as they are (no records in between). */
-  insertPackedObservations(deviceId: string, batch: PackedObservations): Promise<InsertResult> {
-    return this.enqueue(deviceId, batch);
-  }
-
-  private enqueue(deviceId: string, batch: ObservationRecord[] | PackedObservations): Promise<InsertResult> {
+  insertObservations(deviceId: string, batch: ObservationBatch): Promise<InsertResult> {
     return new Promise((resolve, reject) => {
       this.queued.push({ deviceId, batch, resolve, reject });
       if (this.queued.length === 1 && this.inFlight.length < WRITER_GROUPS) setImmediate(this.flushQueued);
@@ -148,7 +132,7 @@ export class SqliteWriter {
     const outcome = (it: Queued): InsertResult | ReefError => {
       const pk = this.devicePk.get(it.deviceId) as number | undefined;
       if (pk === undefined) return new ReefError('DEVICE_NOT_FOUND');
-      const n = rowsOf(it.batch);
+      const n = it.batch.ts.length;
       if (n) this.writeBatch(pk, it.batch);
       return { written: n };
     };
@@ -179,16 +163,13 @@ export class SqliteWriter {
     // stays short and the uploads behind it are not held up by an ever larger transaction.
     let n = 0;
     let rows = 0;
-    while (n < this.queued.length && (n === 0 || rows + rowsOf(this.queued[n]!.batch) <= GROUP_ROWS)) rows += rowsOf(this.queued[n++]!.batch);
+    while (n < this.queued.length && (n === 0 || rows + this.queued[n]!.batch.ts.length <= GROUP_ROWS)) rows += this.queued[n++]!.batch.ts.length;
     const items = this.queued.splice(0, n);
     this.inFlight.push(items);
     this.timers.push(writeGroupStarted('sqlite', items.length));
-    const batches = items.map((it) => packBatch(it.deviceId, it.batch));
+    const batches = items.map((it) => handed(it.deviceId, it.batch));
     w.ref();
-    w.postMessage(
-      { batches } satisfies ToWriter,
-      batches.flatMap((b) => [b.ts.buffer, b.temperature.buffer]),
-    );
+    w.postMessage({ batches } satisfies ToWriter);
   }
 
   private startWriter(): Worker {
@@ -235,12 +216,12 @@ export class SqliteWriter {
    * uploads: every observation write takes this one route. Queued in one turn, they share a group,
    * so a tick is one commit as long as it fits in one (GROUP_ROWS).
    */
-  async insertObservationsMany(items: { deviceId: string; batch: ObservationRecord[] }[]): Promise<ManyInsertResult> {
-    return manyResult(items, await Promise.allSettled(items.map((it) => this.enqueue(it.deviceId, it.batch))));
+  async insertObservationsMany(items: { deviceId: string; batch: ObservationBatch }[]): Promise<ManyInsertResult> {
+    return manyResult(items, await Promise.allSettled(items.map((it) => this.insertObservations(it.deviceId, it.batch))));
   }
 
   /** Stores one device's batch in its blocks and moves its latest row forward; the caller holds a transaction. */
-  private writeBatch(pk: number, batch: ObservationRecord[] | PackedObservations): void {
-    storeBatch(this.blocks, pk, packBatch('', batch));
+  private writeBatch(pk: number, batch: ObservationBatch): void {
+    storeBatch(this.blocks, pk, handed('', batch));
   }
 }

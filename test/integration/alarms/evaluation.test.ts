@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { storeObservationsMany } from '../../../src/service/observations.ts';
+import { batchOf } from '../../../src/core/observation-batch.ts';
 import { tempDir } from '../../helpers/server.ts';
 import { MIN, T0, alarms, at, createRule, iso, newDevice, startAlarmServer, upload, type AlarmServer } from '../../helpers/alarms.ts';
 
@@ -280,8 +281,8 @@ describe('every path', () => {
     const rec = async (id: string) => (await store.getDevice(groupId, 'StudioSimulation', id))!;
     s.clock.now = T0 + 3 * 3_600_000;
     await storeObservationsMany(store, s.services.events, [
-      { device: await rec(d1), batch: [{ ts: T0, temperature: 35, extra: null }] }, // three hours old: backfill
-      { device: await rec(d2), batch: [{ ts: s.clock.now - 1000, temperature: 35, extra: null }] },
+      { device: await rec(d1), batch: batchOf([{ ts: T0, temperature: 35, extra: null }]) }, // three hours old: backfill
+      { device: await rec(d2), batch: batchOf([{ ts: s.clock.now - 1000, temperature: 35, extra: null }]) },
     ]);
     await s.settle();
     assert.deepEqual(

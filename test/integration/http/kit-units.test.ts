@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import type { DeviceRecord } from '../../../src/core/types.ts';
 import { readingObservation } from '../../../src/gateway/readings.ts';
 import { storeObservationsMany } from '../../../src/service/observations.ts';
+import { batchOf } from '../../../src/core/observation-batch.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pg.ts';
 import { startTestServer, type TestServer } from '../../helpers/server.ts';
 
@@ -51,7 +52,7 @@ for (const backend of ['sqlite', 'postgres'] as const) {
     /** What the gateway's readings bridge stores for a kit reading (src/gateway/kit-readings.ts). */
     async function bridge(kit: DeviceRecord, epoch: number, value: number, unit: 'C' | 'F'): Promise<void> {
       const record = readingObservation({ epoch, value, unit }, epoch * 1000, kit.mac!);
-      assert.deepEqual(await storeObservationsMany(server.services.store, server.services.events, [{ device: kit, batch: [record] }]), []);
+      assert.deepEqual(await storeObservationsMany(server.services.store, server.services.events, [{ device: kit, batch: batchOf([record]) }]), []);
     }
     /** The original Java CoAP client's upload of a kit reading (TempPayloadTransformer): the figure as a string. */
     async function upload(id: string, observations: unknown[]): Promise<void> {

@@ -8,8 +8,8 @@ import { getSolutionWebhook, setSolutionWebhook } from '../../../src/alarms/noti
 import type { AlarmRecord, AlarmRuleRecord, AlarmRuleSpec, WebhookDeliveryRecord } from '../../../src/core/alarms.ts';
 import type { Account, ObservationRecord } from '../../../src/core/types.ts';
 import { latestJson, pageJson } from '../../../src/core/observation-json.ts';
-import type { PackedObservations } from '../../../src/core/observation-scan.ts';
 import type { ObservationQuery, Store } from '../../../src/store/store.ts';
+import { batchOf, type ObservationBatch } from '../../../src/core/observation-batch.ts';
 
 export interface StoreFactory {
   /** A fresh, migrated, empty store. */
@@ -140,7 +140,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'v', deviceType: 'VirtualDevice', domainInfo: {} });
       const v1 = await store.solutionVersion(a.groupId, 'v');
       assert.equal(typeof v1, 'number');
-      await store.insertObservations(id, series(2));
+      await store.insertObservations(id, batchOf(series(2)));
       assert.equal(await store.solutionVersion(a.groupId, 'v'), v1, 'observations do not change it');
       await store.createDevice({ id: randomUUID(), tenantId: a.tenantId, groupId: a.groupId, solution: 'v', deviceType: 'VirtualDevice', domainInfo: {} });
       const v2 = await store.solutionVersion(a.groupId, 'v');
@@ -179,7 +179,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       const rows = series(2500);
-      assert.deepEqual(await store.insertObservations(id, rows), { written: 2500 });
+      assert.deepEqual(await store.insertObservations(id, batchOf(rows)), { written: 2500 });
       const seen: number[] = [];
       let before: number | undefined;
       for (;;) {
@@ -198,20 +198,17 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const ids: string[] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
       for (const id of ids) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
       // Device 0: 700 rows, device 1: none, device 2: 5 rows at the same instants as device 0, device 3: 300 rows.
-      await store.insertObservations(ids[0]!, series(700));
-      await store.insertObservations(
-        ids[2]!,
-        series(5).map((r, i) => ({ ...r, extra: i % 2 ? { tags: ['hot'] } : null })),
-      );
-      await store.insertObservations(ids[3]!, series(300, 1000, T0 + 10_000));
+      await store.insertObservations(ids[0]!, batchOf(series(700)));
+      await store.insertObservations(ids[2]!, batchOf(series(5).map((r, i) => ({ ...r, extra: i % 2 ? { tags: ['hot'] } : null }))));
+      await store.insertObservations(ids[3]!, batchOf(series(300, 1000, T0 + 10_000)));
       // Noise that must never show: another solution of the group, another group.
       const elsewhere = randomUUID();
       await store.createDevice({ id: elsewhere, tenantId: a.tenantId, groupId: a.groupId, solution: 'other', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(elsewhere, series(50));
+      await store.insertObservations(elsewhere, batchOf(series(50)));
       const b = account('solwide-b');
       const theirs = randomUUID();
       await store.createDevice({ id: theirs, tenantId: b.tenantId, groupId: b.groupId, solution: 'wide', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(theirs, series(50));
+      await store.insertObservations(theirs, batchOf(series(50)));
 
       const seen: string[] = [];
       let after: { device: number; ts: number } | undefined;
@@ -284,7 +281,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'many', deviceType: 'VirtualDevice', domainInfo: {} });
         if (d % 5 !== 0) continue;
         const rows = [{ ts: T0 - 60_000, temperature: 1, extra: null }, ...series(1 + (d % 4), 1000, T0 + d)];
-        await store.insertObservations(id, rows);
+        await store.insertObservations(id, batchOf(rows));
         expected.push(
           ...rows
             .slice(1)
@@ -346,7 +343,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('gina');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(id, series(10));
+      await store.insertObservations(id, batchOf(series(10)));
       const page = await store.queryObservations(id, { from: T0 + 2000, to: T0 + 5000, limit: 100 });
       assert.deepEqual(
         page.observations.map((o) => o.ts),
@@ -359,11 +356,8 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('hank');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(id, series(5));
-      await store.insertObservations(
-        id,
-        series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } })),
-      );
+      await store.insertObservations(id, batchOf(series(5)));
+      await store.insertObservations(id, batchOf(series(5).map((o) => ({ ...o, temperature: 99, extra: { humidity: 40 } }))));
       const page = await store.queryObservations(id, { limit: 100 });
       assert.equal(page.observations.length, 5);
       assert.ok(page.observations.every((o) => o.temperature === 99 && (o.extra as any).humidity === 40));
@@ -374,10 +368,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       const extra = { humidity: 41.5, accelerometer: { x: 1, y: -2, z: 0.5 }, note: 'ünïcødé ✓', tags: ['a', 'b'] };
-      await store.insertObservations(id, [
-        { ts: T0, temperature: null, extra },
-        { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
-      ]);
+      await store.insertObservations(
+        id,
+        batchOf([
+          { ts: T0, temperature: null, extra },
+          { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
+        ]),
+      );
       const page = await store.queryObservations(id, { limit: 10 });
       assert.deepEqual(page.observations, [
         { ts: T0 + 1, temperature: 1.2345, extra: { tags: ['b'] } },
@@ -396,7 +393,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
       // 50 readings, newest first at index 0; three carry the tag: the 6th, 21st and 46th newest.
       const rows = series(50).map((r, i) => ({ ...r, extra: [44, 29, 4].includes(i) ? { tags: ['rare'] } : { tags: ['common'] } }));
-      await store.insertObservations(id, rows);
+      await store.insertObservations(id, batchOf(rows));
       const newest = (k: number) => T0 + (50 - k) * 1000; // the k-th newest (1-based)
       const pages: { ts: number[]; nextBefore: number | null }[] = [];
       let before: number | undefined;
@@ -421,7 +418,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       );
       assert.equal(full.nextBefore, newest(2));
       // Tags that need escaping in JSON are found too.
-      await store.insertObservations(id, [{ ts: newest(1) + 1000, temperature: 1, extra: { tags: ['quo"te', 'back\\slash'] } }]);
+      await store.insertObservations(id, batchOf([{ ts: newest(1) + 1000, temperature: 1, extra: { tags: ['quo"te', 'back\\slash'] } }]));
       for (const tag of ['quo"te', 'back\\slash']) {
         const escaped = await store.queryObservations(id, { limit: 10, tag, maxScan: 10 });
         assert.deepEqual(
@@ -443,13 +440,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       // Page order: device a's 30 readings (the 5th and 25th newest tagged), b's 15 without free
       // fields, c's 25 (the 12th newest tagged), newest first within each.
       const tagged = (n: number, start: number, rare: number[]) => series(n, 1000, start).map((r, i) => ({ ...r, extra: { tags: [rare.includes(n - i) ? 'rare' : 'common'] } }));
-      await store.insertObservations(da, tagged(30, T0, [5, 25]));
-      await store.insertObservations(db, series(15, 1000, T0 + 50_000));
-      await store.insertObservations(dc, tagged(25, T0 + 100_000, [12]));
+      await store.insertObservations(da, batchOf(tagged(30, T0, [5, 25])));
+      await store.insertObservations(db, batchOf(series(15, 1000, T0 + 50_000)));
+      await store.insertObservations(dc, batchOf(tagged(25, T0 + 100_000, [12])));
       const b = account('scanwide-b');
       const theirs = randomUUID();
       await store.createDevice({ id: theirs, tenantId: b.tenantId, groupId: b.groupId, solution: 'sw', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(theirs, tagged(10, T0, [1, 2, 3]));
+      await store.insertObservations(theirs, batchOf(tagged(10, T0, [1, 2, 3])));
       const tsA = (k: number) => T0 + (30 - k) * 1000; // the k-th newest of a
       const tsB = (k: number) => T0 + 50_000 + (15 - k) * 1000;
       const tsC = (k: number) => T0 + 100_000 + (25 - k) * 1000;
@@ -500,9 +497,9 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('jack');
       const [d1, d2, d3] = [randomUUID(), randomUUID(), randomUUID()];
       for (const id of [d1, d2, d3]) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'latest', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(d1, series(3));
-      await store.insertObservations(d1, [{ ts: T0 - 5000, temperature: -1, extra: null }]); // older: latest unchanged
-      await store.insertObservations(d2, [{ ts: T0 + 7, temperature: 7, extra: { k: 1 } }]);
+      await store.insertObservations(d1, batchOf(series(3)));
+      await store.insertObservations(d1, batchOf([{ ts: T0 - 5000, temperature: -1, extra: null }])); // older: latest unchanged
+      await store.insertObservations(d2, batchOf([{ ts: T0 + 7, temperature: 7, extra: { k: 1 } }]));
       const latest = await store.latestObservations(a.groupId, 'latest');
       assert.deepEqual(
         latest.map((l) => [l.deviceId, l.observation.ts]).sort(),
@@ -520,9 +517,9 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const [d1, d2, gone] = [randomUUID(), randomUUID(), randomUUID()];
       for (const id of [d1, d2]) await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'many', deviceType: 'VirtualDevice', domainInfo: {} });
       const r = await store.insertObservationsMany([
-        { deviceId: d1, batch: series(3) },
-        { deviceId: gone, batch: series(2) },
-        { deviceId: d2, batch: [{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }] },
+        { deviceId: d1, batch: batchOf(series(3)) },
+        { deviceId: gone, batch: batchOf(series(2)) },
+        { deviceId: d2, batch: batchOf([{ ts: T0 + 9, temperature: 9, extra: { k: 'v' } }]) },
       ]);
       assert.deepEqual(r, { written: 4, missing: [gone] });
       assert.equal((await store.queryObservations(d1, { limit: 10 })).observations.length, 3);
@@ -545,10 +542,13 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         const id = randomUUID();
         await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'fast', deviceType: 'VirtualDevice', domainInfo: {} });
         if (i === 3) continue; // a device without observations is not listed
-        await store.insertObservations(id, [
-          { ts: T0 + i, temperature: i === 1 ? null : 1.5 + i, extra: i === 2 ? { note: 'ü "q"', nested: { a: [1, true] } } : null },
-          { ts: T0 - 1000, temperature: 99, extra: null },
-        ]);
+        await store.insertObservations(
+          id,
+          batchOf([
+            { ts: T0 + i, temperature: i === 1 ? null : 1.5 + i, extra: i === 2 ? { note: 'ü "q"', nested: { a: [1, true] } } : null },
+            { ts: T0 - 1000, temperature: 99, extra: null },
+          ]),
+        );
       }
       assert.equal((await store.latestObservationsJson(a.groupId, 'fast')).toString(), latestJson(await store.latestObservations(a.groupId, 'fast')));
     });
@@ -558,12 +558,15 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('page');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'page', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(id, [
-        { ts: T0, temperature: null, extra: { '2': 'integer-like key', note: 'ü "q" \\ \u2028', nested: { a: [1, true, null] }, tags: ['x'] } },
-        { ts: T0 + 1, temperature: -0.0001, extra: {} },
-        { ts: T0 + 2, temperature: 1e21, extra: null },
-        { ts: T0 + 3, temperature: 21.5, extra: { tags: ['x', 'y'] } },
-      ]);
+      await store.insertObservations(
+        id,
+        batchOf([
+          { ts: T0, temperature: null, extra: { '2': 'integer-like key', note: 'ü "q" \\ \u2028', nested: { a: [1, true, null] }, tags: ['x'] } },
+          { ts: T0 + 1, temperature: -0.0001, extra: {} },
+          { ts: T0 + 2, temperature: 1e21, extra: null },
+          { ts: T0 + 3, temperature: 21.5, extra: { tags: ['x', 'y'] } },
+        ]),
+      );
       for (const q of [{ limit: 10 }, { limit: 2 }, { limit: 2, before: T0 + 2 }, { limit: 10, tag: 'x' }, { limit: 1, tag: 'x' }, { limit: 10, from: T0 + 1, to: T0 + 3 }]) {
         const page = await store.queryObservations(id, q);
         assert.deepEqual(await store.observationPageJson(id, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
@@ -576,7 +579,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const times = [-62198755200000, -1, -86_400_001, 0, 999, 253402300799999, 253402300800000, 8.64e15];
       await store.insertObservations(
         odd,
-        numbers.map((temperature, i) => ({ ts: i < times.length ? times[i]! : T0 + i, temperature, extra: i % 5 === 0 ? { i, s: '\u00e9\ud83d\ude00' } : null })),
+        batchOf(numbers.map((temperature, i) => ({ ts: i < times.length ? times[i]! : T0 + i, temperature, extra: i % 5 === 0 ? { i, s: '\u00e9\ud83d\ude00' } : null }))),
       );
       for (const q of [{ limit: 100 }, { limit: 3 }, { limit: 5, before: 253402300800000 }]) {
         const page = await store.queryObservations(odd, q);
@@ -586,15 +589,12 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       // read such pages another way), and again after a page of the device had free fields.
       const plain = randomUUID();
       await store.createDevice({ id: plain, tenantId: a.tenantId, groupId: a.groupId, solution: 'page', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(
-        plain,
-        [...numbers, null].map((temperature, i) => ({ ts: i < times.length ? times[i]! : T0 + i, temperature, extra: null })),
-      );
+      await store.insertObservations(plain, batchOf([...numbers, null].map((temperature, i) => ({ ts: i < times.length ? times[i]! : T0 + i, temperature, extra: null }))));
       for (const q of [{ limit: 100 }, { limit: 3 }, { limit: 5, before: 253402300800000 }, { limit: 100, from: -8.64e15 }]) {
         const page = await store.queryObservations(plain, q);
         assert.deepEqual(await store.observationPageJson(plain, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
       }
-      await store.insertObservations(plain, [{ ts: T0 + 100, temperature: 1 / 7, extra: { note: 'now with fields' } }]);
+      await store.insertObservations(plain, batchOf([{ ts: T0 + 100, temperature: 1 / 7, extra: { note: 'now with fields' } }]));
       for (const q of [{ limit: 2 }, { limit: 2, before: T0 + 100 }, { limit: 2 }]) {
         const page = await store.queryObservations(plain, q);
         assert.deepEqual(await store.observationPageJson(plain, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
@@ -619,7 +619,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         const temperature = rand() < 0.1 ? null : Math.round((rand() - 0.5) * 10 ** Math.floor(rand() * 12) * 10 ** places) / 10 ** places;
         rows.push({ ts, temperature, extra: rand() < 0.1 ? { n: rand(), s: 'é😀' } : null });
       }
-      await store.insertObservations(many, rows);
+      await store.insertObservations(many, batchOf(rows));
       const wanted = async (q: ObservationQuery) => {
         const page = await store.queryObservations(many, q);
         assert.deepEqual(await store.observationPageJson!(many, q), { json: pageJson(page.observations), nextBefore: page.nextBefore }, JSON.stringify(q));
@@ -638,7 +638,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
     });
 
     it('a batch for an unknown device stores nothing and says DEVICE_NOT_FOUND', async () => {
-      await rejectsWith(store.insertObservations(randomUUID(), series(3)), 'DEVICE_NOT_FOUND');
+      await rejectsWith(store.insertObservations(randomUUID(), batchOf(series(3))), 'DEVICE_NOT_FOUND');
       await rejectsWith(store.queryObservations(randomUUID(), { limit: 1 }), 'DEVICE_NOT_FOUND');
     });
 
@@ -649,13 +649,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       // Handed in together without awaiting in between, as concurrent uploads are (SQLite commits
       // them as one group).
       const results = await Promise.allSettled([
-        store.insertObservations(ids[0]!, series(3)),
-        store.insertObservations(randomUUID(), series(3)),
-        store.insertObservations(ids[1]!, series(2)),
-        store.insertObservations(
-          ids[0]!,
-          series(3).map((o) => ({ ...o, temperature: -7 })),
-        ),
+        store.insertObservations(ids[0]!, batchOf(series(3))),
+        store.insertObservations(randomUUID(), batchOf(series(3))),
+        store.insertObservations(ids[1]!, batchOf(series(2))),
+        store.insertObservations(ids[0]!, batchOf(series(3).map((o) => ({ ...o, temperature: -7 })))),
       ]);
       assert.deepEqual(
         results.map((r) => (r.status === 'fulfilled' ? r.value.written : (r.reason as { code?: string }).code)),
@@ -674,7 +671,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const id = randomUUID();
       const first = { location: { latitude: 1.5, longitude: 2.5 }, note: 'ü' };
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'upd', deviceType: 'VirtualDevice', domainInfo: first });
-      await store.insertObservations(id, series(3));
+      await store.insertObservations(id, batchOf(series(3)));
       const v1 = await store.solutionVersion(a.groupId, 'upd');
       const next = { location: { latitude: -3, longitude: 4 }, templateId: randomUUID() };
       const got = await store.updateDevice(a.groupId, 'upd', id, first, { deviceType: 'Fridge', domainInfo: next });
@@ -697,7 +694,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('kim');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'del', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(id, series(10));
+      await store.insertObservations(id, batchOf(series(10)));
       assert.equal(await store.deleteDevice('G-other', 'del', id), false, 'another group cannot delete it');
       assert.equal(await store.deleteDevice(a.groupId, 'del', id), true);
       assert.equal(await store.deleteDevice(a.groupId, 'del', id), false);
@@ -722,9 +719,9 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal(await store.deleteDevice(a.groupId, 'q2', gone), true);
       assert.equal(await store.countDevices(a.tenantId), 2);
       assert.equal(await store.countDevices(b.tenantId), 1);
-      await store.insertObservations(ids[0]!, series(7));
-      await store.insertObservations(ids[1]!, series(5));
-      await store.insertObservations(ids[1]!, series(5)); // the same timestamps again: replaced, not added
+      await store.insertObservations(ids[0]!, batchOf(series(7)));
+      await store.insertObservations(ids[1]!, batchOf(series(5)));
+      await store.insertObservations(ids[1]!, batchOf(series(5))); // the same timestamps again: replaced, not added
       const counts = await store.countObservationsByTenant();
       assert.equal(counts.get(a.tenantId), 12);
       assert.equal(counts.get(b.tenantId) ?? 0, 0);
@@ -762,11 +759,14 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('lee');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'b', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(id, [
-        { ts: T0, temperature: 1, extra: null },
-        { ts: T0 + 500, temperature: 3, extra: null },
-        { ts: T0 + 2500, temperature: 10, extra: null },
-      ]);
+      await store.insertObservations(
+        id,
+        batchOf([
+          { ts: T0, temperature: 1, extra: null },
+          { ts: T0 + 500, temperature: 3, extra: null },
+          { ts: T0 + 2500, temperature: 10, extra: null },
+        ]),
+      );
       const b = await store.bucketObservations(id, { from: T0, to: T0 + 3000, bucketMs: 1000 });
       assert.deepEqual(b, [
         { ts: T0, count: 2, min: 1, avg: 2, max: 3 },
@@ -778,11 +778,14 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const a = account('mia');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertObservations(id, [
-        { ts: T0, temperature: 1, extra: null },
-        { ts: T0 + 1, temperature: 2, extra: null },
-        { ts: T0, temperature: 3, extra: { v: 'second' } },
-      ]);
+      await store.insertObservations(
+        id,
+        batchOf([
+          { ts: T0, temperature: 1, extra: null },
+          { ts: T0 + 1, temperature: 2, extra: null },
+          { ts: T0, temperature: 3, extra: { v: 'second' } },
+        ]),
+      );
       const page = await store.queryObservations(id, { limit: 10 });
       assert.deepEqual(page.observations, [
         { ts: T0 + 1, temperature: 2, extra: null },
@@ -790,18 +793,18 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       ]);
     });
 
-    it("packed batches (the upload scanner's numbers) store what their records would: nulls, repeats, replacing stored rows, the latest", async () => {
+    it('batches as the upload scanner builds them (typed arrays, no free fields) store what their records would: nulls, repeats, replacing stored rows, the latest', async () => {
       const a = account('pia');
       const id = randomUUID();
       await store.createDevice({ id, tenantId: a.tenantId, groupId: a.groupId, solution: 'packed', deviceType: 'VirtualDevice', domainInfo: {} });
-      const pack = (rows: [number, number | null][]): PackedObservations => {
+      const pack = (rows: [number, number | null][]): ObservationBatch => {
         let newest = 0;
         for (let i = 0; i < rows.length; i++) if (rows[i]![0] >= rows[newest]![0]) newest = i;
-        return { ts: Float64Array.from(rows, (r) => r[0]), temperature: Float64Array.from(rows, (r) => r[1] ?? Number.NaN), newest };
+        return { ts: Float64Array.from(rows, (r) => r[0]), temperature: Float64Array.from(rows, (r) => r[1] ?? Number.NaN), extra: null, newest };
       };
       // Ascending, a null, a timestamp past 2^32 ms and one before 1970 (negative): fresh rows.
       assert.deepEqual(
-        await store.insertPackedObservations(
+        await store.insertObservations(
           id,
           pack([
             [-86_400_000, -0.5],
@@ -814,7 +817,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       );
       // Over stored rows (same timestamps replace) and unordered with a repeat (the later wins).
       assert.deepEqual(
-        await store.insertPackedObservations(
+        await store.insertObservations(
           id,
           pack([
             [T0 + 3000, 7],
@@ -832,10 +835,10 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         { ts: T0, temperature: 21.5, extra: null },
         { ts: -86_400_000, temperature: -0.5, extra: null },
       ]);
-      // A second device: a packed batch ending in a null temperature is its latest as it is.
+      // A second device: a batch ending in a null temperature is its latest as it is.
       const id2 = randomUUID();
       await store.createDevice({ id: id2, tenantId: a.tenantId, groupId: a.groupId, solution: 'packed', deviceType: 'VirtualDevice', domainInfo: {} });
-      await store.insertPackedObservations(
+      await store.insertObservations(
         id2,
         pack([
           [T0, 1],
@@ -845,7 +848,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const latest = await store.latestObservations(a.groupId, 'packed');
       assert.deepEqual(latest.find((l) => l.deviceId === id)?.observation, { ts: T0 + 3000, temperature: 9, extra: null });
       assert.deepEqual(latest.find((l) => l.deviceId === id2)?.observation, { ts: T0 + 5, temperature: null, extra: null });
-      await rejectsWith(store.insertPackedObservations(randomUUID(), pack([[T0, 1]])), 'DEVICE_NOT_FOUND');
+      await rejectsWith(store.insertObservations(randomUUID(), pack([[T0, 1]])), 'DEVICE_NOT_FOUND');
     });
 
     it('any timestamp from 1970 to 9999 and any double temperature round-trip exactly', async () => {
@@ -859,7 +862,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
         // biome-ignore lint/correctness/noPrecisionLoss: a number past 2^53 on purpose: it must come back as JavaScript parses it
         { ts: Date.UTC(9999, 11, 31, 23, 59, 59, 999), temperature: 123456.7891, extra: { big: 12345678901234567 } },
       ];
-      await store.insertObservations(id, rows);
+      await store.insertObservations(id, batchOf(rows));
       const page = await store.queryObservations(id, { limit: 10 });
       assert.deepEqual(page.observations, [...rows].reverse());
       const latest = await store.latestObservations(a.groupId, 's');
@@ -877,8 +880,8 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       const old = now - 400 * 86_400_000;
       const recent = now - 3_600_000;
       const obs = (ts: number, t: number): ObservationRecord => ({ ts, temperature: t, extra: null });
-      await store.insertObservations(short1, [obs(ancient, 1), obs(old, 2), obs(recent, 3)]);
-      await store.insertObservations(long1, [obs(ancient, 1), obs(old, 2), obs(recent, 3)]);
+      await store.insertObservations(short1, batchOf([obs(ancient, 1), obs(old, 2), obs(recent, 3)]));
+      await store.insertObservations(long1, batchOf([obs(ancient, 1), obs(old, 2), obs(recent, 3)]));
       await rejectsWith(store.setRetention(a.groupId, 'nope', 7), 'SOLUTION_NOT_FOUND');
       await rejectsWith(store.setRetention(a.groupId, 'short', 0), 'VALIDATION_FAILED');
       assert.equal(await store.getRetention(a.groupId, 'short'), null);
@@ -887,7 +890,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       assert.equal(await store.getRetention(a.groupId, 'long'), null);
       // A device made after the setting follows it too; one whose only observation expires loses its latest.
       await mk(short2, 'short');
-      await store.insertObservations(short2, [obs(old, 5)]);
+      await store.insertObservations(short2, batchOf([obs(old, 5)]));
       await store.maintain(now);
       const tss = async (id: string) => (await store.queryObservations(id, { limit: 10 })).observations.map((o) => o.ts);
       assert.deepEqual(await tss(short1), [recent]);
@@ -900,7 +903,7 @@ export function storeConformance(backend: string, factory: StoreFactory): void {
       );
       // Lifting the retention keeps what arrives from then on.
       await store.setRetention(a.groupId, 'short', null);
-      await store.insertObservations(short1, [obs(old, 9)]);
+      await store.insertObservations(short1, batchOf([obs(old, 9)]));
       await store.maintain(now);
       assert.deepEqual(await tss(short1), [recent, old]);
     });

@@ -9,6 +9,7 @@ import { MIGRATIONS } from '../../../src/store/postgres/migrations.ts';
 import { BY_ID_IN_SOLUTION, PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import type { InsertResult } from '../../../src/store/store.ts';
 import { createTestDatabase } from '../../helpers/pg.ts';
+import { batchOf } from '../../../src/core/observation-batch.ts';
 
 let db: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
 
@@ -64,16 +65,19 @@ describe('postgres: migrations and partitions', () => {
     const month = (ts: number) => `obs_t0_${new Date(periodStart(widthOf(0), ts)).toISOString().slice(0, 10).replace(/-/g, '')}`;
     const earlier = Date.UTC(2024, 2, 10, 12);
     const ancient = Date.UTC(1975, 0, 1);
-    await nodes.s1.insertObservations('p-dev', [
-      { ts: ancient, temperature: 1, extra: null },
-      { ts: earlier, temperature: 2, extra: null },
-      { ts: now, temperature: 3, extra: null },
-    ]);
+    await nodes.s1.insertObservations(
+      'p-dev',
+      batchOf([
+        { ts: ancient, temperature: 1, extra: null },
+        { ts: earlier, temperature: 2, extra: null },
+        { ts: now, temperature: 3, extra: null },
+      ]),
+    );
     assert.equal(await partitionOf('p-dev', now), month(now), 'made ahead');
     assert.equal(await partitionOf('p-dev', earlier), month(earlier), 'made on demand');
     assert.equal(await partitionOf('p-dev', ancient), 'obs_t0_default', 'outside the window');
     // Another node learns of partitions from the catalogue: its inserts land in them too.
-    await nodes.s2.insertObservations('p-dev', [{ ts: earlier + 1, temperature: 4, extra: null }]);
+    await nodes.s2.insertObservations('p-dev', batchOf([{ ts: earlier + 1, temperature: 4, extra: null }]));
     assert.equal(await partitionOf('p-dev', earlier + 1), month(earlier));
     // A partition made later for the default's rows takes them over.
     const start = periodStart('month', ancient);
@@ -92,10 +96,13 @@ describe('postgres: migrations and partitions', () => {
     const april = Date.UTC(2024, 3, 1, 1);
     assert.equal((await nodes.s1.pool.query("SELECT to_regclass('obs_t0_20240401') AS r")).rows[0].r, null);
     await nodes.s1.createDevice({ id: 'q-dev', tenantId: 'T', groupId: 'G', solution: 'p', deviceType: 'VirtualDevice', domainInfo: {} });
-    await nodes.s1.insertObservations('q-dev', [
-      { ts: march, temperature: 5, extra: null },
-      { ts: april, temperature: 6, extra: null },
-    ]);
+    await nodes.s1.insertObservations(
+      'q-dev',
+      batchOf([
+        { ts: march, temperature: 5, extra: null },
+        { ts: april, temperature: 6, extra: null },
+      ]),
+    );
     assert.equal(await partitionOf('q-dev', march), 'obs_t0_20240301');
     assert.equal(await partitionOf('q-dev', april), 'obs_t0_20240401');
   });
@@ -104,10 +111,13 @@ describe('postgres: migrations and partitions', () => {
     const now = Date.now();
     await nodes.s1.createDevice({ id: 'r-dev', tenantId: 'T', groupId: 'G', solution: 'r', deviceType: 'VirtualDevice', domainInfo: {} });
     const old = now - 60 * 86_400_000;
-    await nodes.s1.insertObservations('r-dev', [
-      { ts: old, temperature: 1, extra: null },
-      { ts: now, temperature: 2, extra: null },
-    ]);
+    await nodes.s1.insertObservations(
+      'r-dev',
+      batchOf([
+        { ts: old, temperature: 1, extra: null },
+        { ts: now, temperature: 2, extra: null },
+      ]),
+    );
     await nodes.s1.setRetention('G', 'r', 30);
     const oldPart = await partitionOf('r-dev', old);
     assert.match(oldPart ?? '', /^obs_t30_\d{8}$/, 'weekly partitions of the 30-day tier');
@@ -131,7 +141,7 @@ describe('postgres: migrations and partitions', () => {
     const local = new PostgresStore({ connectionString: url.toString() });
     try {
       assert.equal((await local.pool.query('SELECT inet_client_addr() AS a')).rows[0].a, null, 'no client address: not TCP');
-      await local.insertObservations('q-dev', [{ ts: Date.UTC(2024, 2, 12), temperature: 7, extra: null }]);
+      await local.insertObservations('q-dev', batchOf([{ ts: Date.UTC(2024, 2, 12), temperature: 7, extra: null }]));
       assert.equal(await partitionOf('q-dev', Date.UTC(2024, 2, 12)), 'obs_t0_20240301');
     } finally {
       await local.close();
@@ -142,7 +152,7 @@ describe('postgres: migrations and partitions', () => {
     const dead = new PostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMs: 2000 });
     try {
       await assert.rejects(dead.ping(), (e: any) => e.code === 'STORE_UNAVAILABLE' && e.status === 503 && e.retryAfter >= 1);
-      await assert.rejects(dead.insertObservations('x', [{ ts: 1, temperature: 1, extra: null }]), (e: any) => e.code === 'STORE_UNAVAILABLE');
+      await assert.rejects(dead.insertObservations('x', batchOf([{ ts: 1, temperature: 1, extra: null }])), (e: any) => e.code === 'STORE_UNAVAILABLE');
     } finally {
       await dead.close();
     }
@@ -171,8 +181,8 @@ describe('postgres: batch writes', () => {
   });
 
   it('a batch overlapping stored rows replaces them and keeps the rest; latest follows the newest', async () => {
-    await s.insertObservations('w-1', rows(4, 1)); // span free: COPY
-    await s.insertObservations('w-1', rows(3, 2, T + 2000)); // overlaps the last two: merge
+    await s.insertObservations('w-1', batchOf(rows(4, 1))); // span free: COPY
+    await s.insertObservations('w-1', batchOf(rows(3, 2, T + 2000))); // overlaps the last two: merge
     assert.deepEqual(await stored('w-1'), [
       [T, 1],
       [T + 1000, 1],
@@ -190,7 +200,7 @@ describe('postgres: batch writes', () => {
       // Another node's upload of the same span, not yet committed: the store sees the span free.
       await other.query('BEGIN');
       await other.query(`INSERT INTO observations (device_pk, ts, temperature, tier) SELECT pk, $1, 9, tier FROM devices WHERE id = 'w-race'`, [T + 1000]);
-      const pending = s.insertObservations('w-race', rows(3, 5));
+      const pending = s.insertObservations('w-race', batchOf(rows(3, 5)));
       // Its COPY waits on the unique index for the other transaction (no sleep: ask PostgreSQL,
       // outside that transaction, whose view of pg_stat_activity would stay as it first saw it).
       for (;;) {
@@ -211,10 +221,10 @@ describe('postgres: batch writes', () => {
 
   it('one failing batch of a group fails alone: the others are stored, it stores nothing', async () => {
     const results = await Promise.allSettled([
-      s.insertObservations('w-2', rows(3, 1, T + 100_000)),
-      s.insertObservations('w-3', [{ ts: T + 100_000, temperature: 1, extra: { note: 'a\u0000b' } }]),
-      s.insertObservations('w-3', rows(2, 3, T + 200_000)),
-      s.insertObservations('w-nobody', rows(2, 3)),
+      s.insertObservations('w-2', batchOf(rows(3, 1, T + 100_000))),
+      s.insertObservations('w-3', batchOf([{ ts: T + 100_000, temperature: 1, extra: { note: 'a\u0000b' } }])),
+      s.insertObservations('w-3', batchOf(rows(2, 3, T + 200_000))),
+      s.insertObservations('w-nobody', batchOf(rows(2, 3))),
     ]);
     assert.deepEqual(
       results.map((r) => (r.status === 'fulfilled' ? r.value.written : (r.reason as { code?: string }).code)),
@@ -257,10 +267,10 @@ describe('postgres: batch writes', () => {
     });
 
     it('is written in one query, and a batch repeating stored times still replaces them', async () => {
-      await s.insertObservations('k-1', rows(2, 1));
+      await s.insertObservations('k-1', batchOf(rows(2, 1)));
       assert.ok(await s.getDevice('G', 'k', 'k-1'));
-      assert.equal(await queriesOf(() => s.insertObservations('k-1', rows(2, 2, T + 10_000))), 1);
-      await s.insertObservations('k-1', rows(3, 7, T + 1000)); // repeats T + 1000: the COPY fails, the batch is merged
+      assert.equal(await queriesOf(() => s.insertObservations('k-1', batchOf(rows(2, 2, T + 10_000)))), 1);
+      await s.insertObservations('k-1', batchOf(rows(3, 7, T + 1000))); // repeats T + 1000: the COPY fails, the batch is merged
       const got = await stored('k-1');
       assert.deepEqual(got.slice(0, 4), [
         [T, 1],
@@ -274,7 +284,7 @@ describe('postgres: batch writes', () => {
     it('deleted by another node: the upload is refused and stores nothing', async () => {
       assert.ok(await s.getDevice('G', 'k', 'k-gone'));
       assert.equal(await s2.deleteDevice('G', 'k', 'k-gone'), true);
-      await assert.rejects(s.insertObservations('k-gone', rows(2, 1)), { code: 'DEVICE_NOT_FOUND' });
+      await assert.rejects(s.insertObservations('k-gone', batchOf(rows(2, 1))), { code: 'DEVICE_NOT_FOUND' });
       const orphans = await s.pool.query('SELECT count(*)::int AS n FROM observations WHERE device_pk NOT IN (SELECT pk FROM devices)');
       assert.equal(orphans.rows[0].n, 0);
     });
@@ -306,20 +316,20 @@ describe('postgres: batch writes', () => {
       assert.ok(await s.uploadDevice('G', 'k', 'u-gone'));
       assert.equal(await s2.deleteDevice('G', 'k', 'u-gone'), true);
       assert.ok(await s.uploadDevice('G', 'k', 'u-gone')); // still remembered here: the write decides
-      await assert.rejects(s.insertObservations('u-gone', rows(2, 1)), { code: 'DEVICE_NOT_FOUND' });
+      await assert.rejects(s.insertObservations('u-gone', batchOf(rows(2, 1))), { code: 'DEVICE_NOT_FOUND' });
       const orphans = await s.pool.query('SELECT count(*)::int AS n FROM observations WHERE device_pk NOT IN (SELECT pk FROM devices)');
       assert.equal(orphans.rows[0].n, 0);
     });
 
     it('remembered, then made again under the same id in another group: the upload stores nothing on it', async () => {
-      // Both forms of a batch: records, and the upload scanner's numbers.
+      // Both ways a batch is made: from records, and as the upload scanner makes it.
       const forms = {
-        'u-moved': () => s.insertObservations('u-moved', rows(2, 5, T + 10_000)),
-        'u-moved-packed': () => s.insertPackedObservations('u-moved-packed', { ts: Float64Array.of(T + 10_000), temperature: Float64Array.of(5), newest: 0 }),
+        'u-moved': () => s.insertObservations('u-moved', batchOf(rows(2, 5, T + 10_000))),
+        'u-moved-packed': () => s.insertObservations('u-moved-packed', { ts: Float64Array.of(T + 10_000), temperature: Float64Array.of(5), extra: null, newest: 0 }),
       };
       for (const [id, upload] of Object.entries(forms)) {
         await make(id);
-        await s.insertObservations(id, rows(1, 1));
+        await s.insertObservations(id, batchOf(rows(1, 1)));
         assert.ok(await s.uploadDevice('G', 'k', id));
         assert.equal(await s2.deleteDevice('G', 'k', id), true);
         await make(id, 'G-other', 'k', s2);
@@ -333,11 +343,11 @@ describe('postgres: batch writes', () => {
 
     it('remembered, then made again under the same id in the same group and solution: the upload is stored on the new device', async () => {
       await make('u-again');
-      await s.insertObservations('u-again', rows(1, 1));
+      await s.insertObservations('u-again', batchOf(rows(1, 1)));
       assert.ok(await s.uploadDevice('G', 'k', 'u-again'));
       assert.equal(await s2.deleteDevice('G', 'k', 'u-again'), true);
       await make('u-again', 'G', 'k', s2);
-      assert.deepEqual(await s.insertObservations('u-again', rows(2, 5, T + 10_000)), { written: 2 });
+      assert.deepEqual(await s.insertObservations('u-again', batchOf(rows(2, 5, T + 10_000))), { written: 2 });
       assert.deepEqual(await stored('u-again'), [
         [T + 10_000, 5],
         [T + 11_000, 5],
@@ -349,10 +359,14 @@ describe('postgres: batch writes', () => {
     it('groups pipelined on one connection: one failing leaves the group written behind it stored, and the connection goes on', async () => {
       const ids = ['p-1', 'p-2', 'p-3'];
       for (const id of ids) await s.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 'k', deviceType: 'VirtualDevice', domainInfo: {} });
-      for (const id of ids) await s.insertObservations(id, rows(2, 1)); // T and T + 1000; keys known
+      for (const id of ids) await s.insertObservations(id, batchOf(rows(2, 1))); // T and T + 1000; keys known
       // p-1 alone, then p-2 and p-3 together, both written before PostgreSQL answers the first:
       // p-1 repeats a stored time, so its COPY fails on the unique index (and it is merged).
-      const results = await Promise.all([s.insertObservations('p-1', rows(2, 5, T + 1000)), s.insertObservations('p-2', rows(2, 6, T + 10_000)), s.insertObservations('p-3', rows(2, 7, T + 10_000))]);
+      const results = await Promise.all([
+        s.insertObservations('p-1', batchOf(rows(2, 5, T + 1000))),
+        s.insertObservations('p-2', batchOf(rows(2, 6, T + 10_000))),
+        s.insertObservations('p-3', batchOf(rows(2, 7, T + 10_000))),
+      ]);
       assert.deepEqual(
         results.map((r) => r.written),
         [2, 2, 2],
@@ -375,13 +389,13 @@ describe('postgres: batch writes', () => {
       const tx = await s.pool.query(`SELECT count(DISTINCT o.xmin::text)::int AS n FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id IN ('p-2', 'p-3') AND o.ts >= $1`, [T + 10_000]);
       assert.equal(tx.rows[0].n, 1);
       // Not left inside a failed transaction: the next group goes in one query and is stored.
-      assert.equal(await queriesOf(() => s.insertObservations('p-2', rows(1, 8, T + 20_000))), 1);
+      assert.equal(await queriesOf(() => s.insertObservations('p-2', batchOf(rows(1, 8, T + 20_000)))), 1);
       assert.deepEqual((await stored('p-2')).at(-1), [T + 20_000, 8]);
     });
 
     it('the pipelined connection ended by PostgreSQL: the next upload is still written (through the pool, then a new connection)', async () => {
       await s.createDevice({ id: 'p-kill', tenantId: 'T', groupId: 'G', solution: 'k', deviceType: 'VirtualDevice', domainInfo: {} });
-      await s.insertObservations('p-kill', rows(1, 1));
+      await s.insertObservations('p-kill', batchOf(rows(1, 1)));
       const admin = await s2.pool.connect();
       try {
         const r = await admin.query(
@@ -391,8 +405,8 @@ describe('postgres: batch writes', () => {
       } finally {
         admin.release();
       }
-      assert.deepEqual(await s.insertObservations('p-kill', rows(1, 2, T + 5000)), { written: 1 });
-      assert.deepEqual(await s.insertObservations('p-kill', rows(1, 3, T + 6000)), { written: 1 });
+      assert.deepEqual(await s.insertObservations('p-kill', batchOf(rows(1, 2, T + 5000))), { written: 1 });
+      assert.deepEqual(await s.insertObservations('p-kill', batchOf(rows(1, 3, T + 6000))), { written: 1 });
       assert.deepEqual(await stored('p-kill'), [
         [T, 1],
         [T + 5000, 2],
@@ -403,7 +417,7 @@ describe('postgres: batch writes', () => {
     it("moved to another tier by another node: the rows go to the device's new tier", async () => {
       assert.ok(await s.getDevice('G', 'k2', 'k-2'));
       await s2.setRetention('G', 'k2', 30);
-      assert.deepEqual(await s.insertObservations('k-2', rows(2, 4)), { written: 2 });
+      assert.deepEqual(await s.insertObservations('k-2', batchOf(rows(2, 4))), { written: 2 });
       const r = await s.pool.query("SELECT DISTINCT o.tier FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id = 'k-2'");
       assert.deepEqual(
         r.rows.map((x) => x.tier),
@@ -433,8 +447,8 @@ describe('postgres: batch writes', () => {
     try {
       await lock.query('BEGIN');
       await lock.query("SELECT 1 FROM devices WHERE id LIKE 'h-%' FOR UPDATE");
-      const holding = held.map((id) => s.insertObservations(id, rows(2, 0)));
-      const group = Promise.all(ids.map((id, i) => s.insertObservations(id, batches[i]!)));
+      const holding = held.map((id) => s.insertObservations(id, batchOf(rows(2, 0))));
+      const group = Promise.all(ids.map((id, i) => s.insertObservations(id, batchOf(batches[i]!))));
       await lock.query('COMMIT');
       await Promise.all(holding);
       results = await group;
@@ -468,12 +482,12 @@ describe('postgres: batch writes', () => {
     try {
       await lock.query('BEGIN');
       await lock.query("SELECT 1 FROM devices WHERE id = 'g-held' FOR UPDATE");
-      const held = s.insertObservations('g-held', rows(2, 0));
-      const first = s.insertObservations('g-1', rows(3, 1));
+      const held = s.insertObservations('g-held', batchOf(rows(2, 0)));
+      const first = s.insertObservations('g-1', batchOf(rows(3, 1)));
       // The lone batch is not written while the held group keeps a writer: it is still waiting
       // when the next batch comes.
       await new Promise((r) => setImmediate(r));
-      const second = s.insertObservations('g-2', rows(4, 2));
+      const second = s.insertObservations('g-2', batchOf(rows(4, 2)));
       assert.deepEqual(
         (await Promise.all([first, second])).map((r) => r.written),
         [3, 4],
@@ -492,9 +506,9 @@ describe('postgres: batch writes', () => {
       { ts: T + 500_000, temperature: null, extra: { tags: ['a'], n: 1.5, s: 'é' } },
       { ts: T + 501_000, temperature: -0.1, extra: null },
     ];
-    await s.insertObservations('w-2', batch); // COPY
+    await s.insertObservations('w-2', batchOf(batch)); // COPY
     const copied = (await s.queryObservations('w-2', { limit: 2 })).observations;
-    await s.insertObservations('w-2', batch); // merge
+    await s.insertObservations('w-2', batchOf(batch)); // merge
     assert.deepEqual((await s.queryObservations('w-2', { limit: 2 })).observations, copied);
     assert.deepEqual(copied.reverse(), batch);
   });

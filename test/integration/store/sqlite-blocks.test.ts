@@ -17,6 +17,7 @@ import type { ObservationRecord } from '../../../src/core/types.ts';
 import { BLOCK_MAX, blockStatements, decodeBlock, insertBlocks, type BlockRow } from '../../../src/store/sqlite/blocks.ts';
 import { MIGRATIONS } from '../../../src/store/sqlite/migrations.ts';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite-store.ts';
+import { batchOf } from '../../../src/core/observation-batch.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-blocks-'));
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -93,18 +94,7 @@ for (const where of ['file (writer thread)', 'in memory'] as const) {
         }
         if (rand() < 0.2) batch.reverse();
         if (rand() < 0.2 && n > 1) batch.push({ ...batch[0]!, temperature: 99.5 }); // a repeat, given last: it wins
-        const packed = batch.every((o) => o.extra === null) && rand() < 0.5;
-        if (packed) {
-          let newest = 0;
-          batch.forEach((o, i) => {
-            if (o.ts >= batch[newest]!.ts) newest = i;
-          });
-          await store.insertPackedObservations(ids[k]!, {
-            ts: Float64Array.from(batch, (o) => o.ts),
-            temperature: Float64Array.from(batch, (o) => o.temperature ?? Number.NaN),
-            newest,
-          });
-        } else await store.insertObservations(ids[k]!, batch);
+        await store.insertObservations(ids[k]!, batchOf(batch));
         for (const o of batch) models[k]!.set(o.ts, o);
       };
 
@@ -258,7 +248,7 @@ describe('sqlite blocks: readings with large free fields', () => {
     const t0 = Date.UTC(2026, 0, 1);
     const pad = (i: number) => `${i}`.padEnd(20_000, 'x');
     // One reading per upload, as a device reports: each would join the device's last block.
-    for (let i = 0; i < 40; i++) await store.insertObservations(ids[0]!, [{ ts: t0 + i * 1000, temperature: i, extra: { pad: pad(i) } }]);
+    for (let i = 0; i < 40; i++) await store.insertObservations(ids[0]!, batchOf([{ ts: t0 + i * 1000, temperature: i, extra: { pad: pad(i) } }]));
     const back = await store.queryObservations(ids[0]!, { limit: 100 });
     assert.equal(back.observations.length, 40);
     assert.deepEqual(

@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { storeConformance } from './conformance.ts';
 import { COUNT_TENANT_DEVICES, SqliteStore } from '../../../src/store/sqlite/sqlite-store.ts';
+import { batchOf } from '../../../src/core/observation-batch.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reef-sqlite-'));
 
@@ -33,12 +34,7 @@ describe('sqlite: group commit on the writer thread', () => {
     const ids = Array.from({ length: 30 }, () => randomUUID());
     for (const id of ids) await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
     const t0 = Date.UTC(2026, 0, 1);
-    const pending = ids.map((id, d) =>
-      store.insertObservations(
-        id,
-        Array.from({ length: 2500 }, (_, i) => ({ ts: t0 + i * 1000, temperature: d + i / 1000, extra: null })),
-      ),
-    );
+    const pending = ids.map((id, d) => store.insertObservations(id, batchOf(Array.from({ length: 2500 }, (_, i) => ({ ts: t0 + i * 1000, temperature: d + i / 1000, extra: null })))));
     // close() right away: it must wait for the queued and in-flight groups, not drop them.
     const closed = store.close();
     assert.deepEqual(
@@ -62,11 +58,11 @@ describe('sqlite: group commit on the writer thread', () => {
     const id = randomUUID();
     await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
     const t0 = Date.UTC(2026, 0, 1);
-    await store.insertObservations(id, [{ ts: t0, temperature: 1, extra: null }]);
+    await store.insertObservations(id, batchOf([{ ts: t0, temperature: 1, extra: null }]));
     // The thread is private; ending it from outside stands for a crash of the thread.
     const writer = (store as unknown as { writes: { thread: import('node:worker_threads').Worker } }).writes.thread;
     await writer.terminate();
-    assert.deepEqual(await store.insertObservations(id, [{ ts: t0 + 1, temperature: 2, extra: null }]), { written: 1 });
+    assert.deepEqual(await store.insertObservations(id, batchOf([{ ts: t0 + 1, temperature: 2, extra: null }])), { written: 1 });
     assert.deepEqual(
       (await store.queryObservations(id, { limit: 10 })).observations.map((o) => o.temperature),
       [2, 1],
@@ -83,16 +79,11 @@ describe('sqlite: the writer thread dying with groups in flight', () => {
     const ids = Array.from({ length: 60 }, () => randomUUID());
     for (const id of ids) await store.createDevice({ id, tenantId: 'T', groupId: 'G', solution: 's', deviceType: 'VirtualDevice', domainInfo: {} });
     const t0 = Date.UTC(2026, 0, 1);
-    await store.insertObservations(ids[0]!, [{ ts: t0 - 1000, temperature: 0, extra: null }]); // the writer thread is up
+    await store.insertObservations(ids[0]!, batchOf([{ ts: t0 - 1000, temperature: 0, extra: null }])); // the writer thread is up
     const writer = (store as unknown as { writes: { thread: import('node:worker_threads').Worker } }).writes.thread;
     // 60 uploads of 2,500: three groups (50,000 observations at most), two handed to the thread and
     // one waiting; then the thread ends (as a crash would).
-    const pending = ids.map((id) =>
-      store.insertObservations(
-        id,
-        Array.from({ length: 2500 }, (_, i) => ({ ts: t0 + i * 1000, temperature: i, extra: null })),
-      ),
-    );
+    const pending = ids.map((id) => store.insertObservations(id, batchOf(Array.from({ length: 2500 }, (_, i) => ({ ts: t0 + i * 1000, temperature: i, extra: null })))));
     await new Promise((r) => setImmediate(r));
     await writer.terminate();
     const outcomes = await Promise.allSettled(pending);
@@ -108,7 +99,7 @@ describe('sqlite: the writer thread dying with groups in flight', () => {
       outcomes.some((o) => o.status === 'fulfilled'),
       'the uploads behind the lost groups are stored on the main thread',
     );
-    assert.deepEqual(await store.insertObservations(ids[1]!, [{ ts: t0 + 1e9, temperature: 1, extra: null }]), { written: 1 });
+    assert.deepEqual(await store.insertObservations(ids[1]!, batchOf([{ ts: t0 + 1e9, temperature: 1, extra: null }])), { written: 1 });
     await store.close();
   });
 });
@@ -132,15 +123,15 @@ describe('sqlite: remembered latest of all', () => {
           g.observations[0]!.temperature,
         ]);
       assert.deepEqual(await temps(), []);
-      await store.insertObservations(a, [{ ts: t0, temperature: 1, extra: null }]); // the writer thread
+      await store.insertObservations(a, batchOf([{ ts: t0, temperature: 1, extra: null }])); // the writer thread
       assert.deepEqual(await temps(), [[a, 1]]);
       assert.deepEqual(await temps(), [[a, 1]]); // remembered, same answer
-      await other.insertObservations(b, [{ ts: t0, temperature: 2, extra: null }]); // another connection (as another process)
+      await other.insertObservations(b, batchOf([{ ts: t0, temperature: 2, extra: null }])); // another connection (as another process)
       assert.deepEqual(await temps(), [
         [a, 1],
         [b, 2],
       ]);
-      await other.insertObservations(a, [{ ts: t0 + 1, temperature: 3, extra: null }]);
+      await other.insertObservations(a, batchOf([{ ts: t0 + 1, temperature: 3, extra: null }]));
       assert.deepEqual(await temps(), [
         [a, 3],
         [b, 2],

@@ -2,17 +2,18 @@
 // reads, the same records as JSON.parse + parseBatch; every other body is left to the general path.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { scanUpload, unpackObservations } from '../../../src/core/observation-scan.ts';
+import { recordsOf } from '../../../src/core/observation-batch.ts';
+import { scanUpload } from '../../../src/core/observation-scan.ts';
 import { parseBatch } from '../../../src/service/observations.ts';
 
 const MAX = 10_000;
-const general = (text: string) => parseBatch(JSON.parse(text), MAX, 65_536);
+const general = (text: string) => recordsOf(parseBatch(JSON.parse(text), MAX, 65_536));
 
 function same(text: string) {
   const p = scanUpload(text, MAX);
   assert.ok(p, `scanned: ${text.slice(0, 200)}`);
   const want = general(text);
-  const got = unpackObservations(p);
+  const got = recordsOf(p);
   assert.equal(got.length, want.length);
   for (let i = 0; i < want.length; i++) {
     assert.ok(Object.is(got[i]!.ts, want[i]!.ts), `ts ${i} of ${text.slice(0, 200)}`);
@@ -152,8 +153,8 @@ test('the bytes of a body read as its text: a view at an offset into a larger bu
   const fromView = scanUpload(view, MAX);
   const fromText = scanUpload(body, MAX);
   assert.ok(fromView && fromText);
-  assert.deepEqual(unpackObservations(fromView), unpackObservations(fromText));
-  assert.deepEqual(unpackObservations(fromView), general(body));
+  assert.deepEqual(recordsOf(fromView), recordsOf(fromText));
+  assert.deepEqual(recordsOf(fromView), general(body));
   // A byte outside ASCII is never part of the shape read here (keys, digits, JSON whitespace).
   for (const odd of ['{"observations":[{"timestamp":"2026-01-31T12:00:00.000Z","temperature":1}]}\u00a0', '{"observations":[{"timestamp":"2026-01-31T12:00:00.000Z","temperature":1,"note":"é"}]}']) {
     assert.equal(scanUpload(Buffer.from(odd), MAX), null, odd);

@@ -3,13 +3,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isReefError } from '../../../src/core/errors.ts';
+import { recordsOf } from '../../../src/core/observation-batch.ts';
 import { jsonLongerThan, parseBatch } from '../../../src/service/observations.ts';
 
 const ts = '2026-02-01T10:00:00Z';
 
 describe('one observation of a batch: its other fields', () => {
   it('keeps fields that fit, as given', () => {
-    const [o] = parseBatch({ observations: [{ timestamp: ts, temperature: 1, note: 'x'.repeat(900), tags: ['a', 'b'] }] }, 10, 1024);
+    const [o] = recordsOf(parseBatch({ observations: [{ timestamp: ts, temperature: 1, note: 'x'.repeat(900), tags: ['a', 'b'] }] }, 10, 1024));
     assert.deepEqual(o?.extra, { note: 'x'.repeat(900), tags: ['a', 'b'] });
   });
 
