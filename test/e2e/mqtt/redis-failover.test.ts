@@ -11,7 +11,7 @@ import { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import { connect, inbox } from '../../helpers/mqtt.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pg.ts';
 import { startRedis, type RedisServer } from '../../helpers/redis.ts';
-import { json, startNode, waitFor, type ReefNode } from '../scale/reef-node.ts';
+import { json, startNode, waitFor, type ReefNode } from '../../helpers/reef-node.ts';
 
 /** The MQTT URL a node prints in its banner. */
 function mqttUrl(node: ReefNode): string {

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { createAccount } from '../../../src/auth/accounts.ts';
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pg.ts';
-import { json, startNode, waitFor, type ReefNode } from './reef-node.ts';
+import { json, startNode, waitFor, type ReefNode } from '../../helpers/reef-node.ts';
 
 const CLUSTER = ['15', 'main'];
 

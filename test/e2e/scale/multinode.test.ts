@@ -8,7 +8,7 @@ import { createAccount } from '../../../src/auth/accounts.ts';
 import { UPKEEP_STATE_KEY } from '../../../src/jobs/upkeep.ts';
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pg.ts';
-import { json, startNode, waitFor, type ReefNode } from './reef-node.ts';
+import { json, startNode, waitFor, type ReefNode } from '../../helpers/reef-node.ts';
 import { readSse } from '../../helpers/sse.ts';
 
 describe('several nodes on one PostgreSQL', () => {

@@ -1,11 +1,11 @@
-// Real `reef serve` processes for the scale-out tests: each a child process on an ephemeral port,
-// all on one PostgreSQL database. The port is read from the line the server prints when ready.
+// Real `reef serve` processes for the scale-out and failover tests (e2e/scale, e2e/mqtt): each a
+// child process on an ephemeral port, all on one PostgreSQL database. The port is read from the line the server prints when ready.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..');
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 
 export interface ReefNode {
   url: string;
@@ -70,8 +70,8 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
   };
 }
 
-// The shared waitFor (test/helpers/wait.ts), re-exported for the scale tests.
-export { waitFor } from '../../helpers/wait.ts';
+// The shared waitFor (test/helpers/wait.ts), re-exported for the tests that start nodes.
+export { waitFor } from './wait.ts';
 
 export async function json<T = any>(r: Response): Promise<T> {
   const t = await r.text();
