@@ -67,7 +67,9 @@ export class Failover {
     const promotedAt = Date.now();
     this.primary = this.standby;
     this.standby = dead;
+    // A failed rebuild is reported by the next ready().
     this.rejoining = this.pgc.rejoin(dead, this.primary).then(() => void this.rejoinSeconds.push((Date.now() - promotedAt) / 1000));
+    this.rejoining.catch(() => undefined);
     return { killedAt, promotedAt };
   }
 

@@ -52,6 +52,8 @@ const nodes = await SoakNodes.make(NODES, {
   ...(STORE === 'postgres' ? { REEF_DATABASE_URL: DB_URL } : {}),
 });
 const recovery = new Recovery(NODES);
+// The nodes go with the bench, however it ends.
+process.once('exit', () => nodes.stop());
 
 const json = (body: unknown) => ({ 'content-type': 'application/json', body: JSON.stringify(body) });
 async function call(method: string, urlPath: string, token: string | null, body?: unknown, node = 0) {

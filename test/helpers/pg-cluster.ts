@@ -188,7 +188,14 @@ export async function startPrimaryAndStandby(): Promise<PgCluster> {
     async rejoin(n, p) {
       if (n.running) throw new Error(`${n.name} still runs: kill it before it rejoins`);
       fs.rmSync(n.dataDir, { recursive: true, force: true });
-      await makeStandby(n, p);
+      // The killed postmaster left its socket's lock file, naming its pid; while nobody reaps it
+      // (a zombie still answers kill(pid, 0)) PostgreSQL would take it for a live postmaster.
+      for (const f of [`.s.PGSQL.${n.port}`, `.s.PGSQL.${n.port}.lock`]) fs.rmSync(path.join(base, f), { force: true });
+      try {
+        await makeStandby(n, p);
+      } catch (e) {
+        throw new Error(`could not rebuild ${n.name} as a standby: ${(e as Error).message}\n${cluster.logTail(n, 20)}`);
+      }
       // The promoted standby was started without synchronous standbys (settings()' note); a later
       // line of postgresql.conf wins.
       fs.appendFileSync(path.join(p.dataDir, 'postgresql.conf'), "synchronous_standby_names = '*'\n");

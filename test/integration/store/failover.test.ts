@@ -5,13 +5,15 @@
 //   answer 503 STORE_UNAVAILABLE with Retry-After meanwhile, and 201 again once it is writable;
 // - the primary killed (SIGKILL) and the standby promoted: uploads answer 503 + Retry-After until the
 //   promotion, then 201 on both nodes; every upload acknowledged is on the new primary; events cross
-//   nodes again and one node leads, its lock held on the new primary.
+//   nodes again and one node leads, its lock held on the new primary;
+// - the old primary rebuilt as the new primary's synchronous standby, and that primary killed in
+//   turn: every upload acknowledged is on the newest primary.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { LOCK_LEADER } from '../../../src/store/postgres/migrations.ts';
-import { freeTcpPort, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
+import { freeTcpPort, replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
 import { readSse } from '../../helpers/sse.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -333,5 +335,34 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
       }
     }
     for (const { node } of nodes) assert.equal((await node.request('GET', '/readyz')).status, 200);
+  });
+
+  it('a second failover, the old primary rebuilt as the synchronous standby of the new: every 201 is on the newest primary', async () => {
+    const [a, b] = nodes as [{ node: TestServer; log: string[] }, { node: TestServer; log: string[] }];
+    // Promoted, the standby had no synchronous standby of its own: its commits were on it alone.
+    assert.deepEqual(await replicationState(pgc.standby), { syncNames: '', standbys: [] });
+    await pgc.rejoin(pgc.primary, pgc.standby);
+    assert.deepEqual(await replicationState(pgc.standby), { syncNames: '*', standbys: [{ state: 'streaming', syncState: 'sync' }] });
+    const { token } = await a.node.login('second-failover');
+    const uploads = new Uploads();
+    for (const [name, n] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
+      const r = await n.node.request('POST', '/api/solutions/StudioSimulation/devices', { token, body: { deviceType: 'VirtualDevice', domainInfo: {} } });
+      assert.equal(r.status, 201);
+      uploads.start(n.node, name, token, ((await r.json()) as { id: string }).id);
+    }
+    try {
+      await waitFor('uploads on both nodes', () => uploads.okSince('a', 0) >= 10 && uploads.okSince('b', 0) >= 10);
+      await pgc.kill(pgc.standby);
+      await pgc.promote(pgc.primary);
+      const promoted = Date.now();
+      await waitFor('uploads acknowledged again on both nodes after the second promotion', () => uploads.okSince('a', promoted) >= 5 && uploads.okSince('b', promoted) >= 5, 60_000);
+    } finally {
+      await uploads.stop();
+    }
+    assertRefusalsUnavailable(uploads.refused);
+    await assertStored(pgc.primary.url(), uploads);
   });
 });
