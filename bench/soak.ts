@@ -4,7 +4,8 @@
 //   (a device's newest 100, the solution's latest), 8 % hold a live event stream, 2 % read the demo
 //   kit through the CoAP gateway (session + Proxy-Uri over UDP). Each client waits ~1 s between
 //   requests (jittered), as devices and dashboards do; this is a soak, not a throughput bench.
-//   With several nodes, client i talks to node i mod N only.
+//   With several nodes, client i talks to node i mod N only (CoAP clients to the first node, whose
+//   process runs the demo kit).
 // Every minute: requests, error rate (connection failures during a deliberate fault are counted
 // apart), p99 latency, stream events, CoAP answers, each node's RSS.
 // --kill-every M: kill -9 a node every M minutes (in turn) and start it again on the same ports.
@@ -247,8 +248,9 @@ const workers: Promise<void>[] = [];
 for (let i = 0; i < CLIENTS; i++) {
   const a = accounts[i % ACCOUNTS]!;
   const r = i % 100;
+  // The demo kit runs in the first node's process, behind its gateway only: CoAP clients go there.
   const node = i % NODES;
-  workers.push(r < 60 ? uploader(a, i, node) : r < 90 ? reader(a, node) : r < 98 ? streamer(a, node) : coapClient(node));
+  workers.push(r < 60 ? uploader(a, i, node) : r < 90 ? reader(a, node) : r < 98 ? streamer(a, node) : coapClient(0));
 }
 
 const startedAt = Date.now();
