@@ -4,7 +4,8 @@
 // - a primary turned read-only is given up at the first write refused (SQLSTATE 25006): uploads
 //   answer 503 STORE_UNAVAILABLE with Retry-After meanwhile, and 201 again once it is writable;
 // - the primary killed (SIGKILL) and the standby promoted: uploads answer 503 + Retry-After until the
-//   promotion, then 201 on both nodes; every upload acknowledged is on the new primary; events cross
+//   promotion, then 201 on both nodes, each warning that the new primary has no synchronous standby;
+//   every upload acknowledged is on the new primary; events cross
 //   nodes again and one node leads, its lock held on the new primary;
 // - the old primary rebuilt as the new primary's synchronous standby, and that primary killed in
 //   turn: every upload acknowledged is on the newest primary.
@@ -12,6 +13,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
+import { NO_SYNC_STANDBY } from '../../../src/store/postgres/hosts.ts';
 import { LOCK_LEADER } from '../../../src/store/postgres/migrations.ts';
 import { freeTcpPort, replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
@@ -197,6 +199,8 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
     const url = `postgres://postgres@127.0.0.1:${pgc.standby.port},127.0.0.1:${pgc.primary.port}/postgres?target_session_attrs=read-write`;
     nodes.push(await startNode(url), await startNode(pgc.url()));
     for (const { node } of nodes) assert.equal((await node.request('GET', '/readyz')).status, 200);
+    // The primary has its synchronous standby: nothing to warn of.
+    for (const n of nodes) assert.ok(!n.log.some((l) => l.includes(NO_SYNC_STANDBY)), n.log.join(''));
     await waitFor(
       'one node to lead, its lock on the primary',
       async () => (await leaderSessions(pgc.primary.url())).length === 1 && nodes.filter((n) => n.node.services.leadership.isLeader()).length === 1,
@@ -287,6 +291,12 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
     t.diagnostic(`${[...uploads.acked.values()].reduce((n, x) => n + x.length, 0) / PER_BATCH} uploads acknowledged, ${uploads.refused.length} refused`);
 
     assertRefusalsUnavailable(uploads.refused);
+    // The promoted standby has no synchronous standby of its own yet: each node says so as it takes it.
+    for (const n of nodes)
+      assert.ok(
+        n.log.some((l) => l.includes(NO_SYNC_STANDBY) && l.includes(`127.0.0.1:${pgc.standby.port}`)),
+        n.log.join(''),
+      );
     const newPrimary = pgc.standby.url();
     await assertStored(newPrimary, uploads);
 
