@@ -43,7 +43,7 @@ export interface ServiceOptions {
 export async function openServices(config: Config, log?: Logger, opts: Omit<ServiceOptions, 'log'> = {}): Promise<Services> {
   const logger = log ?? (await createLogger(config));
   // Events cross nodes and jobs run on one node when the store is shared (PostgreSQL).
-  const { store, events, leadership } = await openBackend(config, { onError: (err, what) => logger.warn({ err }, what) });
+  const { store, events, leadership } = await openBackend(config, { onError: (err, what) => logger.warn({ err }, what), startWaitMs: config.databaseStartWaitMs });
   const tokens = new TokenService(store, config.tokens, opts.now);
   await tokens.init();
   const auth = new Authenticator(store, tokens, config.loginThrottle, undefined, opts.now);

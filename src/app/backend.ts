@@ -20,6 +20,8 @@ export interface BackendLocation {
 
 export interface CoordinationOptions {
   onError?: (e: unknown, what: string) => void;
+  /** PostgreSQL: how long the start waits for a writable host (REEF_DATABASE_START_WAIT). */
+  startWaitMs?: number;
   leaderPollMs?: number;
 }
 
@@ -65,7 +67,14 @@ function postgres(connectionString: string): BackendKind {
       const onError = opts.onError;
       opened = new PostgresStore({
         connectionString,
-        ...(onError ? { onHostChange: (message: string, detail: { host: string; state?: string }) => onError(Object.assign(new Error(message), detail), message) } : {}),
+        ...(opts.startWaitMs ? { startWaitMs: opts.startWaitMs } : {}),
+        ...(onError
+          ? {
+              onHostChange: (message: string, detail: { host: string; state?: string }) => onError(Object.assign(new Error(message), detail), message),
+              onStartWait: (message: string, detail: { attempt: number; retryInMs: number }) =>
+                onError(Object.assign(new Error(message), detail), 'no writable PostgreSQL host yet; looking again (REEF_DATABASE_START_WAIT)'),
+            }
+          : {}),
       });
       return opened;
     },

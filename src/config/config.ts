@@ -28,6 +28,8 @@ export interface Config {
   dataDir: string;
   /** PostgreSQL connection string, one host or several (src/core/database-url.ts); unset means the embedded SQLite store in dataDir. */
   databaseUrl: string | null;
+  /** How long a starting node waits for a writable PostgreSQL host (a failover under way) before it gives up; 0: not at all. */
+  databaseStartWaitMs: number;
   tokens: { ttlSeconds: number; secret: string | null; issuer: string };
   adminKey: string | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -171,6 +173,12 @@ export const SETTINGS = [
     flag: 'database-url',
     def: '',
     doc: 'postgres:// URL, with several hosts for a primary and its standbys (postgres://u@h1:5432,h2:5432/db; the writable one is used); unset uses embedded SQLite',
+  },
+  {
+    env: 'REEF_DATABASE_START_WAIT',
+    flag: 'database-start-wait',
+    def: '60',
+    doc: "Seconds a starting node waits for a writable PostgreSQL host (a failover under way), looking again every second and logging each host's state, before it exits; 0: exit at once",
   },
   { env: 'REEF_TOKEN_TTL', flag: 'token-ttl', def: '3600', doc: 'Access-token lifetime in seconds' },
   { env: 'REEF_TOKEN_SECRET', flag: 'token-secret', def: '', doc: 'HMAC key for tokens (≥ 32 chars); unset generates one and keeps it in the store' },
@@ -364,6 +372,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     tls,
     dataDir,
     databaseUrl,
+    databaseStartWaitMs: int('REEF_DATABASE_START_WAIT', 0, 86400) * 1000,
     tokens: { ttlSeconds: ttl, secret, issuer: 'reef' },
     adminKey,
     logLevel: logLevel as Config['logLevel'],

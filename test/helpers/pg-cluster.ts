@@ -8,6 +8,7 @@
 //   pgc.url()                     // postgres://postgres@127.0.0.1:P1,127.0.0.1:P2/postgres
 //   await pgc.kill(pgc.primary)   // SIGKILL of the postmaster; resolves once its port refuses
 //   await pgc.promote(pgc.standby)
+//   await pgc.rejoin(pgc.primary, pgc.standby)  // the old primary, a synchronous standby of the new
 //   await pgc.stop()              // every cluster stopped and its directory removed (also at exit)
 //
 // Synchronous: the primary has synchronous_standby_names = '*', so a commit is acknowledged only
@@ -51,6 +52,13 @@ export interface PgCluster {
   kill(node: PgNode): Promise<void>;
   /** `pg_ctl promote -w`: the standby leaves recovery and accepts writes. */
   promote(node: PgNode): Promise<void>;
+  /**
+   * A dead node made a synchronous standby of `primary` again (after a failover): its data replaced
+   * by a fresh pg_basebackup -R of the primary, started; then the primary names it in
+   * synchronous_standby_names and one commit waits for it, so that everything the primary had
+   * acknowledged is on both before this resolves. Until then the primary's commits are on it alone.
+   */
+  rejoin(node: PgNode, primary: PgNode): Promise<void>;
   /** The last lines of a node's server log (for a failing test's message). */
   logTail(node: PgNode, lines?: number): string;
   /** Stops every node still running and removes the data. Safe to call twice. */
@@ -177,6 +185,25 @@ export async function startPrimaryAndStandby(): Promise<PgCluster> {
     async promote(n) {
       await tool('pg_ctl', ['-D', n.dataDir, '-w', '-t', '60', 'promote']);
     },
+    async rejoin(n, p) {
+      if (n.running) throw new Error(`${n.name} still runs: kill it before it rejoins`);
+      fs.rmSync(n.dataDir, { recursive: true, force: true });
+      // The killed postmaster left its socket's lock file, naming its pid; while nobody reaps it
+      // (a zombie still answers kill(pid, 0)) PostgreSQL would take it for a live postmaster.
+      for (const f of [`.s.PGSQL.${n.port}`, `.s.PGSQL.${n.port}.lock`]) fs.rmSync(path.join(base, f), { force: true });
+      try {
+        await makeStandby(n, p);
+      } catch (e) {
+        throw new Error(`could not rebuild ${n.name} as a standby: ${(e as Error).message}\n${cluster.logTail(n, 20)}`);
+      }
+      // The promoted standby was started without synchronous standbys (settings()' note); a later
+      // line of postgresql.conf wins.
+      fs.appendFileSync(path.join(p.dataDir, 'postgresql.conf'), "synchronous_standby_names = '*'\n");
+      await query(p.url(), 'SELECT pg_reload_conf()');
+      await waitSync(p);
+      // A commit waits for the standby to flush its WAL, and with it all WAL before it.
+      await query(p.url(), 'SELECT txid_current()');
+    },
     logTail(n, lines = 40) {
       try {
         return fs.readFileSync(n.logFile, 'utf8').split('\n').slice(-lines).join('\n');
@@ -204,25 +231,43 @@ export async function startPrimaryAndStandby(): Promise<PgCluster> {
     await tool('pg_ctl', ['-D', primary.dataDir, '-l', primary.logFile, '-w', '-t', '60', 'start']);
     primary.running = true;
 
-    // -R: standby.signal and primary_conninfo, so it starts as a streaming standby of the primary.
-    await tool('pg_basebackup', ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', standby.dataDir, '-R', '-X', 'stream', '--no-sync']);
-    // Later lines win. The standby must not wait for a standby of its own once promoted (with
-    // none, every commit would wait forever), and keeps fsync as a real one does.
-    fs.appendFileSync(path.join(standby.dataDir, 'postgresql.conf'), [`port = ${standby.port}`, "synchronous_standby_names = ''", 'fsync = on', ''].join('\n'));
-    await tool('pg_ctl', ['-D', standby.dataDir, '-l', standby.logFile, '-w', '-t', '60', 'start']);
-    standby.running = true;
-    await waitFor(
-      'the standby to stream as the synchronous standby',
-      async () => (await query<{ sync_state: string }>(primary.url(), 'SELECT sync_state FROM pg_stat_replication')).some((r) => r.sync_state === 'sync'),
-      60_000,
-      50,
-    );
+    await makeStandby(standby, primary);
+    await waitSync(primary);
   } catch (e) {
     const logs = nodes.map((n) => `${n.name}:\n${cluster.logTail(n, 20)}`).join('\n');
     await cluster.stop();
     throw new Error(`could not make the primary and standby: ${(e as Error).message}\n${logs}`);
   }
   return cluster;
+}
+
+/** A streaming standby of `primary` made in `n.dataDir` (empty) and started. */
+async function makeStandby(n: PgNode, primary: PgNode): Promise<void> {
+  // -R: standby.signal and primary_conninfo, so it starts as a streaming standby of the primary.
+  // -c fast: the backup's checkpoint at once; a spread one, on a primary under load, took minutes.
+  await tool('pg_basebackup', ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', n.dataDir, '-R', '-X', 'stream', '-c', 'fast', '--no-sync']);
+  // Later lines win. The standby must not wait for a standby of its own once promoted (with
+  // none, every commit would wait forever), and keeps fsync as a real one does.
+  fs.appendFileSync(path.join(n.dataDir, 'postgresql.conf'), [`port = ${n.port}`, "synchronous_standby_names = ''", 'fsync = on', ''].join('\n'));
+  await tool('pg_ctl', ['-D', n.dataDir, '-l', n.logFile, '-w', '-t', '60', 'start']);
+  n.running = true;
+}
+
+/** Until the primary counts a standby as synchronous (streaming, sync_state sync). */
+async function waitSync(primary: PgNode): Promise<void> {
+  await waitFor(
+    'the standby to stream as the synchronous standby',
+    async () => (await query<{ sync_state: string }>(primary.url(), 'SELECT sync_state FROM pg_stat_replication')).some((r) => r.sync_state === 'sync'),
+    60_000,
+    50,
+  );
+}
+
+/** What a primary's replication looks like: its synchronous_standby_names and each standby's state. */
+export async function replicationState(primary: PgNode): Promise<{ syncNames: string; standbys: { state: string; syncState: string }[] }> {
+  const names = await query<{ s: string }>(primary.url(), "SELECT current_setting('synchronous_standby_names') AS s");
+  const rows = await query<{ state: string; sync_state: string }>(primary.url(), 'SELECT state, sync_state FROM pg_stat_replication');
+  return { syncNames: names[0]?.s ?? '', standbys: rows.map((r) => ({ state: r.state, syncState: r.sync_state })) };
 }
 
 /** Whether a process runs: a zombie (killed, not yet reaped by whoever adopted it) does not. */

@@ -18,6 +18,10 @@ export interface PostgresOptions {
   connectTimeoutMs?: number;
   /** Told about errors of idle pooled connections (a restart of PostgreSQL), which are otherwise harmless. */
   onIdleError?: (e: Error) => void;
+  /** How long migrate() looks for a writable host before STORE_UNAVAILABLE (a node started during a failover); 0 or unset: one look. */
+  startWaitMs?: number;
+  /** Told of each look at start-up that found no writable host, with what each host is, before the next one. */
+  onStartWait?: (message: string, detail: { attempt: number; retryInMs: number }) => void;
   /** Told when the writable host changes or is given up (several hosts). */
   onHostChange?: (message: string, detail: { host: string; state?: string }) => void;
 }

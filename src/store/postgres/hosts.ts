@@ -52,6 +52,9 @@ export interface PgHostsOptions {
   onChange?: (message: string, detail: { host: string; state?: string }) => void;
 }
 
+/** Warned when the host taken has no synchronous standby. */
+export const NO_SYNC_STANDBY = 'PostgreSQL host in use has no synchronous standby: what it acknowledges is on it alone until one is named in synchronous_standby_names';
+
 /** A failed search is answered again for this long without searching (a burst of requests during a failover is one search, not one each). */
 const SEARCH_AGAIN_AFTER_MS = 100;
 
@@ -226,7 +229,10 @@ export class PgHosts {
     throw error;
   }
 
-  /** null when the host is writable, else what it is. A connection of its own, closed at once. */
+  /**
+   * null when the host is writable, else what it is. A connection of its own, closed at once. With
+   * several hosts, a writable one is also asked for its synchronous_standby_names (for use()).
+   */
   private async probe(h: Host): Promise<string | null> {
     const c = new pg.Client({ connectionString: h.url, connectionTimeoutMillis: this.connectTimeoutMs, application_name: 'reef-probe' });
     const reported = new Map<string, string>();
@@ -234,7 +240,12 @@ export class PgHosts {
     c.on('error', () => undefined); // a failure after connecting surfaces in the query
     try {
       await c.connect();
-      return await readOnlyState(c, reported);
+      const state = await readOnlyState(c, reported);
+      if (state === null && this.hosts.length > 1) {
+        const r = await c.query("SELECT current_setting('synchronous_standby_names') AS s").catch(() => null);
+        this.syncNames.set(h, r ? String(r.rows[0]?.s ?? '') : null);
+      }
+      return state;
     } catch (e) {
       return describeHostError(e);
     } finally {
@@ -243,12 +254,19 @@ export class PgHosts {
     }
   }
 
+  /** A writable host's synchronous_standby_names when last probed; null: could not be read. */
+  private readonly syncNames = new Map<Host, string | null>();
+
   private use(h: Host): void {
     const before = this.current;
     this.current = h;
     this.lastGood = h;
     this.failedSearch = null;
-    if (before !== h && this.hosts.length > 1) this.opts.onChange?.('PostgreSQL host in use', { host: hostLabel(h) });
+    if (before === h || this.hosts.length === 1) return;
+    this.opts.onChange?.('PostgreSQL host in use', { host: hostLabel(h) });
+    // A promoted standby has none until a rebuilt one is named: a second failure then loses
+    // acknowledged uploads (docs/operations.md "High availability").
+    if (this.syncNames.get(h) === '') this.opts.onChange?.(NO_SYNC_STANDBY, { host: hostLabel(h), state: "synchronous_standby_names = ''" });
   }
 
   /**

@@ -26,6 +26,10 @@ import { PostgresWriter } from './writer.ts';
 export type { PostgresOptions } from './connection.ts';
 export { BY_ID_IN_SOLUTION } from './devices.ts';
 
+/** The start-up's looks for a writable host: the first again after this long, doubling to once a second. */
+const START_LOOK_FIRST_MS = 250;
+const START_LOOK_EVERY_MS = 1000;
+
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
   private readonly c: PostgresConnection;
@@ -58,13 +62,7 @@ export class PostgresStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    // At start-up, a list with no writable host stops the start naming what each host is.
-    try {
-      await this.c.hosts.search();
-    } catch (e) {
-      if (e instanceof NoWritableHostError) throw new ReefError('STORE_UNAVAILABLE', e.message, { retryAfter: RETRY_AFTER_SECONDS, cause: e });
-      throw e;
-    }
+    await this.findWritableHost();
     let client: pg.PoolClient;
     try {
       client = await this.c.pool.connect();
@@ -110,6 +108,28 @@ export class PostgresStore implements Store {
     }
     await this.c.loadPartitions();
     await this.c.ensureRanges(this.c.parts.ahead(Date.now()));
+  }
+
+  /**
+   * At start-up, a list with no writable host is looked at again (a node started while a standby
+   * is being promoted) until startWaitMs has passed, then stops the start naming what each host is.
+   * The looks come quickly at first and then every second: the promotion takes seconds.
+   */
+  private async findWritableHost(): Promise<void> {
+    const deadline = Date.now() + (this.c.opts.startWaitMs ?? 0);
+    for (let attempt = 1, delay = START_LOOK_FIRST_MS; ; attempt++, delay = Math.min(delay * 2, START_LOOK_EVERY_MS)) {
+      try {
+        await this.c.hosts.search();
+        return;
+      } catch (e) {
+        if (!(e instanceof NoWritableHostError)) throw e;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new ReefError('STORE_UNAVAILABLE', e.message, { retryAfter: RETRY_AFTER_SECONDS, cause: e });
+        const retryInMs = Math.min(delay, left);
+        this.c.opts.onStartWait?.(e.message, { attempt, retryInMs });
+        await new Promise((r) => setTimeout(r, retryInMs));
+      }
+    }
   }
 
   async close(): Promise<void> {

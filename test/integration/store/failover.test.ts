@@ -4,14 +4,18 @@
 // - a primary turned read-only is given up at the first write refused (SQLSTATE 25006): uploads
 //   answer 503 STORE_UNAVAILABLE with Retry-After meanwhile, and 201 again once it is writable;
 // - the primary killed (SIGKILL) and the standby promoted: uploads answer 503 + Retry-After until the
-//   promotion, then 201 on both nodes; every upload acknowledged is on the new primary; events cross
-//   nodes again and one node leads, its lock held on the new primary.
+//   promotion, then 201 on both nodes, each warning that the new primary has no synchronous standby;
+//   every upload acknowledged is on the new primary; events cross
+//   nodes again and one node leads, its lock held on the new primary;
+// - the old primary rebuilt as the new primary's synchronous standby, and that primary killed in
+//   turn: every upload acknowledged is on the newest primary.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
+import { NO_SYNC_STANDBY } from '../../../src/store/postgres/hosts.ts';
 import { LOCK_LEADER } from '../../../src/store/postgres/migrations.ts';
-import { freeTcpPort, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
+import { freeTcpPort, replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
 import { readSse } from '../../helpers/sse.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -175,12 +179,12 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
     await pgc?.stop();
   });
 
-  it('a list with no writable host stops the start, naming what each host is', async () => {
+  it('a list with no writable host stops the start, naming what each host is (no start wait)', async () => {
     const refused = await freeTcpPort();
     const url = `postgres://postgres@127.0.0.1:${refused},127.0.0.1:${pgc.standby.port}/postgres`;
     const dataDir = tempDir();
     try {
-      await assert.rejects(startTestServer({ databaseUrl: url, dataDir }), (e: Error & { code?: string }) => {
+      await assert.rejects(startTestServer({ databaseUrl: url, dataDir, databaseStartWaitMs: 0 }), (e: Error & { code?: string }) => {
         assert.equal(e.code, 'STORE_UNAVAILABLE');
         assert.equal(e.message, `no writable PostgreSQL host: 127.0.0.1:${refused} refused connection; 127.0.0.1:${pgc.standby.port} read-only (standby)`);
         return true;
@@ -195,6 +199,8 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
     const url = `postgres://postgres@127.0.0.1:${pgc.standby.port},127.0.0.1:${pgc.primary.port}/postgres?target_session_attrs=read-write`;
     nodes.push(await startNode(url), await startNode(pgc.url()));
     for (const { node } of nodes) assert.equal((await node.request('GET', '/readyz')).status, 200);
+    // The primary has its synchronous standby: nothing to warn of.
+    for (const n of nodes) assert.ok(!n.log.some((l) => l.includes(NO_SYNC_STANDBY)), n.log.join(''));
     await waitFor(
       'one node to lead, its lock on the primary',
       async () => (await leaderSessions(pgc.primary.url())).length === 1 && nodes.filter((n) => n.node.services.leadership.isLeader()).length === 1,
@@ -285,6 +291,12 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
     t.diagnostic(`${[...uploads.acked.values()].reduce((n, x) => n + x.length, 0) / PER_BATCH} uploads acknowledged, ${uploads.refused.length} refused`);
 
     assertRefusalsUnavailable(uploads.refused);
+    // The promoted standby has no synchronous standby of its own yet: each node says so as it takes it.
+    for (const n of nodes)
+      assert.ok(
+        n.log.some((l) => l.includes(NO_SYNC_STANDBY) && l.includes(`127.0.0.1:${pgc.standby.port}`)),
+        n.log.join(''),
+      );
     const newPrimary = pgc.standby.url();
     await assertStored(newPrimary, uploads);
 
@@ -333,5 +345,34 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
       }
     }
     for (const { node } of nodes) assert.equal((await node.request('GET', '/readyz')).status, 200);
+  });
+
+  it('a second failover, the old primary rebuilt as the synchronous standby of the new: every 201 is on the newest primary', async () => {
+    const [a, b] = nodes as [{ node: TestServer; log: string[] }, { node: TestServer; log: string[] }];
+    // Promoted, the standby had no synchronous standby of its own: its commits were on it alone.
+    assert.deepEqual(await replicationState(pgc.standby), { syncNames: '', standbys: [] });
+    await pgc.rejoin(pgc.primary, pgc.standby);
+    assert.deepEqual(await replicationState(pgc.standby), { syncNames: '*', standbys: [{ state: 'streaming', syncState: 'sync' }] });
+    const { token } = await a.node.login('second-failover');
+    const uploads = new Uploads();
+    for (const [name, n] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
+      const r = await n.node.request('POST', '/api/solutions/StudioSimulation/devices', { token, body: { deviceType: 'VirtualDevice', domainInfo: {} } });
+      assert.equal(r.status, 201);
+      uploads.start(n.node, name, token, ((await r.json()) as { id: string }).id);
+    }
+    try {
+      await waitFor('uploads on both nodes', () => uploads.okSince('a', 0) >= 10 && uploads.okSince('b', 0) >= 10);
+      await pgc.kill(pgc.standby);
+      await pgc.promote(pgc.primary);
+      const promoted = Date.now();
+      await waitFor('uploads acknowledged again on both nodes after the second promotion', () => uploads.okSince('a', promoted) >= 5 && uploads.okSince('b', promoted) >= 5, 60_000);
+    } finally {
+      await uploads.stop();
+    }
+    assertRefusalsUnavailable(uploads.refused);
+    await assertStored(pgc.primary.url(), uploads);
   });
 });
