@@ -20,7 +20,11 @@ import { type DatabaseHost, describeHostError, hostLabel, noWritableHostMessage,
 /** No host of the list is writable now: SQLSTATE 08001 (sqlclient_unable_to_establish_sqlconnection), which the store answers as STORE_UNAVAILABLE. */
 export class NoWritableHostError extends Error {
   readonly code = '08001';
-  constructor(readonly states: readonly { host: DatabaseHost; state: string }[]) {
+  constructor(
+    readonly states: readonly { host: DatabaseHost; state: string }[],
+    /** A host refused the login or has no such database: waiting will not change it (PostgresStore's start-up wait). */
+    readonly misconfigured = false,
+  ) {
     super(noWritableHostMessage(states));
     this.name = 'NoWritableHostError';
   }
@@ -213,27 +217,33 @@ export class PgHosts {
     const first = this.current ?? this.lastGood;
     const order = first ? [first, ...this.hosts.filter((h) => h !== first)] : [...this.hosts];
     const states: { host: Host; state: string }[] = [];
+    let misconfigured = false;
     for (const h of order) {
-      const state = await this.probe(h);
-      if (state === null) {
+      const found = await this.probe(h);
+      if (found === null) {
         this.use(h);
         return h;
       }
-      states.push({ host: h, state });
+      states.push({ host: h, state: found.state });
+      misconfigured ||= found.misconfigured;
     }
     // Reported in the list's order, whatever order they were tried in.
     states.sort((a, b) => this.hosts.indexOf(a.host) - this.hosts.indexOf(b.host));
-    const error = new NoWritableHostError(states.map((s) => ({ host: { host: s.host.host, port: s.host.port }, state: s.state })));
+    const error = new NoWritableHostError(
+      states.map((s) => ({ host: { host: s.host.host, port: s.host.port }, state: s.state })),
+      misconfigured,
+    );
     this.failedSearch = { at: Date.now(), error };
     if (this.hosts.length > 1) this.current = null;
     throw error;
   }
 
   /**
-   * null when the host is writable, else what it is. A connection of its own, closed at once. With
-   * several hosts, a writable one is also asked for its synchronous_standby_names (for use()).
+   * null when the host is writable, else what it is, and whether that is the settings' fault (the
+   * login refused, no such database) rather than the host's state. A connection of its own, closed
+   * at once. With several hosts, a writable one is also asked for its synchronous_standby_names (for use()).
    */
-  private async probe(h: Host): Promise<string | null> {
+  private async probe(h: Host): Promise<{ state: string; misconfigured: boolean } | null> {
     const c = new pg.Client({ connectionString: h.url, connectionTimeoutMillis: this.connectTimeoutMs, application_name: 'reef-probe' });
     const reported = new Map<string, string>();
     c.connection.on('parameterStatus', (m: { parameterName: string; parameterValue: string }) => reported.set(m.parameterName, m.parameterValue));
@@ -245,9 +255,10 @@ export class PgHosts {
         const r = await c.query("SELECT current_setting('synchronous_standby_names') AS s").catch(() => null);
         this.syncNames.set(h, r ? String(r.rows[0]?.s ?? '') : null);
       }
-      return state;
+      return state === null ? null : { state, misconfigured: false };
     } catch (e) {
-      return describeHostError(e);
+      const code = (e as { code?: unknown }).code;
+      return { state: describeHostError(e), misconfigured: code === '28P01' || code === '28000' || code === '3D000' };
     } finally {
       // Not awaited: the answer is known, and the next host need not wait for this one to close.
       c.end().catch(() => undefined);

@@ -112,7 +112,8 @@ export class PostgresStore implements Store {
 
   /**
    * At start-up, a list with no writable host is looked at again (a node started while a standby
-   * is being promoted) until startWaitMs has passed, then stops the start naming what each host is.
+   * is being promoted) until startWaitMs has passed, then stops the start naming what each host is;
+   * at once when a host refused the login or lacks the database (the settings are wrong).
    * The looks come quickly at first and then every second: the promotion takes seconds.
    */
   private async findWritableHost(): Promise<void> {
@@ -124,7 +125,7 @@ export class PostgresStore implements Store {
       } catch (e) {
         if (!(e instanceof NoWritableHostError)) throw e;
         const left = deadline - Date.now();
-        if (left <= 0) throw new ReefError('STORE_UNAVAILABLE', e.message, { retryAfter: RETRY_AFTER_SECONDS, cause: e });
+        if (left <= 0 || e.misconfigured) throw new ReefError('STORE_UNAVAILABLE', e.message, { retryAfter: RETRY_AFTER_SECONDS, cause: e });
         const retryInMs = Math.min(delay, left);
         this.c.opts.onStartWait?.(e.message, { attempt, retryInMs });
         await new Promise((r) => setTimeout(r, retryInMs));

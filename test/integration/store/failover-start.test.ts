@@ -1,7 +1,7 @@
 // A Reef node started while no host of its list is writable (the primary dead, the standby not yet
 // promoted: a failover under way) waits for one, logging each look with what each host is, and
 // serves once the standby is promoted (REEF_DATABASE_START_WAIT); past the wait it gives up with
-// STORE_UNAVAILABLE naming each host's state. A cluster of the test's own (test/helpers/pg-cluster.ts).
+// STORE_UNAVAILABLE naming each host's state, and at once when the settings are wrong. A cluster of the test's own (test/helpers/pg-cluster.ts).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
@@ -55,6 +55,18 @@ describe('a node started during a failover waits for a writable host', () => {
       looks.map((l) => l.err?.attempt),
       looks.map((_, i) => i + 1),
     );
+  });
+
+  it('a database that does not exist stops the start at once: waiting would not make it', async () => {
+    const dataDir = tempDir();
+    dirs.push(dataDir);
+    const { started, log } = startNode(`postgres://postgres@127.0.0.1:${pgc.standby.port}/reef_no_such_database`, 120_000, dataDir);
+    await assert.rejects(started, (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'STORE_UNAVAILABLE');
+      assert.match(e.message, /database "reef_no_such_database" does not exist/);
+      return true;
+    });
+    assert.equal(log.filter((l) => l.includes(WAITING)).length, 0, `no second look:\n${log.join('')}`);
   });
 
   it('the standby promoted while the node waits: the start completes and uploads answer 201', async () => {
