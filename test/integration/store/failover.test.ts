@@ -84,6 +84,17 @@ class Uploads {
   private readonly running: Promise<void>[] = [];
   private seq = 0;
 
+  /** Uploads through each node given, each to a device of its own made through that node (a node given twice: two). */
+  static async on(token: string, nodes: readonly (readonly [string, { node: TestServer }])[]): Promise<Uploads> {
+    const uploads = new Uploads();
+    for (const [name, n] of nodes) {
+      const r = await n.node.request('POST', '/api/solutions/StudioSimulation/devices', { token, body: { deviceType: 'VirtualDevice', domainInfo: {} } });
+      assert.equal(r.status, 201);
+      uploads.start(n.node, name, token, ((await r.json()) as { id: string }).id);
+    }
+    return uploads;
+  }
+
   start(node: TestServer, name: string, token: string, deviceId: string): void {
     this.acked.set(deviceId, []);
     this.sent.set(deviceId, []);
@@ -210,15 +221,10 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
   it('a primary turned read-only: uploads answer 503 with Retry-After, then 201 once it is writable, no node restarted', async () => {
     const [a, b] = nodes as [{ node: TestServer; log: string[] }, { node: TestServer; log: string[] }];
     const { token } = await a.node.login('read-only');
-    const uploads = new Uploads();
-    for (const [name, n] of [
+    const uploads = await Uploads.on(token, [
       ['a', a],
       ['b', b],
-    ] as const) {
-      const r = await n.node.request('POST', '/api/solutions/StudioSimulation/devices', { token, body: { deviceType: 'VirtualDevice', domainInfo: {} } });
-      assert.equal(r.status, 201);
-      uploads.start(n.node, name, token, ((await r.json()) as { id: string }).id);
-    }
+    ] as const);
     try {
       await waitFor('uploads on both nodes', () => uploads.okSince('a', 0) >= 5 && uploads.okSince('b', 0) >= 5);
       await sql(pgc.primary.url(), 'ALTER SYSTEM SET default_transaction_read_only = on');
@@ -250,17 +256,12 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
   it('the primary killed and the standby promoted: 503 with Retry-After until then, 201 after; every 201 is on the new primary; events and leadership resume', async (t) => {
     const [a, b] = nodes as [{ node: TestServer; log: string[] }, { node: TestServer; log: string[] }];
     const { token } = await a.node.login('failover');
-    const uploads = new Uploads();
-    for (const [name, n] of [
+    const uploads = await Uploads.on(token, [
       ['a', a],
       ['a', a],
       ['b', b],
       ['b', b],
-    ] as const) {
-      const r = await n.node.request('POST', '/api/solutions/StudioSimulation/devices', { token, body: { deviceType: 'VirtualDevice', domainInfo: {} } });
-      assert.equal(r.status, 201);
-      uploads.start(n.node, name, token, ((await r.json()) as { id: string }).id);
-    }
+    ] as const);
     let promoting = 0;
     let directWrite = 0;
     try {
@@ -354,15 +355,10 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
     await pgc.rejoin(pgc.primary, pgc.standby);
     assert.deepEqual(await replicationState(pgc.standby), { syncNames: '*', standbys: [{ state: 'streaming', syncState: 'sync' }] });
     const { token } = await a.node.login('second-failover');
-    const uploads = new Uploads();
-    for (const [name, n] of [
+    const uploads = await Uploads.on(token, [
       ['a', a],
       ['b', b],
-    ] as const) {
-      const r = await n.node.request('POST', '/api/solutions/StudioSimulation/devices', { token, body: { deviceType: 'VirtualDevice', domainInfo: {} } });
-      assert.equal(r.status, 201);
-      uploads.start(n.node, name, token, ((await r.json()) as { id: string }).id);
-    }
+    ] as const);
     try {
       await waitFor('uploads on both nodes', () => uploads.okSince('a', 0) >= 10 && uploads.okSince('b', 0) >= 10);
       await pgc.kill(pgc.standby);
