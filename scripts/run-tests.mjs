@@ -16,9 +16,9 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..')
 const TIERS = ['unit', 'integration', 'e2e'];
 
 /**
- * Files at a time; REEF_TEST_CONCURRENCY overrides. Most files wait more than they compute (servers,
- * child processes, retransmission timers), so more files than cores: on the 2-core machine, 4 ran
- * the suite in 7m43s and 3 in 8m12s, both passing, with other work on the machine.
+ * Files at a time; REEF_TEST_CONCURRENCY overrides. Files wait on servers, child processes and
+ * timers, so more files than cores; past 4 the suite is CPU-bound on the 2-core machine: 4 ran it
+ * in 4m15s and 8 in 4m10s, the machine otherwise idle.
  */
 const CONCURRENCY = Number(process.env.REEF_TEST_CONCURRENCY) || 4;
 
