@@ -5,9 +5,9 @@
 //   test/e2e/<area>/          child processes: bin/reef.js, coap-client, mosquitto_*, socat, Chromium
 // `--unit`, `--integration`, `--e2e` run those tiers only (npm run test:unit ...); other arguments
 // narrow the run to files whose path contains one of them (`npm test -- gateway`).
-// Files run in parallel, CONCURRENCY at a time (each takes free ports, its own data directory and
-// its own PostgreSQL database); the few in SERIAL run after them, one at a time. One summary ends the
-// output, counting both.
+// Files run in parallel, CONCURRENCY at a time: each takes free ports, its own data directory and
+// its own PostgreSQL database (or cluster, test/helpers/pg-cluster.ts, when it restarts or kills
+// one), and the netns test (e2e/coap/datagrams-full-buffer) has a loopback of its own.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -22,15 +22,8 @@ const TIERS = ['unit', 'integration', 'e2e'];
  */
 const CONCURRENCY = Number(process.env.REEF_TEST_CONCURRENCY) || 4;
 
-/** The longest any one test or suite may take (the slowest suite takes about 3.5 minutes on a loaded 2-core machine). */
+/** The longest any one test or suite may take (the slowest file takes about a minute and a half on a loaded 2-core machine). */
 const TEST_TIMEOUT_MS = 600_000;
-
-/**
- * Files that run alone, after the parallel group, and why. No test takes a fixed port, and the netns
- * test (e2e/coap/datagrams-full-buffer) has its own loopback; but e2e/scale/fault restarts the shared
- * PostgreSQL cluster, which would fail every PostgreSQL test running beside it.
- */
-const SERIAL = ['test/e2e/scale/fault.test.ts'];
 
 const args = process.argv.slice(2);
 const picked = TIERS.filter((t) => args.includes(`--${t}`));
@@ -73,51 +66,8 @@ if (files.some((f) => f.startsWith('test/e2e/web/'))) {
 }
 
 const tsx = path.join(root, 'node_modules', '.bin', 'tsx');
-const groups = [
-  { files: files.filter((f) => !SERIAL.includes(f)), concurrency: CONCURRENCY },
-  { files: files.filter((f) => SERIAL.includes(f)), concurrency: 1 },
-].filter((g) => g.files.length);
-
-/** Runs one group; resolves with its exit code and its summary counts (`ℹ tests 12` ...). */
-function run(group, holdSummary) {
-  return new Promise((resolve) => {
-    // A test that hangs fails after TEST_TIMEOUT_MS instead of holding the run, and a file whose
-    // tests are done exits even if a handle stays open (Node's --test-timeout, --test-force-exit).
-    const argv = ['--test', `--test-concurrency=${group.concurrency}`, `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', '--test-reporter=spec', ...group.files];
-    if (!holdSummary) {
-      const child = spawn(tsx, argv, { cwd: root, stdio: 'inherit' });
-      child.on('exit', (code, signal) => resolve({ code: code ?? (signal ? 1 : 0), counts: null }));
-      return;
-    }
-    // Several groups: their summaries are held back and added up, so one summary ends the output.
-    const child = spawn(tsx, argv, { cwd: root, stdio: ['inherit', 'pipe', 'inherit'], env: process.stdout.isTTY ? { ...process.env, FORCE_COLOR: '1' } : process.env });
-    const counts = new Map();
-    let rest = '';
-    const line = (l) => {
-      const m = /^(?:\x1b\[[0-9;]*m)?ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)/.exec(l);
-      if (m) counts.set(m[1], Number(m[2]));
-      else process.stdout.write(`${l}\n`);
-    };
-    child.stdout.on('data', (chunk) => {
-      const lines = (rest + chunk).split('\n');
-      rest = lines.pop();
-      lines.forEach(line);
-    });
-    child.on('exit', (code, signal) => {
-      if (rest) line(rest);
-      resolve({ code: code ?? (signal ? 1 : 0), counts });
-    });
-  });
-}
-
-const several = groups.length > 1;
-const results = [];
-for (const g of groups) results.push(await run(g, several));
-if (several) {
-  const total = new Map();
-  for (const { counts } of results) for (const [k, v] of counts) total.set(k, (total.get(k) ?? 0) + v);
-  for (const k of ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo', 'duration_ms']) {
-    if (total.has(k)) console.log(`ℹ ${k} ${k === 'duration_ms' ? total.get(k).toFixed(3) : total.get(k)}`);
-  }
-}
-process.exit(results.some((r) => r.code !== 0) ? 1 : 0);
+// A test that hangs fails after TEST_TIMEOUT_MS instead of holding the run, and a file whose tests
+// are done exits even if a handle stays open (Node's --test-timeout, --test-force-exit).
+const argv = ['--test', `--test-concurrency=${CONCURRENCY}`, `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', '--test-reporter=spec', ...files];
+const child = spawn(tsx, argv, { cwd: root, stdio: 'inherit' });
+child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

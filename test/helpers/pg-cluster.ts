@@ -52,6 +52,8 @@ export interface PgCluster {
   kill(node: PgNode): Promise<void>;
   /** `pg_ctl promote -w`: the standby leaves recovery and accepts writes. */
   promote(node: PgNode): Promise<void>;
+  /** A clean restart (`pg_ctl stop -m fast`, then start): every connection to the node is ended. */
+  restart(node: PgNode): Promise<void>;
   /**
    * A dead node made a synchronous standby of `primary` again (after a failover): its data replaced
    * by a fresh pg_basebackup -R of the primary, started; then the primary names it in
@@ -184,6 +186,12 @@ export async function startPrimaryAndStandby(): Promise<PgCluster> {
     },
     async promote(n) {
       await tool('pg_ctl', ['-D', n.dataDir, '-w', '-t', '60', 'promote']);
+    },
+    async restart(n) {
+      await tool('pg_ctl', ['-D', n.dataDir, '-m', 'fast', '-w', '-t', '60', 'stop']);
+      n.running = false;
+      await tool('pg_ctl', ['-D', n.dataDir, '-l', n.logFile, '-w', '-t', '60', 'start']);
+      n.running = true;
     },
     async rejoin(n, p) {
       if (n.running) throw new Error(`${n.name} still runs: kill it before it rejoins`);

@@ -2,54 +2,32 @@
 // database afterwards, every other one was answered 503 with Retry-After and STORE_UNAVAILABLE, and
 // the server never exits and serves again by itself once PostgreSQL is back.
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { createAccount } from '../../../src/auth/accounts.ts';
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
-import { createTestDatabase, type TestDatabase } from '../../helpers/pg.ts';
+import { startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { json, startNode, waitFor, type ReefNode } from '../../helpers/reef-node.ts';
 
-const CLUSTER = ['15', 'main'];
-
-function pgReady(): boolean {
-  try {
-    execFileSync('pg_isready', ['-h', '127.0.0.1', '-p', '5432', '-q']);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Whatever happened, leave PostgreSQL running for whoever comes next. */
-async function ensurePgRunning(): Promise<void> {
-  if (pgReady()) return;
-  try {
-    execFileSync('pg_ctlcluster', [...CLUSTER, 'start'], { stdio: 'ignore' });
-  } catch {
-    // already starting: wait below
-  }
-  await waitFor('PostgreSQL to accept connections', async () => pgReady(), 60_000);
-}
-
+// A PostgreSQL of the test's own (test/helpers/pg-cluster.ts: a primary and its synchronous
+// standby; the primary is restarted), so that the restart disturbs no other test.
 describe('PostgreSQL restarts during uploads', () => {
-  let db: TestDatabase;
+  let pgc: PgCluster;
+  let url: string;
   let node: ReefNode;
 
   before(async () => {
-    await ensurePgRunning();
-    db = await createTestDatabase('reef_fault');
-    node = await startNode(db.url);
+    pgc = await startPrimaryAndStandby();
+    url = pgc.primary.url();
+    node = await startNode(url);
   });
 
   after(async () => {
-    await ensurePgRunning();
     await node?.kill();
-    await db?.drop();
+    await pgc?.stop();
   });
 
   it('acknowledged uploads survive; the rest get 503 + Retry-After; the server recovers by itself', async (t) => {
-    let store = new PostgresStore({ connectionString: db.url, maxConnections: 1 });
+    let store = new PostgresStore({ connectionString: url, maxConnections: 1 });
     const c = await createAccount(store, { name: 'fault' });
     await store.close();
     const tr = await fetch(`${node.url}/api/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(c) });
@@ -91,13 +69,12 @@ describe('PostgreSQL restarts during uploads', () => {
     try {
       await waitFor('some uploads before the restart', async () => acked.length >= 20);
       // Asynchronously, so that the uploads go on while PostgreSQL stops and starts.
-      await promisify(execFile)('pg_ctlcluster', [...CLUSTER, 'restart']);
+      await pgc.restart(pgc.primary);
       restarted = true;
       await waitFor('uploads acknowledged again after the restart', async () => okAfterRestart >= 20, 60_000);
     } finally {
       stop = true;
       await Promise.all(workers);
-      await ensurePgRunning();
     }
 
     assert.equal(node.hasExited(), false, 'the server never exited');
@@ -109,7 +86,7 @@ describe('PostgreSQL restarts during uploads', () => {
       'every 503 carries Retry-After',
     );
 
-    store = new PostgresStore({ connectionString: db.url, maxConnections: 1 });
+    store = new PostgresStore({ connectionString: url, maxConnections: 1 });
     try {
       const stored = new Set((await store.pool.query('SELECT o.ts FROM observations o JOIN devices d ON d.pk = o.device_pk WHERE d.id = $1', [dev.id])).rows.map((x) => x.ts as number));
       const lost = acked.flat().filter((t) => !stored.has(t));
