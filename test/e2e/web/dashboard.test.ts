@@ -364,16 +364,14 @@ describe('web app: the dashboard', () => {
 
     // Two fingers spread on the plot: it zooms in.
     await page.locator('#plot').scrollIntoViewIfNeeded();
-    // The plot may still be laying itself out or moving after scrolling (a null box for a moment:
-    // once in CI; a box read mid-scroll put the fingers beside the plot: once more): the fingers go
-    // where two reads in a row agree it is.
-    let seen = '';
+    // The plot may still be laying itself out or moving after scrolling (a null box for a moment;
+    // a box read mid-scroll puts the fingers beside the plot): the fingers go where two reads agree
+    // it is with two frames drawn between them (on a loaded machine two quick reads see one frame).
     const box = await waitFor('the plot laid out and still on screen', async () => {
+      const before = await page.locator('#plot .u-over').boundingBox();
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
       const b = await page.locator('#plot .u-over').boundingBox();
-      const key = JSON.stringify(b);
-      const settled = b !== null && key === seen;
-      seen = key;
-      return settled ? b : null;
+      return b !== null && JSON.stringify(b) === JSON.stringify(before) ? b : null;
     });
     const [cx, cy] = [box.x + box.width / 2, box.y + box.height / 2];
     const span0 = (await num(page, 'data-x-max')) - (await num(page, 'data-x-min'));
