@@ -1,10 +1,8 @@
 // Shared pieces of the benchmark scripts: start a real `reef serve` child process, drive HTTP load
 // from this process over keep-alive connections, percentiles, peak RSS, and the machine line.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -350,25 +348,5 @@ export function ingestPlan(total: number, devices: number, batch: number, t0 = D
   return out;
 }
 
-/** A TCP port free on loopback right now (for servers, such as influxd, that cannot take port 0). */
-/** A free loopback port: TCP by default, or UDP (a kit, the CoAP gateway). */
-export function freePort(kind: 'tcp' | 'udp' = 'tcp'): Promise<number> {
-  if (kind === 'udp') {
-    return new Promise((resolve, reject) => {
-      const s = dgram.createSocket('udp4');
-      s.on('error', reject);
-      s.bind(0, '127.0.0.1', () => {
-        const port = s.address().port;
-        s.close(() => resolve(port));
-      });
-    });
-  }
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+// A free loopback port, TCP or UDP: the tests' helper (benches already use test/helpers).
+export { freePort } from '../test/helpers/ports.ts';

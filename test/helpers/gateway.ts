@@ -2,7 +2,6 @@
 // port, software dev kits (src/device) announcing to it, libcoap's coap-client and a node CoAP
 // client (src/coap) over real UDP on 127.0.0.1.
 import { execFile } from 'node:child_process';
-import dgram from 'node:dgram';
 import { testConfig, type Config } from '../../src/config/config.ts';
 import { CoapEndpoint, type Peer } from '../../src/coap/index.ts';
 import type { DeviceRecord } from '../../src/core/types.ts';
@@ -13,6 +12,7 @@ import type { GatewayOptions } from '../../src/gateway/gateway.ts';
 import { proxyUri } from '../../src/gateway/gateway.ts';
 import type { ComponentFactory } from '../../src/app/contracts.ts';
 import { provisionKit } from '../../src/service/devices.ts';
+import { freePort as freeLoopbackPort } from './ports.ts';
 import { startTestServer, type TestServer } from './server.ts';
 import { waitFor } from './wait.ts';
 
@@ -75,12 +75,8 @@ export async function until(cond: () => boolean | Promise<boolean>, what: string
 }
 
 /** A UDP port that is free right now, for coap-client's fixed source port (-p): a session is bound to it. */
-export async function freePort(): Promise<number> {
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
-  const p = s.address().port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
+export function freePort(): Promise<number> {
+  return freeLoopbackPort('udp');
 }
 
 export interface CoapClientResult {

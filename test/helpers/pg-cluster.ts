@@ -23,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { freePort } from './ports.ts';
 import { waitFor } from './wait.ts';
 
 export const PG_BIN = process.env.REEF_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
@@ -65,18 +66,6 @@ export interface PgCluster {
   logTail(node: PgNode, lines?: number): string;
   /** Stops every node still running and removes the data. Safe to call twice. */
   stop(): Promise<void>;
-}
-
-/** A TCP port on 127.0.0.1 nobody listens on now (also: a port that refuses connections; gateway.ts's freePort is UDP). */
-export function freeTcpPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** A PostgreSQL tool, as the postgres user when we are root. */
@@ -152,8 +141,8 @@ export async function startPrimaryAndStandby(): Promise<PgCluster> {
     url: (db = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${db}`,
     running: false,
   });
-  const primary = node('primary', await freeTcpPort());
-  const standby = node('standby', await freeTcpPort());
+  const primary = node('primary', await freePort());
+  const standby = node('standby', await freePort());
   const nodes = [primary, standby];
   let stopped = false;
 

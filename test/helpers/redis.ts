@@ -1,8 +1,8 @@
 // A throw-away Redis for a test: Debian's redis-server (package redis-server) as a child process on
 // a free loopback port, keeping nothing on disk, killed at the end. Tests never use 6379.
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { Redis } from 'ioredis';
+import { freePort } from './ports.ts';
 
 export interface RedisServer {
   port: number;
@@ -16,18 +16,6 @@ export interface RedisServer {
   client(): Redis;
   /** Kills the server and closes the clients. */
   stop(): Promise<void>;
-}
-
-/** A port free now on 127.0.0.1 (redis-server cannot pick one itself: --port 0 turns TCP off). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function run(port: number): Promise<{ child: ChildProcess; exited: Promise<void> }> {

@@ -15,7 +15,8 @@ import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { NO_SYNC_STANDBY } from '../../../src/store/postgres/hosts.ts';
 import { LOCK_LEADER } from '../../../src/store/postgres/migrations.ts';
-import { freeTcpPort, replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
+import { replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
+import { freePort } from '../../helpers/ports.ts';
 import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
 import { readSse } from '../../helpers/sse.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -191,7 +192,7 @@ describe('PostgreSQL primary and synchronous standby: Reef nodes ride through', 
   });
 
   it('a list with no writable host stops the start, naming what each host is (no start wait)', async () => {
-    const refused = await freeTcpPort();
+    const refused = await freePort();
     const url = `postgres://postgres@127.0.0.1:${refused},127.0.0.1:${pgc.standby.port}/postgres`;
     const dataDir = tempDir();
     try {
