@@ -36,23 +36,15 @@ import { authenticateConnect, recheck, type Principal } from './auth.ts';
 import { ConnectionGate, connectionCap, openFileLimit } from './connections.ts';
 import { guardSocket, SlowReader } from './guard.ts';
 import { ingest, report } from './ingest.ts';
-import { openListeners, type Listening } from './listen.ts';
+import { openListeners, type ListenOptions, type Listening } from './listen.ts';
 import { connectedClients, StateKeeper, type Generation } from './generations.ts';
 import type { SharedEngines } from './redis.ts';
 import { RedisSessions } from './redis-sessions.ts';
 import { SessionStore, type SessionBook } from './sessions.ts';
 import { alarmTopic, alertTopic, ingestTarget, topicTenant } from './topics.ts';
 
-export interface BrokerOptions {
-  host: string;
-  /** 0 picks a free port. */
-  port: number;
-  /** When `port` is taken, try the next ones (up to 9 more), then any free port. */
-  portFallback: boolean;
-  tlsPort: number;
-  tlsPortFallback: boolean;
-  /** Certificate and key of the TLS listener; null: no TLS listener. */
-  tls: { cert: Buffer | string; key: Buffer | string } | null;
+/** The listeners' options (listen.ts), and what the broker itself needs. */
+export interface BrokerOptions extends ListenOptions {
   /** Kit payloads are published retained. */
   retain: boolean;
   /** Connected clients are re-checked this often. */

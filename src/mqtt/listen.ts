@@ -15,11 +15,15 @@ export interface Listening {
 
 export interface ListenOptions {
   host: string;
+  /** 0 picks a free port. */
   port: number;
+  /** When `port` is taken, try the next ones (up to 9 more), then any free port. */
   portFallback: boolean;
   tlsPort: number;
   tlsPortFallback: boolean;
+  /** Certificate and key of the TLS listener; null: no TLS listener. */
   tls: { cert: Buffer | string; key: Buffer | string } | null;
+  /** The TLS handshake's deadline is the CONNECT deadline. */
   limits: { connectTimeoutMs: number };
 }
 
