@@ -15,7 +15,7 @@
 // - `reef:mqtt:away:<tenant id>`: the tenant's sessions whose client is away (the per-account cap).
 import type { Aedes, Client } from 'aedes';
 import type { Redis } from 'ioredis';
-import { size, type Held, type Packetish, type Persistence, type SessionBook, type SessionLimits } from './sessions.ts';
+import { forgetSubscriptions, size, type Held, type Packetish, type Persistence, type SessionBook, type SessionLimits } from './sessions.ts';
 
 /** How far ahead a connected client's node keeps its session's expiry. */
 export const LEASE_MS = 60_000;
@@ -171,11 +171,8 @@ export class RedisSessions implements SessionBook {
   }
 
   private async forget(id: string): Promise<void> {
-    const p = this.p;
-    if (!p) return;
-    const c = { id };
-    await p.cleanSubscriptions(c);
-    await p.cleanIncoming(c);
+    if (!this.p) return;
+    await forgetSubscriptions(this.p, id);
     await this.db.del(outgoingKey(id), bytesKey(id));
   }
 }

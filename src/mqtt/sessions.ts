@@ -171,11 +171,17 @@ export class SessionStore implements SessionBook {
     const p = this.p;
     if (!p) return;
     const c = { id };
-    await p.cleanSubscriptions(c);
-    await p.cleanIncoming(c);
+    await forgetSubscriptions(p, id);
     const queued: Packetish[] = [];
     for await (const packet of p.outgoingStream(c)) queued.push(packet);
     for (const packet of queued) await p.outgoingClearMessageId(c, packet);
     this.queues.delete(id);
   }
+}
+
+/** An expired session's subscriptions and half-received QoS 2 messages, dropped (both session books; each drops its queue its own way). */
+export async function forgetSubscriptions(p: Persistence, id: string): Promise<void> {
+  const c = { id };
+  await p.cleanSubscriptions(c);
+  await p.cleanIncoming(c);
 }
