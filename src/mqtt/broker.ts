@@ -34,7 +34,7 @@ import type { Store } from '../store/store.ts';
 import type { MqttLimits } from '../config/config.ts';
 import { authenticateConnect, recheck, type Principal } from './auth.ts';
 import { ConnectionGate, connectionCap, openFileLimit } from './connections.ts';
-import { guardSocket, SlowReader } from './guard.ts';
+import { guardSocket, MESSAGE_WINDOW, SlowReader } from './guard.ts';
 import { ingest, report } from './ingest.ts';
 import { openListeners, type ListenOptions, type Listening } from './listen.ts';
 import { connectedClients, StateKeeper, type Generation } from './generations.ts';
@@ -204,6 +204,7 @@ export class MqttBroker {
     const now = this.o.now ?? Date.now;
     const aedes = new Aedes({
       ...(engines ? { persistence: engines.persistence, mq: engines.mq } : {}),
+      concurrency: MESSAGE_WINDOW,
       ...(this.o.heartbeatMs ? { heartbeatInterval: this.o.heartbeatMs } : {}),
       // A connection that has not sent its CONNECT in time is closed (Aedes' default is 30 s).
       connectTimeout: l.connectTimeoutMs,
@@ -272,7 +273,6 @@ export class MqttBroker {
     await Promise.all(closed);
   }
 
-  /** A kit payload from the gateway (of any node, through the event bus) to its owner's subscribers. */
   /** An alarm event (docs/alarms.md) on `<tenantId>/alarms/<deviceId>`: QoS 1, not retained. */
   publishAlarm(tenantId: string, deviceId: string, body: unknown): void {
     if (this.aedes.closed) return;
@@ -283,6 +283,7 @@ export class MqttBroker {
     });
   }
 
+  /** A kit payload from the gateway (of any node, through the event bus) to its owner's subscribers. */
   publishKitPayload(e: KitPayloadEvent): void {
     if (this.aedes.closed) return;
     this.stats.published++;

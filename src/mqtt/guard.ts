@@ -7,13 +7,21 @@
 //
 // It also bounds what the broker holds for a client that does not read (docs/mqtt.md "Limits and
 // hostile input"). Aedes waits for a socket's 'drain' before it calls a delivery back, and its
-// message emitter runs at most `concurrency` (100) deliveries at once for all clients: left alone,
-// one stalled subscriber holds every tenant's deliveries until Aedes' 60 s drain timeout. Here a write is called
-// back at once and lands in the socket's own buffer, and a client whose unsent bytes or packets
+// message emitter runs by default at most `concurrency` (100) deliveries at once for all clients:
+// left alone, one stalled subscriber holds every tenant's deliveries until Aedes' 60 s drain
+// timeout. Here a write is called back at once and lands in the socket's own buffer, and a client whose unsent bytes or packets
 // would pass the bounds is disconnected (as a slow event-stream reader is, docs/security.md), so no
 // socket ever holds back another's delivery and a stalled one costs at most its bound.
 import { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
+
+/**
+ * Aedes' delivery window (its `concurrency`): 0, none. The guard never makes a delivery wait, so a
+ * window only queues messages, and mqemitter takes a queued message whose deliveries end at once
+ * (its subscriber gone) inside the last one's call: a few thousand overflow the stack and end the
+ * process (mcollina/mqemitter#204).
+ */
+export const MESSAGE_WINDOW = 0;
 
 export interface GuardLimits {
   /** Largest Remaining Length of the first packet (CONNECT). */

@@ -15,6 +15,7 @@ import { createRequire } from 'node:module';
 import type { Readable } from 'node:stream';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
+import { MESSAGE_WINDOW } from './guard.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -102,9 +103,9 @@ export class RedisLink {
     persistence.delWill = (client) => delWill(client).catch(() => null);
     const retained = persistence.createRetainedStreamCombi.bind(persistence);
     persistence.createRetainedStreamCombi = (patterns) => retained(patterns).on('error', (err) => this.log.debug({ err }, 'mqtt could not read retained messages'));
-    // As Aedes sets its own emitter: at most 100 deliveries at once, and '#' also matches the parent
-    // level (MQTT 3.1.1 §4.7).
-    const mq = MQEmitterRedis({ subConn: sub, pubConn: pub, concurrency: 100, matchEmptyLevels: true });
+    // As the broker sets Aedes' own emitter: no delivery window (MESSAGE_WINDOW), and '#' also
+    // matches the parent level (MQTT 3.1.1 §4.7).
+    const mq = MQEmitterRedis({ subConn: sub, pubConn: pub, concurrency: MESSAGE_WINDOW, matchEmptyLevels: true });
     mq.state.on('error', (err) => this.log.debug({ err }, 'mqtt Redis emitter error'));
 
     let lostFn: ((why: string) => void) | null = null;
