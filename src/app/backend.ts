@@ -10,10 +10,12 @@ import { LocalEventBus } from '../events/bus.ts';
 import { LocalLeadership, makeNodeId, type Leadership } from '../jobs/leader.ts';
 import type { Store } from '../store/store.ts';
 
-/** Where the data lives (the two settings of src/config that name it, nothing more). */
+/** Where the data lives (the settings of src/config that name it, nothing more). */
 export interface BackendLocation {
   /** REEF_DATABASE_URL: PostgreSQL when set. */
   databaseUrl: string | null;
+  /** REEF_DATABASE_READ_URL: a PostgreSQL standby that serves observation reads. */
+  databaseReadUrl?: string | null;
   /** REEF_DATA_DIR: holds reef.db when no database URL is set. */
   dataDir: string;
 }
@@ -40,7 +42,7 @@ interface BackendKind {
 
 function choose(where: BackendLocation): BackendKind {
   const url = where.databaseUrl;
-  if (url) return postgres(url);
+  if (url) return postgres(url, where.databaseReadUrl ?? null);
   return sqlite(path.join(where.dataDir, 'reef.db'));
 }
 
@@ -59,7 +61,7 @@ function sqlite(file: string): BackendKind {
 // Several hosts in the URL (a primary and its standbys): the store, the LISTEN connection and the
 // leader's session all connect through the store's PgHosts, to whichever host is writable, and
 // follow it through a failover (docs/operations.md "PostgreSQL standby and failover").
-function postgres(connectionString: string): BackendKind {
+function postgres(connectionString: string, readConnectionString: string | null): BackendKind {
   let opened: import('../store/postgres/postgres-store.ts').PostgresStore | null = null;
   return {
     async openStore(opts) {
@@ -67,9 +69,11 @@ function postgres(connectionString: string): BackendKind {
       const onError = opts.onError;
       opened = new PostgresStore({
         connectionString,
+        ...(readConnectionString ? { readConnectionString } : {}),
         ...(opts.startWaitMs ? { startWaitMs: opts.startWaitMs } : {}),
         ...(onError
           ? {
+              onReadFallback: (e: Error) => onError(e, 'a read failed on the read standby (REEF_DATABASE_READ_URL); reads go to the primary for 5 s'),
               onHostChange: (message: string, detail: { host: string; state?: string }) => onError(Object.assign(new Error(message), detail), message),
               onStartWait: (message: string, detail: { attempt: number; retryInMs: number }) =>
                 onError(Object.assign(new Error(message), detail), 'no writable PostgreSQL host yet; looking again (REEF_DATABASE_START_WAIT)'),
@@ -89,9 +93,10 @@ function postgres(connectionString: string): BackendKind {
         newClient,
         pool: store.pool,
         nodeId,
-        // Observations announced by reference by another node: read back, oldest first like the upload.
+        // Observations announced by reference by another node: read back, oldest first like the upload,
+        // from the primary (a standby may not have applied them yet when the NOTIFY arrives).
         readObservations: async (deviceId, from, to, count) => {
-          const page = await store.queryObservations(deviceId, { from, to: to + 1, limit: Math.max(count, 1) * 2 });
+          const page = await store.queryObservations(deviceId, { from, to: to + 1, limit: Math.max(count, 1) * 2, fresh: true });
           return page.observations.reverse().map(toWireObservation);
         },
         ...(opts.onError ? { onError: opts.onError } : {}),

@@ -28,6 +28,8 @@ export interface Config {
   dataDir: string;
   /** PostgreSQL connection string, one host or several (src/core/database-url.ts); unset means the embedded SQLite store in dataDir. */
   databaseUrl: string | null;
+  /** A PostgreSQL standby that serves observation reads (docs/operations.md "Reads from a standby"); null: the primary serves them. */
+  databaseReadUrl: string | null;
   /** How long a starting node waits for a writable PostgreSQL host (a failover under way) before it gives up; 0: not at all. */
   databaseStartWaitMs: number;
   tokens: { ttlSeconds: number; secret: string | null; issuer: string };
@@ -173,6 +175,12 @@ export const SETTINGS = [
     flag: 'database-url',
     def: '',
     doc: 'postgres:// URL, with several hosts for a primary and its standbys (postgres://u@h1:5432,h2:5432/db; the writable one is used); unset uses embedded SQLite',
+  },
+  {
+    env: 'REEF_DATABASE_READ_URL',
+    flag: 'database-read-url',
+    def: '',
+    doc: 'postgres:// URL of one standby (or a pooler in front of several) that serves observation pages, latest of all and buckets; unset: the primary serves them',
   },
   {
     env: 'REEF_DATABASE_START_WAIT',
@@ -336,6 +344,16 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
       problems.push(`REEF_DATABASE_URL (--database-url) ${e.message}`);
     }
   }
+  const databaseReadUrl = str('REEF_DATABASE_READ_URL') || null;
+  if (databaseReadUrl) {
+    if (!databaseUrl) problems.push('REEF_DATABASE_READ_URL (--database-read-url) needs REEF_DATABASE_URL: the embedded SQLite store has no standby');
+    // One host, as node-postgres reads it: a host list here would be a second failover to follow.
+    const authority = /^postgres(?:ql)?:\/\/([^/?#]*)/.exec(databaseReadUrl);
+    if (!authority) problems.push('REEF_DATABASE_READ_URL (--database-read-url) must start with postgres:// or postgresql://');
+    else if (authority[1]!.replace(/^.*@/, '').includes(',') || /[?&](host|port)=[^&#]*,/.test(databaseReadUrl)) {
+      problems.push('REEF_DATABASE_READ_URL (--database-read-url) must name one host (a standby, or a pooler in front of several)');
+    }
+  }
   const ttl = int('REEF_TOKEN_TTL', 10, 30 * 86400);
   const secret = str('REEF_TOKEN_SECRET') || null;
   if (secret !== null && secret.length < 32) problems.push('REEF_TOKEN_SECRET (--token-secret) must be at least 32 characters');
@@ -372,6 +390,7 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
     tls,
     dataDir,
     databaseUrl,
+    databaseReadUrl,
     databaseStartWaitMs: int('REEF_DATABASE_START_WAIT', 0, 86400) * 1000,
     tokens: { ttlSeconds: ttl, secret, issuer: 'reef' },
     adminKey,

@@ -66,9 +66,10 @@ export async function kitCelsius(store: Store, deviceId: string, batch: Observat
   let lastUnit: TemperatureUnit | undefined;
   if (unknown) {
     atSameInstant = new Map();
-    const stored = await store.queryObservations(deviceId, { from, to: to + 1, limit: Math.min(unknown * 4, 10_000) });
+    // What the write will replace and the kit's last unit: the primary's rows, not a standby's (fresh).
+    const stored = await store.queryObservations(deviceId, { from, to: to + 1, limit: Math.min(unknown * 4, 10_000), fresh: true });
     for (const s of stored.observations) atSameInstant.set(s.ts, s);
-    const newest = await store.queryObservations(deviceId, { limit: LAST_UNIT_ROWS });
+    const newest = await store.queryObservations(deviceId, { limit: LAST_UNIT_ROWS, fresh: true });
     for (const s of newest.observations) {
       lastUnit = unitOf(s.extra?.rawUnit) ?? (s.temperature !== null ? unitOf(s.extra?.unit) : undefined);
       if (lastUnit) break;

@@ -42,6 +42,11 @@ export interface ObservationQuery {
    * of the last one examined (the next page goes on below it).
    */
   maxScan?: number;
+  /**
+   * Read what the writable database holds now, never a read standby's copy (PostgreSQL's
+   * REEF_DATABASE_READ_URL): for a read a write or another node's event depends on.
+   */
+  fresh?: boolean;
 }
 
 export interface ObservationPage {

@@ -1,7 +1,8 @@
 // What every aggregate of the PostgreSQL store (accounts.ts, devices.ts, ...) shares: the pool and
 // its two ways of running SQL (q, tx), the cache of the observations' partitions (partitions.ts),
 // and the node's memory of device keys (pk, tier) that uploads and reads use without a round trip.
-// Every connection, pooled or not, goes to the writable host of the URL's list (hosts.ts).
+// Every connection, pooled or not, goes to the writable host of the URL's list (hosts.ts), except
+// the read pool's, which goes to the standby of `readConnectionString` when one is given (`read`).
 import pg from 'pg';
 import type { DeviceRef } from '../../core/types.ts';
 import { ReefError } from '../../core/errors.ts';
@@ -24,6 +25,10 @@ export interface PostgresOptions {
   onStartWait?: (message: string, detail: { attempt: number; retryInMs: number }) => void;
   /** Told when the writable host changes or is given up (several hosts). */
   onHostChange?: (message: string, detail: { host: string; state?: string }) => void;
+  /** One standby (or a pooler in front of several) that serves observation reads (PostgresConnection.read). */
+  readConnectionString?: string;
+  /** Told when a read failed on the standby and was made on the primary instead. */
+  onReadFallback?: (e: Error) => void;
 }
 
 export type Row = Record<string, any>;
@@ -60,6 +65,16 @@ export function numArray(xs: ArrayLike<number | null>): string {
 /** What the store's connections share (the host and the connect timeout come from PgHosts). */
 const BASE: pg.ClientConfig = { keepAlive: true, application_name: 'reef', types };
 
+/**
+ * With a read standby, every commit of the node waits until the synchronous standby has applied it
+ * (PostgreSQL's `synchronous_commit = remote_apply`), so a reading that was acknowledged is there
+ * for the next read (docs/operations.md "Reads from a standby").
+ */
+const READ_YOUR_WRITES = '-c synchronous_commit=remote_apply';
+
+/** After a read fails on the standby, reads go to the primary for this long before the standby is tried again. */
+export const READ_STANDBY_RETRY_MS = 5_000;
+
 /** Device keys (pk, tier) a node remembers (KnownKey); past this many it starts afresh. */
 const KNOWN_DEVICES = 100_000;
 
@@ -83,18 +98,56 @@ export class PostgresConnection {
 
   /** The hosts of the URL and which is writable: how every connection is made. */
   readonly hosts: PgHosts;
+  /** Connections to the read standby, if one is given. */
+  readonly readPool: pg.Pool | null;
+  /** Until when reads skip the standby after a failure there (READ_STANDBY_RETRY_MS). */
+  private readStandbyDownUntil = 0;
+  private readonly base: pg.ClientConfig;
 
   constructor(readonly opts: PostgresOptions) {
-    this.hosts = new PgHosts(opts.connectionString, { connectTimeoutMs: opts.connectTimeoutMs ?? 5000, ...(opts.onHostChange ? { onChange: opts.onHostChange } : {}) });
-    this.pool = this.hosts.pool({ ...BASE, max: opts.maxConnections ?? 10, idleTimeoutMillis: 30_000 });
+    this.base = opts.readConnectionString ? { ...BASE, options: READ_YOUR_WRITES } : BASE;
+    const connectTimeoutMs = opts.connectTimeoutMs ?? 5000;
+    this.hosts = new PgHosts(opts.connectionString, { connectTimeoutMs, ...(opts.onHostChange ? { onChange: opts.onHostChange } : {}) });
+    this.pool = this.hosts.pool({ ...this.base, max: opts.maxConnections ?? 10, idleTimeoutMillis: 30_000 });
     // An idle connection dies when PostgreSQL restarts; without a listener pg would throw it
     // out of the process. The pool drops it and opens a new one on the next request.
     this.pool.on('error', (e) => opts.onIdleError?.(e));
+    this.readPool = opts.readConnectionString
+      ? new pg.Pool({
+          ...BASE,
+          application_name: 'reef-reads',
+          connectionString: opts.readConnectionString,
+          connectionTimeoutMillis: connectTimeoutMs,
+          max: opts.maxConnections ?? 10,
+          idleTimeoutMillis: 30_000,
+        })
+      : null;
+    this.readPool?.on('error', (e) => opts.onIdleError?.(e));
   }
 
   /** A connection of the store's own besides the pool (the pipelined writer's), to the writable host; not yet connected. */
   client(config: pg.ClientConfig = {}): pg.Client {
-    return this.hosts.client({ ...BASE, ...config });
+    return this.hosts.client({ ...this.base, ...config });
+  }
+
+  /**
+   * A read a standby may answer (observation pages, latest of all, buckets): on the read standby
+   * when one is given and has not failed in the last READ_STANDBY_RETRY_MS, else on the primary.
+   * Any failure there (the standby down, a query cancelled by a recovery conflict) runs the read
+   * again on the primary: a reader never sees the standby's trouble, only its lag.
+   */
+  async read(text: string, values?: unknown[], name?: string, arrays = false): Promise<pg.QueryResult<Row>> {
+    const standby = this.readPool;
+    if (standby && Date.now() >= this.readStandbyDownUntil) {
+      try {
+        if (arrays) return await standby.query({ name, text, values, rowMode: 'array' });
+        return await standby.query(name ? { name, text, values } : { text, values });
+      } catch (e) {
+        this.readStandbyDownUntil = Date.now() + READ_STANDBY_RETRY_MS;
+        this.opts.onReadFallback?.(e as Error);
+      }
+    }
+    return this.q(text, values, name, arrays);
   }
 
   /** `arrays`: each row as an array of its columns (pg's rowMode 'array'), not a keyed object. */

@@ -1,6 +1,7 @@
 // Reading observations on PostgreSQL: a device's rows through its partition's (device_pk, ts)
 // unique index, newest first; latest of all from the `latest` table (docs/storage.md
-// "PostgreSQL: read paths"). Writes go through writer.ts.
+// "PostgreSQL: read paths"). Writes go through writer.ts. With a read standby, these reads go to it
+// (PostgresConnection.read) unless the instance is made for the primary.
 import { latestJsonOfColumns, pageJsonOfColumns } from '../../core/observation-json.ts';
 import type { ObservationRecord } from '../../core/types.ts';
 import type { Bucket, BucketQuery, ObservationPage, ObservationQuery, SolutionCursor, SolutionObservationPage, SolutionObservationQuery } from '../store.ts';
@@ -26,7 +27,15 @@ interface PageColumns {
 }
 
 export class PostgresObservationReads {
-  constructor(private readonly c: PostgresConnection) {}
+  /** How a read runs: on the read standby if there is one, or always on the primary. */
+  private readonly run: PostgresConnection['q'];
+
+  constructor(
+    private readonly c: PostgresConnection,
+    on: 'standby' | 'primary' = 'standby',
+  ) {
+    this.run = on === 'standby' ? c.read.bind(c) : c.q.bind(c);
+  }
 
   async countObservationsByTenant(): Promise<Map<string, number>> {
     const r = await this.c.q('SELECT d.tenant_id AS t, count(*)::bigint AS n FROM observations o JOIN devices d ON d.pk = o.device_pk GROUP BY d.tenant_id', [], 'count-observations');
@@ -34,7 +43,7 @@ export class PostgresObservationReads {
   }
 
   async latestObservations(groupId: string, solution: string) {
-    const r = await this.c.q(LATEST_OF_SOLUTION, [groupId, solution], 'latest-of-solution');
+    const r = await this.run(LATEST_OF_SOLUTION, [groupId, solution], 'latest-of-solution');
     return r.rows.map((x) => ({ deviceId: x.id as string, observation: obsFromRow(x) }));
   }
 
@@ -46,7 +55,7 @@ export class PostgresObservationReads {
    * gives them, as latestJson does.
    */
   async latestObservationsJson(groupId: string, solution: string): Promise<Buffer> {
-    const r = await this.c.q(LATEST_OF_SOLUTION, [groupId, solution], 'latest-of-solution-rows', true);
+    const r = await this.run(LATEST_OF_SOLUTION, [groupId, solution], 'latest-of-solution-rows', true);
     const n = r.rows.length;
     const ids = new Array<string>(n);
     const ts = new Float64Array(n);
@@ -83,7 +92,7 @@ export class PostgresObservationReads {
     let nextBefore = p.n > q.limit ? p.ts[q.limit - 1]! : null;
     if (nextBefore === null && q.tag !== undefined && q.maxScan !== undefined) {
       // A short page: did the examined readings run out (ObservationQuery.maxScan) before the range did?
-      const w = await this.c.q(
+      const w = await this.run(
         'SELECT ts FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC OFFSET $5 LIMIT 2',
         [key!.tier, key!.pk, from, to, q.maxScan - 1],
         'page-tagged-window',
@@ -111,7 +120,7 @@ export class PostgresObservationReads {
       rows = `SELECT ts, temperature, extra FROM (SELECT ts, temperature, extra FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4${still}
               ORDER BY ts DESC LIMIT $7) s WHERE extra -> 'tags' ? $6 ORDER BY ts DESC LIMIT $5`;
     }
-    const r = await this.c.q(
+    const r = await this.run(
       `SELECT count(*)::int AS n, string_agg(int8send(ts), ''::bytea ORDER BY ts DESC) AS ts,
          string_agg(coalesce(float8send(temperature), '\\x7ff8000000000000'::bytea), ''::bytea ORDER BY ts DESC) AS t,
          CASE WHEN bool_or(extra IS NOT NULL) THEN json_agg(extra ORDER BY ts DESC) END AS x
@@ -174,7 +183,7 @@ export class PostgresObservationReads {
     const rows: Row[] = [];
     if (q.after) {
       // The cursor's own device: the rest of it below the cursor, one index range scan.
-      const r = await this.c.q(
+      const r = await this.run(
         `SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM devices d JOIN observations o ON o.tier = d.tier AND o.device_pk = d.pk
          WHERE d.group_id = $1 AND d.solution = $2 AND d.pk = $3 AND o.ts >= $4 AND o.ts < $5
          AND ($7::text IS NULL OR o.extra -> 'tags' ? $7) ORDER BY o.ts DESC LIMIT $6`,
@@ -193,10 +202,10 @@ export class PostgresObservationReads {
     let afterPk = q.after?.device ?? -1;
     let chunk = 2;
     while (rows.length < want) {
-      const devs = await this.c.q('SELECT pk FROM devices WHERE group_id = $1 AND solution = $2 AND pk > $3 ORDER BY pk LIMIT $4', [groupId, solution, afterPk, chunk], 'solution-page-devices');
+      const devs = await this.run('SELECT pk FROM devices WHERE group_id = $1 AND solution = $2 AND pk > $3 ORDER BY pk LIMIT $4', [groupId, solution, afterPk, chunk], 'solution-page-devices');
       if (devs.rows.length === 0) break;
       const pks = devs.rows.map((x) => Number(x.pk));
-      const r = await this.c.q(
+      const r = await this.run(
         `SELECT d.pk, d.id, o.ts, o.temperature, o.extra FROM unnest($1::bigint[]) WITH ORDINALITY AS k(pk, n)
          JOIN devices d ON d.pk = k.pk
          CROSS JOIN LATERAL (
@@ -228,7 +237,7 @@ export class PostgresObservationReads {
     let budget = maxScan;
     let examined: SolutionCursor | null = null;
     const chunk = async (pks: number[], upTo: number): Promise<SolutionCursor | null> => {
-      const r = await this.c.q(
+      const r = await this.run(
         `WITH e AS MATERIALIZED (
            SELECT d.pk, d.id, o.ts, o.temperature, o.extra, row_number() OVER (ORDER BY k.n, o.ts DESC) AS rn
            FROM unnest($1::bigint[]) WITH ORDINALITY AS k(pk, n)
@@ -265,7 +274,7 @@ export class PostgresObservationReads {
     let afterPk = q.after?.device ?? -1;
     let size = 2;
     while (rows.length < want && stopped === null) {
-      const devs = await this.c.q('SELECT pk FROM devices WHERE group_id = $1 AND solution = $2 AND pk > $3 ORDER BY pk LIMIT $4', [groupId, solution, afterPk, size], 'solution-page-devices');
+      const devs = await this.run('SELECT pk FROM devices WHERE group_id = $1 AND solution = $2 AND pk > $3 ORDER BY pk LIMIT $4', [groupId, solution, afterPk, size], 'solution-page-devices');
       if (devs.rows.length === 0) break;
       const pks = devs.rows.map((x) => Number(x.pk));
       stopped = await chunk(pks, to);
@@ -278,7 +287,7 @@ export class PostgresObservationReads {
 
   async bucketObservations(deviceId: string, q: BucketQuery): Promise<Bucket[]> {
     const { pk, tier } = await this.c.devicePk(deviceId);
-    const r = await this.c.q(
+    const r = await this.run(
       `SELECT (ts - $3) / $5 * $5 + $3 AS b, count(*) AS n, min(temperature) AS lo, avg(temperature) AS mean, max(temperature) AS hi
        FROM observations WHERE tier = $1 AND device_pk = $2 AND ts >= $3 AND ts < $4 GROUP BY b ORDER BY b`,
       [tier, pk, q.from, q.to, q.bucketMs],

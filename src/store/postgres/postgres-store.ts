@@ -37,6 +37,7 @@ export class PostgresStore implements Store {
   private readonly state: PostgresState;
   private readonly devices: PostgresDevices;
   private readonly reads: PostgresObservationReads;
+  private readonly primaryReads: PostgresObservationReads;
   private readonly writer: PostgresWriter;
   private readonly retention: PostgresRetention;
   private readonly alarms: PostgresAlarms;
@@ -47,6 +48,7 @@ export class PostgresStore implements Store {
     this.state = new PostgresState(this.c);
     this.devices = new PostgresDevices(this.c);
     this.reads = new PostgresObservationReads(this.c);
+    this.primaryReads = new PostgresObservationReads(this.c, 'primary');
     this.writer = new PostgresWriter(this.c);
     this.retention = new PostgresRetention(this.c);
     this.alarms = new PostgresAlarms(this.c);
@@ -136,7 +138,7 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     // Batches already accepted are written (or fail) before the pool goes.
     await this.writer.close();
-    await this.c.pool.end();
+    await Promise.all([this.c.pool.end(), this.c.readPool?.end()]);
   }
 
   async ping(): Promise<void> {
@@ -256,7 +258,7 @@ export class PostgresStore implements Store {
     return this.reads.latestObservationsJson(groupId, solution);
   }
   queryObservations(deviceId: string, q: ObservationQuery) {
-    return this.reads.queryObservations(deviceId, q);
+    return (q.fresh ? this.primaryReads : this.reads).queryObservations(deviceId, q);
   }
   observationPageJson(deviceId: string, q: ObservationQuery) {
     return this.reads.observationPageJson(deviceId, q);

@@ -147,3 +147,18 @@ it('metrics: nothing served by default; a token of 16 characters or more; a list
   );
   assert.throws(() => loadConfig({ REEF_METRICS_LISTEN: '127.0.0.1:70000' }, {}), /REEF_METRICS_LISTEN/);
 });
+
+it('a read standby: one postgres:// host, and only beside REEF_DATABASE_URL', () => {
+  const primary = 'postgres://reef@db1:5432,db2:5432/reef';
+  assert.equal(loadConfig({}, {}).databaseReadUrl, null);
+  assert.equal(loadConfig({ REEF_DATABASE_URL: primary, REEF_DATABASE_READ_URL: 'postgres://reef@db2:5432/reef' }, {}).databaseReadUrl, 'postgres://reef@db2:5432/reef');
+  const refused = (env: Record<string, string>, why: RegExp) =>
+    assert.throws(
+      () => loadConfig(env, {}),
+      (e: unknown) => e instanceof ConfigError && why.test(e.message),
+    );
+  refused({ REEF_DATABASE_READ_URL: 'postgres://reef@db2/reef' }, /REEF_DATABASE_READ_URL \(--database-read-url\) needs REEF_DATABASE_URL/);
+  refused({ REEF_DATABASE_URL: primary, REEF_DATABASE_READ_URL: 'mysql://db2/reef' }, /must start with postgres:\/\//);
+  refused({ REEF_DATABASE_URL: primary, REEF_DATABASE_READ_URL: 'postgres://reef@db2:5432,db3:5432/reef' }, /must name one host/);
+  refused({ REEF_DATABASE_URL: primary, REEF_DATABASE_READ_URL: 'postgres://reef@x/reef?host=db2,db3' }, /must name one host/);
+});
