@@ -91,12 +91,13 @@ function refuses(port: number): Promise<boolean> {
   });
 }
 
-async function query<T = Record<string, unknown>>(url: string, sql: string): Promise<T[]> {
+/** One statement on a connection of its own, to a node that may be going away. */
+export async function query<T = Record<string, unknown>>(url: string, sql: string, values: unknown[] = []): Promise<T[]> {
   const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
   c.on('error', () => undefined);
   await c.connect();
   try {
-    return (await c.query(sql)).rows as T[];
+    return (await c.query(sql, values)).rows as T[];
   } finally {
     await c.end().catch(() => undefined);
   }

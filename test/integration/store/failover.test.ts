@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { NO_SYNC_STANDBY } from '../../../src/store/postgres/hosts.ts';
 import { LOCK_LEADER } from '../../../src/store/postgres/migrations.ts';
-import { replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
+import { query as sql, replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { freePort } from '../../helpers/ports.ts';
 import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
 import { readSse } from '../../helpers/sse.ts';
@@ -24,17 +24,6 @@ import pg from 'pg';
 
 const T0 = Date.UTC(2026, 10, 1);
 const PER_BATCH = 10;
-
-async function sql<T = Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
-  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
-  c.on('error', () => undefined);
-  await c.connect();
-  try {
-    return (await c.query(text, values)).rows as T[];
-  } finally {
-    await c.end().catch(() => undefined);
-  }
-}
 
 /** When a client connected to this host alone first commits a write (a transaction id is assigned only outside recovery). */
 async function firstWrite(url: string): Promise<number> {

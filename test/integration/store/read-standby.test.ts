@@ -7,26 +7,14 @@
 // - with the standby killed, the same reads answer from the primary, and the node says so.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
 import pino from 'pino';
 import type { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
-import { startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
+import { query as sql, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { startTestServer, type TestServer } from '../../helpers/server.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 const T0 = Date.UTC(2026, 10, 1);
 const ROUNDS = 20;
-
-async function sql<T = Record<string, unknown>>(url: string, text: string): Promise<T[]> {
-  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
-  c.on('error', () => undefined);
-  await c.connect();
-  try {
-    return (await c.query(text)).rows as T[];
-  } finally {
-    await c.end().catch(() => undefined);
-  }
-}
 
 /** Transactions ended on a host's database, as its statistics have them so far. */
 async function transactions(url: string): Promise<number> {
