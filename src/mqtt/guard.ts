@@ -9,9 +9,10 @@
 // hostile input"). Aedes waits for a socket's 'drain' before it calls a delivery back, and its
 // message emitter runs by default at most `concurrency` (100) deliveries at once for all clients:
 // left alone, one stalled subscriber holds every tenant's deliveries until Aedes' 60 s drain
-// timeout. Here a write is called back at once and lands in the socket's own buffer, and a client whose unsent bytes or packets
-// would pass the bounds is disconnected (as a slow event-stream reader is, docs/security.md), so no
-// socket ever holds back another's delivery and a stalled one costs at most its bound.
+// timeout. Here a write is called back at once and lands in the socket's own buffer, and a client
+// whose unsent bytes or packets would pass the bounds is disconnected (as a slow event-stream
+// reader is, docs/security.md), so no socket ever holds back another's delivery and a stalled one
+// costs at most its bound.
 import { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 
