@@ -94,6 +94,19 @@ export function writeGroupStarted(store: 'sqlite' | 'postgres', batches: number)
   return writeBy[store].startTimer();
 }
 
+const standbyReads = new Counter({
+  name: 'reef_store_standby_reads_total',
+  help: 'Observation reads sent to the read standby (REEF_DATABASE_READ_URL), by result: served there, or failed there and made on the primary',
+  labelNames: ['result'] as const,
+  registers,
+});
+const standbyBy = { served: standbyReads.labels('served'), failed: standbyReads.labels('failed') };
+
+/** A read went to the read standby: answered there, or failed there (and went to the primary). */
+export function countStandbyRead(result: 'served' | 'failed'): void {
+  standbyBy[result].inc();
+}
+
 // ---- events, alarms ----------------------------------------------------------------------------
 
 const eventLag = new Histogram({

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import type { DeviceRef } from '../../core/types.ts';
 import { ReefError } from '../../core/errors.ts';
+import { countStandbyRead } from '../../metrics/metrics.ts';
 import { translate } from './errors.ts';
 import { PgHosts } from './hosts.ts';
 import { PartitionMap, parseRangeBound } from './partitions.ts';
@@ -140,9 +141,11 @@ export class PostgresConnection {
     const standby = this.readPool;
     if (standby && Date.now() >= this.readStandbyDownUntil) {
       try {
-        if (arrays) return await standby.query({ name, text, values, rowMode: 'array' });
-        return await standby.query(name ? { name, text, values } : { text, values });
+        const r = await (arrays ? standby.query({ name, text, values, rowMode: 'array' }) : standby.query(name ? { name, text, values } : { text, values }));
+        countStandbyRead('served');
+        return r;
       } catch (e) {
+        countStandbyRead('failed');
         this.readStandbyDownUntil = Date.now() + READ_STANDBY_RETRY_MS;
         this.opts.onReadFallback?.(e as Error);
       }

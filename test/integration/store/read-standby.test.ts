@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
+import { registry } from '../../../src/metrics/metrics.ts';
 import type { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import { query as sql, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { startTestServer, type TestServer } from '../../helpers/server.ts';
@@ -15,6 +16,13 @@ import { waitFor } from '../../helpers/wait.ts';
 
 const T0 = Date.UTC(2026, 10, 1);
 const ROUNDS = 20;
+
+/** reef_store_standby_reads_total of this process (both nodes), by result. */
+async function standbyReads(): Promise<{ served: number; failed: number }> {
+  const m = await registry.getSingleMetric('reef_store_standby_reads_total')!.get();
+  const of = (result: string) => m.values.find((v) => v.labels.result === result)?.value ?? 0;
+  return { served: of('served'), failed: of('failed') };
+}
 
 /** Transactions ended on a host's database, as its statistics have them so far. */
 async function transactions(url: string): Promise<number> {
@@ -56,6 +64,7 @@ describe('PostgreSQL: observation reads from a standby', () => {
     assert.equal((await writes.query('SHOW synchronous_commit')).rows[0].synchronous_commit, 'remote_apply');
     await page(b); // the read pool's first connection, made before the count starts
     const before = await transactions(cluster.standby.url());
+    const counted = await standbyReads();
     for (let n = 0; n < ROUNDS; n++) {
       const ts = new Date(T0 + n * 1000).toISOString();
       const up = await a.request('POST', `/api/solutions/StudioSimulation/devices/${deviceId}/observations`, { token, body: { observations: [{ timestamp: ts, temperature: n }] } });
@@ -72,6 +81,8 @@ describe('PostgreSQL: observation reads from a standby', () => {
     assert.ok(text.includes(deviceId) && text.includes(`"temperature":${ROUNDS - 1}`), text);
     // Statistics reach pg_stat_database within a second of a transaction's end.
     await waitFor('the standby to count the reads', async () => (await transactions(cluster.standby.url())) - before >= ROUNDS + 1);
+    assert.ok((await standbyReads()).served - counted.served >= ROUNDS + 1, 'the node counts the reads the standby served');
+    assert.equal((await standbyReads()).failed, counted.failed);
     const readers = await sql<{ n: string }>(cluster.standby.url(), "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'reef-reads'");
     assert.ok(Number(readers[0]!.n) >= 1, 'the reading node holds read connections on the standby');
   });
@@ -86,6 +97,7 @@ describe('PostgreSQL: observation reads from a standby', () => {
   });
 
   it('with the standby killed, the same reads answer from the primary', async () => {
+    const counted = await standbyReads();
     await cluster.kill(cluster.standby);
     for (const { node } of nodes) {
       const r = await page(node);
