@@ -1,6 +1,6 @@
 // The Store interface: everything Reef persists, behind one contract that every backend (sqlite/,
-// postgres/) implements and that test/integration/store/conformance.ts checks. Backends translate their driver
-// errors into the catalogue of src/core/errors.ts (unique violations → CONFLICT-family codes,
+// postgres/) implements and that test/integration/store/conformance/ checks. Backends translate
+// their driver errors into the catalogue of src/core/errors.ts (unique violations → CONFLICT-family codes,
 // connection failures → STORE_UNAVAILABLE), so callers never see a driver error.
 import type { AlarmEvalState, AlarmRecord, AlarmRuleRecord, AlarmStatus, DeliveryStatus, WebhookDeliveryRecord } from '../core/alarms.ts';
 import type { Account, DeviceRecord, DeviceRef, DeviceTemplateRecord, DomainInfo, ObservationRecord, ProvisioningInfo } from '../core/types.ts';

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it, before, after } from 'node:test';
 import pg from 'pg';
 import { periodStart, widthOf } from '../../../src/store/postgres/partitions.ts';
-import { storeConformance } from './conformance.ts';
+import { storeConformance } from './conformance/index.ts';
 import { MIGRATIONS } from '../../../src/store/postgres/migrations.ts';
 import { BY_ID_IN_SOLUTION, PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import type { InsertResult } from '../../../src/store/store.ts';

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { storeConformance } from './conformance.ts';
+import { storeConformance } from './conformance/index.ts';
 import { COUNT_TENANT_DEVICES, SqliteStore } from '../../../src/store/sqlite/sqlite-store.ts';
 import { batchOf } from '../../../src/core/observation-batch.ts';
 
