@@ -90,6 +90,12 @@ export interface KnownKey {
   ref?: DeviceRef;
 }
 
+/** A statement on a pool, prepared under `name` if given; `arrays`: rows as arrays (rowMode 'array'). */
+function run(pool: pg.Pool, text: string, values: unknown[] | undefined, name: string | undefined, arrays: boolean): Promise<pg.QueryResult<Row>> {
+  if (arrays) return pool.query({ name, text, values, rowMode: 'array' });
+  return pool.query(name ? { name, text, values } : { text, values });
+}
+
 export class PostgresConnection {
   readonly pool: pg.Pool;
   readonly parts = new PartitionMap();
@@ -141,7 +147,7 @@ export class PostgresConnection {
     const standby = this.readPool;
     if (standby && Date.now() >= this.readStandbyDownUntil) {
       try {
-        const r = await (arrays ? standby.query({ name, text, values, rowMode: 'array' }) : standby.query(name ? { name, text, values } : { text, values }));
+        const r = await run(standby, text, values, name, arrays);
         countStandbyRead('served');
         return r;
       } catch (e) {
@@ -156,8 +162,7 @@ export class PostgresConnection {
   /** `arrays`: each row as an array of its columns (pg's rowMode 'array'), not a keyed object. */
   async q(text: string, values?: unknown[], name?: string, arrays = false): Promise<pg.QueryResult<Row>> {
     try {
-      if (arrays) return await this.pool.query({ name, text, values, rowMode: 'array' });
-      return await this.pool.query(name ? { name, text, values } : { text, values });
+      return await run(this.pool, text, values, name, arrays);
     } catch (e) {
       translate(e);
     }
