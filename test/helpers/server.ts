@@ -4,6 +4,7 @@ import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pino, { type Logger } from 'pino';
 import { testConfig, type Config } from '../../src/config/config.ts';
 import { createAccount, type NewCredentials } from '../../src/auth/accounts.ts';
 import { startServer, type ComponentFactory, type RunningServer } from '../../src/server.ts';
@@ -17,6 +18,12 @@ export interface TestServer extends RunningServer {
   token(c: { clientId: string; clientSecret: string }): Promise<string>;
   /** fetch against the server with an optional token; JSON bodies are encoded. */
   request(method: string, urlPath: string, opts?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
+}
+
+/** A logger for a test server that keeps its warnings (and worse) as lines, for the test to read. */
+export function keptWarnings(): { logger: Logger; log: string[] } {
+  const log: string[] = [];
+  return { logger: pino({ level: 'warn' }, { write: (line: string) => void log.push(line) }), log };
 }
 
 export function tempDir(prefix = 'reef-test-'): string {

@@ -464,7 +464,7 @@ describe('progress bar', () => {
     const tty = new Progress('uploading', 1000, 'obs', { isTTY: true, columns: 120, write: (s) => (written.push(s), true) });
     tty.update(500, true);
     tty.finish();
-    assert.match(written[0]!, /^\ruploading \[#+-+\]  50% 500\/1,000 obs/);
+    assert.match(written[0]!, /^\ruploading \[#+-+\] {2}50% 500\/1,000 obs/);
     assert.equal(written.at(-1), '\r\x1b[K');
     const quiet: string[] = [];
     const pipe = new Progress('uploading', 1000, 'obs', { isTTY: false, write: (s) => (quiet.push(s), true) });

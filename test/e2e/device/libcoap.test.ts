@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { Kit } from '../../../src/device/kit.ts';
+import type { Kit } from '../../../src/device/kit.ts';
 import { startKit } from '../../helpers/device.ts';
 
 const run = promisify(execFile);

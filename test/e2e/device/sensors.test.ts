@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Code, CoapEndpoint, codeToString, ContentFormat, decodeSensorReading, getUintOption, Option, uintOption, unwrapCbor, type CoapMessage } from '../../../src/coap/index.ts';
 import { isReefError } from '../../../src/core/errors.ts';
-import { Kit } from '../../../src/device/kit.ts';
+import type { Kit } from '../../../src/device/kit.ts';
 import { parseSensorConfig } from '../../../src/device/sensors.ts';
 import { freePort, openSession, startGateway, until, viaGateway, type GatewayHarness } from '../../helpers/gateway.ts';
 import { tempDir } from '../../helpers/server.ts';

@@ -6,7 +6,7 @@ import {
   ACK,
   Code,
   CoapEndpoint,
-  CoapMessage,
+  type CoapMessage,
   CON,
   ContentFormat,
   decodeAnnouncement,
@@ -30,7 +30,7 @@ import {
   uriQuery,
   codeToString,
 } from '../../../src/coap/index.ts';
-import { Kit } from '../../../src/device/kit.ts';
+import type { Kit } from '../../../src/device/kit.ts';
 import { RawClient, startKit, waitFor } from '../../helpers/device.ts';
 
 const code = (m: CoapMessage): string => codeToString(m.code);

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ACK, Code, codeToString, CON, decodeReading, getUintOption, NON, Option, RST, serializeMessage, uintOption, uriOptions } from '../../../src/coap/index.ts';
-import { Kit } from '../../../src/device/kit.ts';
+import type { Kit } from '../../../src/device/kit.ts';
 import { RawClient, startKit, waitFor } from '../../helpers/device.ts';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import {
   Block2Assembler,
   Code,
-  CoapEndpoint,
+  type CoapEndpoint,
   CON,
   decodeBlock,
   encodeBlock,

@@ -5,17 +5,15 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import pino from 'pino';
 import { startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
-import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
+import { keptWarnings, startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 const WAITING = 'no writable PostgreSQL host yet';
 
 /** A node in the test's process whose warnings are kept; started, not awaited. */
 function startNode(url: string, waitMs: number, dataDir: string): { started: Promise<TestServer>; log: string[] } {
-  const log: string[] = [];
-  const logger = pino({ level: 'warn' }, { write: (s: string) => void log.push(s) });
+  const { logger, log } = keptWarnings();
   const started = startTestServer({ databaseUrl: url, dataDir, databaseStartWaitMs: waitMs }, [], { log: logger });
   // Awaited by the test; this keeps an early rejection from counting as unhandled meanwhile.
   started.catch(() => undefined);

@@ -12,12 +12,11 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import pino from 'pino';
 import { NO_SYNC_STANDBY } from '../../../src/store/postgres/hosts.ts';
 import { LOCK_LEADER } from '../../../src/store/postgres/migrations.ts';
 import { query as sql, replicationState, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
 import { freePort } from '../../helpers/ports.ts';
-import { startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
+import { keptWarnings, startTestServer, tempDir, type TestServer } from '../../helpers/server.ts';
 import { readSse } from '../../helpers/sse.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import pg from 'pg';
@@ -47,8 +46,7 @@ async function firstWrite(url: string): Promise<number> {
 
 /** A node in the test's process whose warnings (host changes among them) are kept. */
 async function startNode(url: string): Promise<{ node: TestServer; log: string[] }> {
-  const log: string[] = [];
-  const logger = pino({ level: 'warn' }, { write: (s: string) => void log.push(s) });
+  const { logger, log } = keptWarnings();
   const node = await startTestServer({ databaseUrl: url }, [], { log: logger });
   return { node, log };
 }

@@ -7,11 +7,10 @@
 // - with the standby killed, the same reads answer from the primary, and the node says so.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pino from 'pino';
 import { registry } from '../../../src/metrics/metrics.ts';
 import type { PostgresStore } from '../../../src/store/postgres/postgres-store.ts';
 import { query as sql, startPrimaryAndStandby, type PgCluster } from '../../helpers/pg-cluster.ts';
-import { startTestServer, type TestServer } from '../../helpers/server.ts';
+import { keptWarnings, startTestServer, type TestServer } from '../../helpers/server.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 const T0 = Date.UTC(2026, 10, 1);
@@ -39,8 +38,7 @@ describe('PostgreSQL: observation reads from a standby', () => {
   before(async () => {
     cluster = await startPrimaryAndStandby();
     for (let i = 0; i < 2; i++) {
-      const log: string[] = [];
-      const logger = pino({ level: 'warn' }, { write: (s: string) => void log.push(s) });
+      const { logger, log } = keptWarnings();
       nodes.push({ node: await startTestServer({ databaseUrl: cluster.url(), databaseReadUrl: cluster.standby.url() }, [], { log: logger }), log });
     }
     token = (await nodes[0]!.node.login('reader')).token;

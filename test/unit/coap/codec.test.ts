@@ -9,7 +9,7 @@ import {
   classifyDatagram,
   Code,
   CoapFormatError,
-  CoapMessage,
+  type CoapMessage,
   codeFromString,
   codeToString,
   CON,
