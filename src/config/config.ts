@@ -348,10 +348,11 @@ export function loadConfig(env: Source = process.env, flags: Readonly<Record<str
   if (databaseReadUrl) {
     if (!databaseUrl) problems.push('REEF_DATABASE_READ_URL (--database-read-url) needs REEF_DATABASE_URL: the embedded SQLite store has no standby');
     // One host, as node-postgres reads it: a host list here would be a second failover to follow.
-    const authority = /^postgres(?:ql)?:\/\/([^/?#]*)/.exec(databaseReadUrl);
-    if (!authority) problems.push('REEF_DATABASE_READ_URL (--database-read-url) must start with postgres:// or postgresql://');
-    else if (authority[1]!.replace(/^.*@/, '').includes(',') || /[?&](host|port)=[^&#]*,/.test(databaseReadUrl)) {
-      problems.push('REEF_DATABASE_READ_URL (--database-read-url) must name one host (a standby, or a pooler in front of several)');
+    try {
+      if (parseDatabaseUrl(databaseReadUrl, 'read').hosts.length !== 1) problems.push('REEF_DATABASE_READ_URL (--database-read-url) must name one host (a standby, or a pooler in front of several)');
+    } catch (e) {
+      if (!(e instanceof DatabaseUrlError)) throw e;
+      problems.push(`REEF_DATABASE_READ_URL (--database-read-url) ${e.message}`);
     }
   }
   const ttl = int('REEF_TOKEN_TTL', 10, 30 * 86400);

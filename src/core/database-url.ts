@@ -12,8 +12,8 @@ export interface DatabaseHost {
 
 export interface DatabaseHosts {
   hosts: DatabaseHost[];
-  /** What Reef asks of the host it uses: always a writable one (target_session_attrs read-write or primary). */
-  targetSessionAttrs: 'read-write' | 'primary';
+  /** libpq's target_session_attrs: for writes always a writable host's (read-write, the default, or primary). */
+  targetSessionAttrs: string;
   /** The same URL naming one host only, for the driver; settings other than host, port and target_session_attrs kept. */
   urlFor(h: DatabaseHost): string;
 }
@@ -26,7 +26,7 @@ export class DatabaseUrlError extends Error {
 }
 
 const DEFAULT_PORT = 5432;
-/** libpq's target_session_attrs values; Reef writes, so it takes only the two that mean a writable host. */
+/** libpq's target_session_attrs values; for writes Reef takes only the two that mean a writable host. */
 const SESSION_ATTRS = ['any', 'read-write', 'read-only', 'primary', 'standby', 'prefer-standby'];
 
 function port(s: string, what: string): number {
@@ -61,9 +61,10 @@ export function hostLabel(h: DatabaseHost): string {
  * Reads a postgres:// URL's hosts: the comma-separated list in its authority (each with its own port
  * or 5432), or libpq's `host=`/`port=` parameters, which win as they do in libpq (one port for every
  * host, or one per host). Throws DatabaseUrlError, whose message never repeats the URL (it may hold a
- * password).
+ * password). `read`: a URL for reads only (REEF_DATABASE_READ_URL), which may ask libpq for any
+ * target_session_attrs.
  */
-export function parseDatabaseUrl(url: string): DatabaseHosts {
+export function parseDatabaseUrl(url: string, use: 'write' | 'read' = 'write'): DatabaseHosts {
   const m = /^(postgres(?:ql)?):\/\/([^/?#]*)([^?#]*)(?:\?([^#]*))?(#.*)?$/.exec(url);
   if (!m) throw new DatabaseUrlError('must start with postgres:// or postgresql://');
   const [, scheme, authority, path, query] = m as unknown as [string, string, string, string, string | undefined];
@@ -91,7 +92,7 @@ export function parseDatabaseUrl(url: string): DatabaseHosts {
 
   const attrs = params.get('target_session_attrs') ?? 'read-write';
   if (!SESSION_ATTRS.includes(attrs)) throw new DatabaseUrlError(`has target_session_attrs=${attrs}, which libpq does not know`);
-  if (attrs !== 'read-write' && attrs !== 'primary') {
+  if (use === 'write' && attrs !== 'read-write' && attrs !== 'primary') {
     throw new DatabaseUrlError(`has target_session_attrs=${attrs}: Reef writes, so it connects to a writable host only (read-write, the default, or primary)`);
   }
 
